@@ -1,0 +1,254 @@
+"""The engine's HTTP policy, written once for every provider.
+
+Retry policy (the same for sync and async):
+
+* A request that provably never left (connect error, connect timeout) is
+  retried, whatever it is.
+* 429 is retried after ``Retry-After`` (or exponential backoff with jitter):
+  the provider refused the request without acting on it.
+* 5xx and read timeouts are retried only for ``read`` and ``idempotent``
+  requests. A ``launch`` that may have reached the server is never re-sent:
+  the error surfaces (``APITimeoutError(sent=True)`` or the 5xx) and
+  Client.create reconciles by launch id instead, because a duplicate POST is
+  a second billed machine.
+* Per-provider minimum intervals (Lambda: launch 1 per 12 s) are kept by
+  waiting before sending, so a batch is paced rather than rejected.
+
+Nothing here sleeps or sends by itself: ``with_policy`` is a generator, and
+``run_flow`` / ``arun_flow`` (the only sync/async twins) carry out what it
+yields. Logs show method, URL path, status and timing; never headers.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+
+from .adapters.base import KIND_EXTENSION, Flow, Sleep
+from .errors import (
+    APIConnectionError,
+    APIStatusError,
+    APITimeoutError,
+    AuthenticationError,
+    ConflictError,
+    InternalServerError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitError,
+)
+
+log = logging.getLogger("gpucloud.http")
+T = TypeVar("T")
+
+SECRET_HEADERS = {"authorization", "x-api-key", "cookie", "set-cookie", "proxy-authorization"}
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int = 4
+    backoff_base: float = 0.5
+    backoff_max: float = 30.0
+    retry_after_max: float = 120.0
+
+    def backoff(self, attempt: int) -> float:
+        delay = min(self.backoff_max, self.backoff_base * (2 ** attempt))
+        return delay * (0.5 + random.random() / 2)  # jitter: 50-100 %
+
+
+DEFAULT_POLICY = RetryPolicy()
+
+
+class RateLimiter:
+    """Minimum spacing between requests of a kind, shared by all threads."""
+
+    def __init__(self, min_interval: dict[str, float], clock: Callable[[], float] = time.monotonic):
+        self.min_interval = min_interval
+        self.clock = clock
+        self._next: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def reserve(self, kind: str) -> float:
+        """Seconds to wait before sending a request of this kind (and book the slot)."""
+        keys = [k for k in (kind, "*") if k in self.min_interval]
+        if not keys:
+            return 0.0
+        with self._lock:
+            now = self.clock()
+            start = max([now] + [self._next.get(k, now) for k in keys])
+            for k in keys:
+                self._next[k] = start + self.min_interval[k]
+            return start - now
+
+
+def redact_headers(headers: Any) -> dict[str, str]:
+    return {k: ("[secure]" if k.lower() in SECRET_HEADERS else v) for k, v in dict(headers).items()}
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        if parsed is None:
+            return None
+        return max(0.0, parsed.timestamp() - time.time())
+
+
+def request_kind(request: httpx.Request) -> str:
+    return request.extensions.get(KIND_EXTENSION, "read" if request.method == "GET" else "unsafe")
+
+
+def status_error(
+    provider: str,
+    response: httpx.Response,
+    *,
+    message: str,
+    provider_code: str | None = None,
+    hint: str | None = None,
+    cls: type[APIStatusError] | None = None,
+) -> APIStatusError:
+    """The generic status -> class mapping; adapters refine it with their codes."""
+    status = response.status_code
+    if cls is None:
+        cls = {401: AuthenticationError, 403: PermissionDeniedError, 404: NotFoundError,
+               409: ConflictError, 429: RateLimitError}.get(status)
+        if cls is None:
+            cls = InternalServerError if status >= 500 else APIStatusError
+    if hint is None and cls is AuthenticationError:
+        hint = f"check the API key: `gpucloud providers` shows where the {provider} key comes from"
+    request_id = response.headers.get("x-request-id") or response.headers.get("request-id")
+    kwargs: dict[str, Any] = dict(
+        provider=provider, status_code=status, provider_code=provider_code,
+        request_id=request_id, request=response.request, hint=hint,
+    )
+    text = f"{provider}: {message} (HTTP {status}{', ' + provider_code if provider_code else ''})"
+    if cls is RateLimitError:
+        return RateLimitError(text, retry_after=retry_after(response), **kwargs)
+    return cls(text, **kwargs)
+
+
+def _transport_error(provider: str, request: httpx.Request, exc: Exception) -> APIConnectionError:
+    sent = not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+    where = f"{request.method} {request.url.host}{request.url.path}"
+    if isinstance(exc, httpx.TimeoutException):
+        return APITimeoutError(
+            f"{provider}: timed out on {where}", provider=provider, request=request, sent=sent,
+            hint="the provider may still have acted on it" if sent else "check your network",
+        )
+    return APIConnectionError(
+        f"{provider}: connection failed on {where}: {type(exc).__name__}",
+        provider=provider, request=request, sent=sent,
+        hint="the provider may still have acted on it" if sent else "check your network",
+    )
+
+
+def with_policy(
+    provider: str,
+    flow: Flow[T],
+    limiter: RateLimiter,
+    policy: RetryPolicy = DEFAULT_POLICY,
+) -> Flow[T]:
+    """Wrap an adapter flow with pacing, retries and error translation.
+
+    Yields Requests and Sleeps to the driver; the driver sends back a
+    Response, or throws the transport exception it caught.
+    """
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            item = flow.throw(error) if error is not None else flow.send(value)
+        except StopIteration as stop:
+            return stop.value
+        value, error = None, None
+        if isinstance(item, Sleep):
+            yield item
+            continue
+        request: httpx.Request = item
+        kind = request_kind(request)
+        attempt = 0
+        while True:
+            wait = limiter.reserve(kind)
+            if wait > 0:
+                yield Sleep(wait)
+            started = time.monotonic()
+            try:
+                response = yield request
+            except httpx.TransportError as exc:
+                failure = _transport_error(provider, request, exc)
+                log.debug("%s %s %s -> %s", provider, request.method, request.url.path,
+                          type(exc).__name__)
+                retryable = not failure.sent or kind in ("read", "idempotent")
+                if retryable and attempt < policy.max_retries:
+                    yield Sleep(policy.backoff(attempt))
+                    attempt += 1
+                    continue
+                error = failure
+                break
+            log.debug("%s %s %s -> %s in %.0f ms", provider, request.method, request.url.path,
+                      response.status_code, (time.monotonic() - started) * 1000)
+            status = response.status_code
+            retryable = status == 429 or (status >= 500 and kind in ("read", "idempotent"))
+            if retryable and attempt < policy.max_retries:
+                delay = retry_after(response) if status == 429 else None
+                if delay is None:
+                    delay = policy.backoff(attempt)
+                yield Sleep(min(delay, policy.retry_after_max))
+                attempt += 1
+                continue
+            value = response
+            break
+
+
+def run_flow(flow: Flow[T], send: Callable[[httpx.Request], httpx.Response],
+             sleep: Callable[[float], None] = time.sleep) -> T:
+    """Drive a flow synchronously."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            item = flow.throw(error) if error is not None else flow.send(value)
+        except StopIteration as stop:
+            return stop.value
+        value, error = None, None
+        if isinstance(item, Sleep):
+            sleep(item.seconds)
+        else:
+            try:
+                value = send(item)
+            except httpx.TransportError as exc:
+                error = exc
+
+
+async def arun_flow(flow: Flow[T], send: Callable[[httpx.Request], Any],
+                    sleep: Callable[[float], Any] | None = None) -> T:
+    """Drive a flow on asyncio: the twin of run_flow."""
+    import asyncio
+
+    sleep = sleep or asyncio.sleep
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            item = flow.throw(error) if error is not None else flow.send(value)
+        except StopIteration as stop:
+            return stop.value
+        value, error = None, None
+        if isinstance(item, Sleep):
+            await sleep(item.seconds)
+        else:
+            try:
+                value = await send(item)
+            except httpx.TransportError as exc:
+                error = exc

@@ -1,0 +1,186 @@
+"""The Provider protocol: what every adapter implements.
+
+Adapters are sans-I/O. An operation returns a *flow*: a generator that yields
+``httpx.Request`` objects (or ``Sleep`` instructions) and receives
+``httpx.Response`` objects, then returns a domain value. ``_http.run_flow``
+drives flows with a real ``httpx.Client``; tests step them by hand.
+
+    def delete(self, instance_id):
+        response = yield self.request("POST", "/terminate", json={...}, kind="idempotent")
+        self.raise_for_error(response)
+
+An adapter only translates. Retries, rate limits, auth, logging and
+redaction live once, in the driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+
+import httpx
+
+from ..errors import APIError, APIResponseValidationError, APIStatusError
+
+if TYPE_CHECKING:
+    from ..catalog import ProviderCatalog
+    from ..credentials import Credential
+    from ..models import Instance, InstanceSpec, Offer
+
+T = TypeVar("T")
+Flow = Generator[Any, Any, T]
+
+# How a request may be retried (see _http.py):
+#   read        GET-like, safe to repeat at any time
+#   idempotent  repeating it has the same effect (terminate an id)
+#   launch      creates something billable: never re-sent once it may have
+#               reached the server
+#   unsafe      any other write: re-sent only when it provably never left
+RequestKind = Literal["read", "idempotent", "launch", "unsafe"]
+KIND_EXTENSION = "gpucloud_kind"
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """A flow asks the driver to wait (polling) without sleeping itself."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    spot: bool = False
+    stop_start: bool = False
+    custom_disk: bool = False  # disk size can be chosen at create
+    needs_ssh_key: bool = False  # launch fails without a registered key
+    native_shutdown: bool = False  # the provider enforces a deadline itself
+
+
+@dataclass(frozen=True)
+class OfferQuery:
+    """The filter Client.offers hands an adapter. gpu is canonical or None."""
+
+    gpu: str | None = None
+    count: int | None = None
+    region: str | None = None
+    spot: bool = False
+
+
+class Provider:
+    """Base class of the adapters. Subclasses set ``name`` and implement the flows."""
+
+    name: ClassVar[str]
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    # Minimum seconds between two requests of a kind, per the provider's
+    # published limits; "*" applies to every request.
+    min_interval: ClassVar[dict[str, float]] = {}
+
+    def __init__(self, catalog: ProviderCatalog, credential: Credential | None = None) -> None:
+        self.catalog = catalog
+        self.credential = credential
+
+    # -- plumbing the driver uses ------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return self.catalog.api_base.rstrip("/")
+
+    def auth(self) -> httpx.Auth | None:
+        """The httpx.Auth that signs this provider's requests."""
+        if self.credential is None:
+            return None
+        from ..credentials import BearerAuth
+
+        return BearerAuth(self.credential.secret)
+
+    def transport(self) -> httpx.BaseTransport | None:
+        """A custom transport (the sandbox serves itself in-process)."""
+        return None
+
+    def async_transport(self) -> httpx.AsyncBaseTransport | None:
+        return None
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        kind: RequestKind | None = None,
+    ) -> httpx.Request:
+        if kind is None:
+            kind = "read" if method in ("GET", "HEAD") else (
+                "idempotent" if method in ("PUT", "DELETE") else "unsafe")
+        return httpx.Request(
+            method,
+            self.base_url + path,
+            json=json,
+            params=params,
+            headers={"Accept": "application/json", "User-Agent": _user_agent()},
+            extensions={KIND_EXTENSION: kind},
+        )
+
+    # -- errors --------------------------------------------------------------
+
+    def raise_for_error(self, response: httpx.Response) -> None:
+        if response.is_error:
+            raise self.map_error(response)
+
+    def map_error(self, response: httpx.Response) -> APIError:
+        """Translate an error response into the hierarchy (one function per adapter)."""
+        from .._http import status_error
+
+        return status_error(self.name, response, message=response.reason_phrase)
+
+    def json(self, response: httpx.Response) -> Any:
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise APIResponseValidationError(
+                f"{self.name}: response to {response.request.method} "
+                f"{response.request.url.path} is not JSON",
+                provider=self.name, request=response.request,
+            ) from exc
+
+    def invalid(self, response: httpx.Response, detail: str) -> APIResponseValidationError:
+        return APIResponseValidationError(
+            f"{self.name}: unexpected response to {response.request.method} "
+            f"{response.request.url.path}: {detail}",
+            provider=self.name, request=response.request,
+        )
+
+    # -- operations (flows) ---------------------------------------------------
+
+    def offers(self, query: OfferQuery) -> Flow[list[Offer]]:
+        raise NotImplementedError
+
+    def create(self, spec: InstanceSpec) -> Flow[Instance]:
+        """Launch one machine. Must put spec.launch_id where list() can read it back."""
+        raise NotImplementedError
+
+    def list_instances(self) -> Flow[list[Instance]]:
+        raise NotImplementedError
+
+    def get(self, instance_id: str) -> Flow[Instance]:
+        raise NotImplementedError
+
+    def delete(self, instance_id: str) -> Flow[None]:
+        raise NotImplementedError
+
+    def verify(self) -> Flow[None]:
+        """A cheap authenticated read that proves the credential works."""
+        yield from self.list_instances()
+
+
+def _user_agent() -> str:
+    from .. import __version__
+
+    return f"gpucloud/{__version__}"
+
+
+__all__ = [
+    "APIStatusError", "Capabilities", "Flow", "KIND_EXTENSION", "OfferQuery",
+    "Provider", "RequestKind", "Sleep",
+]

@@ -1,0 +1,168 @@
+"""The bundled price catalog: one TOML file per provider, read offline.
+
+Files ship inside the package as ``gpucloud/_catalog/*.toml`` (the repo's
+``providers/`` directory, force-included by hatch) and are read through
+``importlib.resources``; from a source checkout the repo's ``providers/`` is
+used. ``<config dir>/providers/<name>.toml`` replaces a bundled file whole.
+
+File format (see providers/lambda.toml):
+
+    name, display_name, api_base, auth ("api_key" | "oauth2" | "none"),
+    kind ("vm" | "container"), default_image, simulated, [source] url/as_of,
+    [[instance_types]] name, gpu, gpu_count, gpu_memory_gb, vcpus,
+    memory_gb, disk_gb, price, spot_price, regions, disk_price_per_gb_month
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from decimal import Decimal
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigurationError
+from .gpus import normalize_gpu
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    gpu: str
+    gpu_count: int
+    regions: tuple[str, ...]
+    price: Decimal | None
+    spot_price: Decimal | None = None
+    gpu_memory_gb: int | None = None
+    vcpus: int | None = None
+    memory_gb: int | None = None
+    disk_gb: int | None = None
+    disk_price_per_gb_month: Decimal | None = None
+
+
+@dataclass(frozen=True)
+class ProviderCatalog:
+    name: str
+    display_name: str
+    api_base: str
+    auth: str = "api_key"
+    kind: str = "vm"
+    default_image: str | None = None
+    simulated: bool = False
+    source_url: str | None = None
+    as_of: str | None = None
+    regions: tuple[str, ...] = ()
+    instance_types: tuple[InstanceType, ...] = field(default=())
+    path: str | None = None
+
+    def types_named(self, name: str) -> list[InstanceType]:
+        return [t for t in self.instance_types if t.name == name]
+
+    def offers(self, *, gpu: str | None = None, count: int | None = None,
+               region: str | None = None, spot: bool = False) -> list[Any]:
+        """Catalog rows as Offers (source="catalog", availability unknown)."""
+        from .models import Offer
+
+        out = []
+        for t in self.instance_types:
+            if gpu is not None and t.gpu != gpu:
+                continue
+            if count is not None and t.gpu_count != count:
+                continue
+            price = t.spot_price if spot else t.price
+            if price is None:
+                continue
+            for r in t.regions:
+                if region is not None and r != region:
+                    continue
+                out.append(Offer(
+                    provider=self.name, instance_type=t.name, region=r, gpu=t.gpu,
+                    gpu_count=t.gpu_count, gpu_memory_gb=t.gpu_memory_gb, vcpus=t.vcpus,
+                    memory_gb=t.memory_gb, disk_gb=t.disk_gb, price_per_hour=price,
+                    spot=spot, available=None, source="catalog", simulated=self.simulated,
+                    disk_price_per_gb_month=t.disk_price_per_gb_month, as_of=self.as_of,
+                ))
+        return out
+
+
+def _dec(value: Any) -> Decimal | None:
+    if value is None or value == "":
+        return None
+    # Prices are written as strings in the TOML so no float ever touches money.
+    return Decimal(str(value))
+
+
+def parse_catalog(data: dict[str, Any], path: str | None = None) -> ProviderCatalog:
+    try:
+        types = tuple(
+            InstanceType(
+                name=str(t["name"]),
+                gpu=normalize_gpu(str(t["gpu"])),
+                gpu_count=int(t["gpu_count"]),
+                regions=tuple(t.get("regions", ())),
+                price=_dec(t.get("price")),
+                spot_price=_dec(t.get("spot_price")),
+                gpu_memory_gb=t.get("gpu_memory_gb"),
+                vcpus=t.get("vcpus"),
+                memory_gb=t.get("memory_gb"),
+                disk_gb=t.get("disk_gb"),
+                disk_price_per_gb_month=_dec(t.get("disk_price_per_gb_month")),
+            )
+            for t in data.get("instance_types", ())
+        )
+        source = data.get("source", {})
+        regions = tuple(data.get("regions", ())) or tuple(
+            sorted({r for t in types for r in t.regions}))
+        return ProviderCatalog(
+            name=data["name"], display_name=data.get("display_name", data["name"]),
+            api_base=data["api_base"], auth=data.get("auth", "api_key"),
+            kind=data.get("kind", "vm"), default_image=data.get("default_image"),
+            simulated=bool(data.get("simulated", False)), source_url=source.get("url"),
+            as_of=str(source["as_of"]) if "as_of" in source else None,
+            regions=regions, instance_types=types, path=path,
+        )
+    except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
+        raise ConfigurationError(
+            f"invalid provider catalog {path or data.get('name')}: {exc!r}",
+            hint="fix or remove the file; `gpucloud providers` lists the files in use",
+        ) from exc
+
+
+def _bundled_dir() -> Any:
+    bundled = resources.files("gpucloud") / "_catalog"
+    if bundled.is_dir():
+        return bundled
+    # Source checkout / editable install: the repo's providers/ directory.
+    return Path(__file__).resolve().parents[2] / "providers"
+
+
+@lru_cache(maxsize=None)
+def _read(path: str, text: str) -> ProviderCatalog:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigurationError(f"invalid TOML in {path}: {exc}") from exc
+    return parse_catalog(data, path)
+
+
+def load_catalogs(config_dir: Path | None = None) -> dict[str, ProviderCatalog]:
+    """All provider catalogs: bundled files, each replaced whole by a user file."""
+    files: dict[str, Any] = {}
+    for entry in _bundled_dir().iterdir():
+        if entry.name.endswith(".toml"):
+            files[entry.name[:-5]] = entry
+    if config_dir is not None and (config_dir / "providers").is_dir():
+        for entry in (config_dir / "providers").glob("*.toml"):
+            files[entry.stem] = entry
+    out = {}
+    for name, entry in sorted(files.items()):
+        cat = _read(str(entry), entry.read_text(encoding="utf-8"))
+        out[cat.name] = cat
+    return out

@@ -1,0 +1,90 @@
+"""Where gpucloud keeps its files, and the user's config file.
+
+``GPUCLOUD_HOME``, when set, holds everything: ``config.toml``, the state
+database, caches. Unset, config lives in platformdirs' user config dir and
+state in its user data dir. No secret is ever read from or written to these
+files: keys come from the environment or the keyring.
+
+config.toml:
+
+    [defaults]
+    providers = ["lambda", "runpod"]   # what Client() considers by default
+    region = "us-east-1"
+
+    [sandbox]                          # knobs of the simulated cloud
+    capacity = 4
+    boot_seconds = 2
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigurationError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+APP = "gpucloud"
+
+
+def config_dir() -> Path:
+    home = os.environ.get("GPUCLOUD_HOME")
+    if home:
+        return Path(home).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir(APP))
+
+
+def data_dir() -> Path:
+    home = os.environ.get("GPUCLOUD_HOME")
+    if home:
+        return Path(home).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir(APP))
+
+
+def state_db_path() -> Path:
+    return data_dir() / "state.sqlite"
+
+
+def sandbox_db_path() -> Path:
+    explicit = os.environ.get("GPUCLOUD_SANDBOX_DB")
+    if explicit:
+        return Path(explicit).expanduser()
+    return data_dir() / "sandbox" / "cloud.sqlite"
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path
+    providers: tuple[str, ...] | None = None
+    region: str | None = None
+    sandbox: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def load_config(path: Path | None = None) -> Config:
+    path = path or config_dir() / "config.toml"
+    if not path.is_file():
+        return Config(path=path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc}",
+                                 hint="fix the file or move it away") from exc
+    defaults = data.get("defaults", {})
+    providers = defaults.get("providers")
+    if providers is not None and not (
+            isinstance(providers, list) and all(isinstance(p, str) for p in providers)):
+        raise ConfigurationError(f"{path}: defaults.providers must be a list of names")
+    return Config(path=path, providers=tuple(providers) if providers is not None else None,
+                  region=defaults.get("region"), sandbox=dict(data.get("sandbox", {})), raw=data)

@@ -1,0 +1,214 @@
+"""The one error hierarchy of gpucloud.
+
+    GpuCloudError
+      ConfigurationError, CredentialsError, SpecError (UnknownGPUError),
+      BudgetExceededError, ConfirmationRequired
+      APIError(provider, request)
+        APIConnectionError -> APITimeoutError
+        APIStatusError(status_code, provider_code, request_id)
+          AuthenticationError, PermissionDeniedError, NotFoundError,
+          ConflictError, RateLimitError, InternalServerError
+        APIResponseValidationError
+        InsufficientCapacityError, QuotaExceededError
+      WaitError -> InstanceFailedError, WaitTimeoutError
+
+Every error carries a one-line ``message`` and an optional ``hint``. The CLI
+maps classes to exit codes in one table (``EXIT_CODES`` below) and callers
+catch "no capacity" once, not once per cloud.
+
+This module imports nothing heavy: the CLI loads it on every error path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class GpuCloudError(Exception):
+    """Base class of every error gpucloud raises on purpose."""
+
+    code = "error"
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        # Filled by Client.create when several offers were tried.
+        self.attempts: list[Any] = []
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigurationError(GpuCloudError):
+    code = "configuration"
+
+
+class CredentialsError(ConfigurationError):
+    code = "credentials"
+
+
+class SpecError(GpuCloudError):
+    """The request itself is invalid: bad GPU name, negative count, bad spec."""
+
+    code = "invalid_spec"
+
+
+class UnknownGPUError(SpecError):
+    code = "unknown_gpu"
+
+    def __init__(self, name: str, suggestions: list[str]) -> None:
+        hint = (
+            f"did you mean {' or '.join(suggestions)}?"
+            if suggestions
+            else "run `gpucloud gpus` to list known GPU names"
+        )
+        super().__init__(f"unknown GPU {name!r}", hint=hint)
+        self.name = name
+        self.suggestions = suggestions
+
+
+class BudgetExceededError(GpuCloudError):
+    code = "over_budget"
+
+
+class ConfirmationRequired(GpuCloudError):
+    """A command that costs money was neither confirmed nor given --yes."""
+
+    code = "confirmation_required"
+
+
+class APIError(GpuCloudError):
+    """Something went wrong talking to a provider."""
+
+    code = "api_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        request: Any = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.provider = provider
+        # The httpx.Request; its headers are never rendered (they hold the key).
+        self.request = request
+
+
+class APIConnectionError(APIError):
+    code = "connection_error"
+
+    def __init__(self, message: str, *, provider: str, request: Any = None,
+                 hint: str | None = None, sent: bool = False) -> None:
+        super().__init__(message, provider=provider, request=request, hint=hint)
+        # True when the request may have reached the server (read timeout,
+        # broken connection after writing): the outcome is unknown.
+        self.sent = sent
+
+
+class APITimeoutError(APIConnectionError):
+    code = "timeout"
+
+
+class APIResponseValidationError(APIError):
+    code = "invalid_response"
+
+
+class APIStatusError(APIError):
+    """The provider answered with an error status."""
+
+    code = "api_status_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        status_code: int,
+        provider_code: str | None = None,
+        request_id: str | None = None,
+        request: Any = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, provider=provider, request=request, hint=hint)
+        self.status_code = status_code
+        self.provider_code = provider_code
+        self.request_id = request_id
+
+
+class AuthenticationError(APIStatusError):
+    code = "authentication"
+
+
+class PermissionDeniedError(APIStatusError):
+    code = "permission_denied"
+
+
+class NotFoundError(APIStatusError):
+    code = "not_found"
+
+
+class ConflictError(APIStatusError):
+    code = "conflict"
+
+
+class RateLimitError(APIStatusError):
+    code = "rate_limited"
+
+    def __init__(self, *args: Any, retry_after: float | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.retry_after = retry_after
+
+
+class InternalServerError(APIStatusError):
+    code = "server_error"
+
+
+class InsufficientCapacityError(APIStatusError):
+    code = "no_capacity"
+
+
+class QuotaExceededError(APIStatusError):
+    code = "quota_exceeded"
+
+
+class WaitError(GpuCloudError):
+    code = "wait_failed"
+
+
+class InstanceFailedError(WaitError):
+    code = "instance_failed"
+
+
+class WaitTimeoutError(WaitError):
+    code = "wait_timeout"
+
+
+# One table: error class -> CLI exit code (DESIGN.md, "CLI contract").
+# Looked up along the MRO, so the most specific entry wins.
+EXIT_CODES: dict[type[BaseException], int] = {
+    GpuCloudError: 10,
+    SpecError: 2,
+    ConfigurationError: 3,
+    CredentialsError: 3,
+    AuthenticationError: 4,
+    PermissionDeniedError: 4,
+    NotFoundError: 5,
+    InsufficientCapacityError: 6,
+    QuotaExceededError: 6,
+    BudgetExceededError: 7,
+    ConfirmationRequired: 8,
+    WaitError: 9,
+    APIError: 10,
+    KeyboardInterrupt: 130,
+}
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The documented exit code for an exception; 1 for anything unexpected."""
+    for cls in type(exc).__mro__:
+        if cls in EXIT_CODES:
+            return EXIT_CODES[cls]
+    return 1

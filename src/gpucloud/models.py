@@ -1,0 +1,133 @@
+"""Domain types: plain, frozen pydantic data. No I/O lives here.
+
+Money is ``Decimal`` (USD) everywhere; times are timezone-aware UTC.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from decimal import Decimal
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class InstanceStatus(str, enum.Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    TERMINATING = "terminating"
+    TERMINATED = "terminated"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+    @property
+    def is_final(self) -> bool:
+        return self in (InstanceStatus.TERMINATED, InstanceStatus.FAILED)
+
+
+class Offer(_Model):
+    """One machine shape a provider sells, in one region, at one price."""
+
+    provider: str
+    instance_type: str
+    region: str
+    gpu: str  # canonical name from gpus.py, or the provider's raw name
+    gpu_count: int
+    gpu_memory_gb: int | None = None
+    vcpus: int | None = None
+    memory_gb: int | None = None
+    disk_gb: int | None = None
+    price_per_hour: Decimal  # USD per hour for the whole machine
+    spot: bool = False
+    available: bool | None = None  # None: unknown (catalog data)
+    source: Literal["live", "catalog"] = "catalog"
+    simulated: bool = False  # True only for the sandbox cloud
+    # Storage billed on top of price_per_hour, USD per GB-month (marketplaces).
+    disk_price_per_gb_month: Decimal | None = None
+    as_of: str | None = None  # date of catalog data
+
+
+class CostLine(_Model):
+    component: str  # "GPU instance", "disk", ...
+    price_per_hour: Decimal
+    total: Decimal
+
+
+class CostEstimate(_Model):
+    offer: Offer
+    hours: Decimal
+    price_per_hour: Decimal
+    total: Decimal
+    breakdown: tuple[CostLine, ...]
+    currency: Literal["USD"] = "USD"
+    notes: tuple[str, ...] = ()
+
+
+class InstanceSpec(_Model):
+    """What Client.create hands an adapter: one concrete offer to launch."""
+
+    offer: Offer
+    launch_id: str  # client-generated; goes into the name/labels for reconcile
+    name: str
+    image: str | None = None
+    ssh_key_name: str | None = None
+    ssh_public_key: str | None = None
+    disk_gb: int | None = None
+    shutdown_at: datetime | None = None
+
+
+class Instance(_Model):
+    provider: str
+    id: str
+    name: str | None = None
+    status: InstanceStatus = InstanceStatus.UNKNOWN
+    provider_status: str | None = None  # the provider's own word, for debugging
+    gpu: str | None = None
+    gpu_count: int | None = None
+    instance_type: str | None = None
+    region: str | None = None
+    price_per_hour: Decimal | None = None
+    ip: str | None = None
+    created_at: datetime | None = None
+    shutdown_at: datetime | None = None
+    launch_id: str | None = None
+    simulated: bool = False
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ref(self) -> str:
+        return f"{self.provider}/{self.id}"
+
+
+class Attempt(_Model):
+    """One try at launching an offer, as reported by Client.create."""
+
+    provider: str
+    instance_type: str
+    region: str
+    outcome: Literal["created", "failed", "adopted"]
+    error: str | None = None
+    error_code: str | None = None
+
+
+class ProviderStatus(_Model):
+    name: str
+    display_name: str
+    credentials: bool
+    source: str | None = None  # "env:GPUCLOUD_LAMBDA_API_KEY", "keyring", "argument", "none needed"
+    hint: str | None = None
+    simulated: bool = False
+    catalog_as_of: str | None = None
+
+
+__all__ = [
+    "Attempt", "CostEstimate", "CostLine", "Instance", "InstanceSpec",
+    "InstanceStatus", "Offer", "ProviderStatus", "Field",
+]
