@@ -29,7 +29,7 @@ _ERRORS = (
     "GpuCloudError", "ConfigurationError", "CredentialsError", "SpecError", "UnknownGPUError",
     "BudgetExceededError", "ConfirmationRequired", "APIError", "APIConnectionError",
     "APITimeoutError", "APIStatusError", "AuthenticationError", "PermissionDeniedError",
-    "NotFoundError", "ConflictError", "RateLimitError", "InternalServerError",
+    "NotFoundError", "BadRequestError", "ConflictError", "RateLimitError", "InternalServerError",
     "APIResponseValidationError", "InsufficientCapacityError", "QuotaExceededError",
     "WaitError", "InstanceFailedError", "WaitTimeoutError",
 )

@@ -252,3 +252,49 @@ async def arun_flow(flow: Flow[T], send: Callable[[httpx.Request], Any],
                 value = await send(item)
             except httpx.TransportError as exc:
                 error = exc
+
+
+DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+
+
+class Session:
+    """Runs one provider's flows over one httpx.Client, with the policy above."""
+
+    def __init__(self, provider: Any, *, policy: RetryPolicy = DEFAULT_POLICY,
+                 sleep: Callable[[float], None] = time.sleep,
+                 timeout: httpx.Timeout = DEFAULT_TIMEOUT) -> None:
+        self.provider = provider
+        self.policy = policy
+        self.sleep = sleep
+        self.limiter = RateLimiter(provider.min_interval)
+        self._client = httpx.Client(transport=provider.transport(), auth=provider.auth(),
+                                    timeout=timeout, follow_redirects=False)
+
+    def run(self, flow: Flow[T]) -> T:
+        wrapped = with_policy(self.provider.name, flow, self.limiter, self.policy)
+        return run_flow(wrapped, self._client.send, self.sleep)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class AsyncSession:
+    """The asyncio twin of Session."""
+
+    def __init__(self, provider: Any, *, policy: RetryPolicy = DEFAULT_POLICY,
+                 sleep: Callable[[float], Any] | None = None,
+                 timeout: httpx.Timeout = DEFAULT_TIMEOUT) -> None:
+        self.provider = provider
+        self.policy = policy
+        self.sleep = sleep
+        self.limiter = RateLimiter(provider.min_interval)
+        self._client = httpx.AsyncClient(transport=provider.async_transport(),
+                                         auth=provider.auth(), timeout=timeout,
+                                         follow_redirects=False)
+
+    async def run(self, flow: Flow[T]) -> T:
+        wrapped = with_policy(self.provider.name, flow, self.limiter, self.policy)
+        return await arun_flow(wrapped, self._client.send, self.sleep)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

@@ -6,7 +6,7 @@
       APIError(provider, request)
         APIConnectionError -> APITimeoutError
         APIStatusError(status_code, provider_code, request_id)
-          AuthenticationError, PermissionDeniedError, NotFoundError,
+          BadRequestError, AuthenticationError, PermissionDeniedError, NotFoundError,
           ConflictError, RateLimitError, InternalServerError
         APIResponseValidationError
         InsufficientCapacityError, QuotaExceededError
@@ -138,6 +138,12 @@ class APIStatusError(APIError):
         self.request_id = request_id
 
 
+class BadRequestError(APIStatusError):
+    """The provider rejected the request's parameters (bad region, bad name...)."""
+
+    code = "invalid_request"
+
+
 class AuthenticationError(APIStatusError):
     code = "authentication"
 
@@ -191,6 +197,7 @@ class WaitTimeoutError(WaitError):
 EXIT_CODES: dict[type[BaseException], int] = {
     GpuCloudError: 10,
     SpecError: 2,
+    BadRequestError: 2,
     ConfigurationError: 3,
     CredentialsError: 3,
     AuthenticationError: 4,
