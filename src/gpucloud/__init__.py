@@ -23,11 +23,12 @@ _LAZY = {
     "CostEstimate": "gpucloud.models",
     "CostLine": "gpucloud.models",
     "Attempt": "gpucloud.models",
+    "Plan": "gpucloud.models",
     "parse_gpu": "gpucloud.gpus",
 }
 _ERRORS = (
     "GpuCloudError", "ConfigurationError", "CredentialsError", "SpecError", "UnknownGPUError",
-    "BudgetExceededError", "ConfirmationRequired", "APIError", "APIConnectionError",
+    "BudgetExceededError", "ConfirmationRequired", "NoOffersError", "APIError", "APIConnectionError",
     "APITimeoutError", "APIStatusError", "AuthenticationError", "PermissionDeniedError",
     "NotFoundError", "BadRequestError", "ConflictError", "RateLimitError", "InternalServerError",
     "APIResponseValidationError", "InsufficientCapacityError", "QuotaExceededError",

@@ -2,7 +2,7 @@
 
     GpuCloudError
       ConfigurationError, CredentialsError, SpecError (UnknownGPUError),
-      BudgetExceededError, ConfirmationRequired
+      BudgetExceededError, ConfirmationRequired, NoOffersError
       APIError(provider, request)
         APIConnectionError -> APITimeoutError
         APIStatusError(status_code, provider_code, request_id)
@@ -70,6 +70,12 @@ class UnknownGPUError(SpecError):
 
 class BudgetExceededError(GpuCloudError):
     code = "over_budget"
+
+
+class NoOffersError(GpuCloudError):
+    """No provider in scope sells (or has available) what was asked for."""
+
+    code = "no_offers"
 
 
 class ConfirmationRequired(GpuCloudError):
@@ -205,6 +211,7 @@ EXIT_CODES: dict[type[BaseException], int] = {
     NotFoundError: 5,
     InsufficientCapacityError: 6,
     QuotaExceededError: 6,
+    NoOffersError: 6,
     BudgetExceededError: 7,
     ConfirmationRequired: 8,
     WaitError: 9,

@@ -129,5 +129,17 @@ class ProviderStatus(_Model):
 
 __all__ = [
     "Attempt", "CostEstimate", "CostLine", "Instance", "InstanceSpec",
-    "InstanceStatus", "Offer", "ProviderStatus", "Field",
+    "InstanceStatus", "Offer", "Plan", "ProviderStatus", "Field",
 ]
+
+
+class Plan(_Model):
+    """What create will do, computed before anything is spent."""
+
+    offer: Offer
+    alternatives: tuple[Offer, ...] = ()
+    estimate: CostEstimate
+    hours_basis: Literal["auto_shutdown", "max_cost", "per_hour"]
+    shutdown_at: datetime | None = None
+    max_cost: Decimal | None = None
+    notes: tuple[str, ...] = ()

@@ -1,0 +1,189 @@
+"""The client's context: catalogs, credentials, provider scope, journal.
+
+The engine asks it which providers are in scope and callable, builds
+adapters and InstanceSpecs through it, and never touches config files or
+the keyring itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import config as config_mod
+from .adapters import adapter_class, adapter_names
+from .adapters.base import Provider
+from .catalog import ProviderCatalog, load_catalogs
+from .credentials import CredentialStore, how_to_set
+from .engine import new_launch_id
+from .errors import ConfigurationError, CredentialsError, SpecError
+from .models import Attempt, InstanceSpec, Offer, ProviderStatus
+from .state import Journal
+
+DEFAULT_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_rsa.pub")
+
+
+def resolve_ssh_key(ssh_key: str | None) -> tuple[str | None, str | None]:
+    """(key name, public key text) from a registered name or a public key path."""
+    if ssh_key is None:
+        for candidate in DEFAULT_KEYS:
+            if Path(candidate).expanduser().is_file():
+                ssh_key = candidate
+                break
+        else:
+            return None, None
+    path = Path(ssh_key).expanduser()
+    looks_like_path = path.is_file() or ssh_key.endswith(".pub") or os.sep in ssh_key
+    if not looks_like_path:
+        return ssh_key, None
+    if not path.is_file():
+        raise SpecError(f"SSH public key file not found: {path}",
+                        hint="pass the path of a .pub file or the name of a registered key")
+    text = path.read_text(encoding="utf-8", errors="replace").strip()
+    fields = text.split()
+    if "PRIVATE KEY" in text or len(fields) < 2:
+        raise SpecError(f"{path} is not an SSH public key",
+                        hint="pass the .pub file; private keys are never read")
+    try:
+        blob = base64.b64decode(fields[1], validate=True)
+    except ValueError as exc:
+        raise SpecError(f"{path} is not an SSH public key") from exc
+    return "gpucloud-" + hashlib.sha256(blob).hexdigest()[:12], text
+
+
+class ClientContext:
+    """What the engine asks about: catalogs, credentials, scope, journal."""
+
+    def __init__(self, providers: list[str] | None, credentials: dict[str, str] | None,
+                 on_attempt: Callable[[Attempt], None] | None, use_keyring: bool) -> None:
+        self.config = config_mod.load_config()
+        self.catalogs: dict[str, ProviderCatalog] = load_catalogs(config_mod.config_dir())
+        self.credentials = CredentialStore(credentials, use_keyring=use_keyring)
+        self.known = sorted(set(self.catalogs) | set(adapter_names()))
+        for name in providers or ():
+            self.check_known(name)
+        self.providers = list(providers) if providers else None
+        self.on_attempt = on_attempt
+        self.warnings: list[str] = []
+        self.last_attempts: list[Attempt] = []
+        self._adapters: dict[str, Provider] = {}
+        self._journal: Journal | None = None
+
+    def check_known(self, name: str) -> None:
+        if name not in self.known:
+            import difflib
+
+            close = difflib.get_close_matches(name, self.known, n=2)
+            raise SpecError(f"unknown provider {name!r}",
+                            hint=f"did you mean {' or '.join(close)}?" if close
+                            else f"known providers: {', '.join(self.known)}")
+
+    def scope(self, provider: str | None, listing: bool = False) -> list[str]:
+        if provider is not None:
+            self.check_known(provider)
+            names = [provider]
+        elif self.providers is not None:
+            names = self.providers
+        elif self.config.providers is not None:
+            names = list(self.config.providers)
+        else:
+            # The simulated cloud never mixes into real price comparisons;
+            # it is listed once it has been used.
+            names = [n for n, c in self.catalogs.items() if not c.simulated]
+            if listing and "sandbox" in self.catalogs and config_mod.sandbox_db_path().exists():
+                names.append("sandbox")
+        for name in names:
+            self.check_known(name)
+        return [n for n in names if n in self.catalogs]
+
+    def has_credentials(self, name: str) -> bool:
+        catalog = self.catalogs.get(name)
+        return (catalog is not None and catalog.auth == "none") or (
+            self.credentials.find(name) is not None)
+
+    def can_call(self, name: str) -> bool:
+        return adapter_class(name) is not None and self.has_credentials(name)
+
+    def missing_credentials(self, names: list[str]) -> CredentialsError:
+        with_adapter = [n for n in names if adapter_class(n) is not None]
+        if len(with_adapter) == 1:
+            return CredentialsError(f"no credentials for {with_adapter[0]}",
+                                    hint=how_to_set(with_adapter[0]))
+        keys = ", ".join(f"GPUCLOUD_{n.upper()}_API_KEY" for n in with_adapter if n != "sandbox")
+        return CredentialsError(
+            "no credentials for any provider that can create machines",
+            hint=f"set one of {keys} (or `gpucloud auth login`), "
+                 "or try the simulated cloud with --provider sandbox")
+
+    def require_callable(self, name: str) -> None:
+        self.check_known(name)
+        if adapter_class(name) is None:
+            raise ConfigurationError(f"{name} has catalog prices only in this version",
+                                     hint="its adapter is not available yet")
+        if not self.has_credentials(name):
+            raise self.missing_credentials([name])
+
+    def adapter(self, name: str) -> Provider:
+        if name not in self._adapters:
+            cls = adapter_class(name)
+            if cls is None:
+                raise ConfigurationError(f"no adapter for provider {name!r}")
+            catalog = self.catalogs.get(name)
+            if catalog is None:
+                raise ConfigurationError(f"no catalog file for provider {name!r}",
+                                         hint=f"add {config_mod.config_dir()}/providers/{name}.toml")
+            self._adapters[name] = cls(catalog, self.credentials.find(name))
+        return self._adapters[name]
+
+    @property
+    def journal(self) -> Journal:
+        if self._journal is None:
+            self._journal = Journal(config_mod.state_db_path())
+        return self._journal
+
+    def report(self, attempt: Attempt) -> None:
+        if self.on_attempt is not None:
+            self.on_attempt(attempt)
+
+    def instance_spec(self, offer: Offer, adapter: Provider, *, name: str | None,
+                      image: str | None, ssh_key: str | None, disk_gb: int | None,
+                      shutdown_at: Any) -> InstanceSpec:
+        launch_id = new_launch_id()
+        key_name, public_key = resolve_ssh_key(ssh_key)
+        if adapter.capabilities.needs_ssh_key and key_name is None:
+            raise ConfigurationError(
+                f"{offer.provider} needs an SSH key to launch and none was found",
+                hint="pass --ssh-key NAME_OR_PATH, or create ~/.ssh/id_ed25519.pub")
+        if disk_gb is not None and not adapter.capabilities.custom_disk and offer.disk_gb \
+                and disk_gb > offer.disk_gb:
+            raise SpecError(f"{offer.instance_type} has a fixed {offer.disk_gb} GB disk",
+                            hint="drop --disk-gb or pick a larger instance type")
+        return InstanceSpec(
+            offer=offer, launch_id=launch_id,
+            name=name or f"gpucloud-{offer.gpu.lower()}-{launch_id}"[:64],
+            image=image or adapter.catalog.default_image, ssh_key_name=key_name,
+            ssh_public_key=public_key, disk_gb=disk_gb, shutdown_at=shutdown_at)
+
+    def statuses(self) -> list[ProviderStatus]:
+        out = []
+        for name in self.known:
+            catalog = self.catalogs.get(name)
+            cred = self.credentials.find(name)
+            needs_none = catalog is not None and catalog.auth == "none"
+            has_adapter = adapter_class(name) is not None
+            hint = None
+            if not has_adapter:
+                hint = "catalog prices only (adapter not available yet)"
+            elif not needs_none and cred is None:
+                hint = how_to_set(name)
+            out.append(ProviderStatus(
+                name=name, display_name=catalog.display_name if catalog else name,
+                credentials=needs_none or cred is not None,
+                source="none needed" if needs_none else (cred.source if cred else None),
+                hint=hint, simulated=bool(catalog and catalog.simulated),
+                catalog_as_of=catalog.as_of if catalog else None))
+        return out

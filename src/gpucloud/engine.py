@@ -1,0 +1,324 @@
+"""Everything Client and AsyncClient do, written once as operations.
+
+An operation is a generator, like an adapter flow one level up: it yields
+``Call(provider, flow)`` (run one adapter flow), ``Gather([...])`` (run
+several at once; exceptions come back as values) or ``Sleep``, and receives
+the results. ``client.py`` carries them out with threads or asyncio. So the
+money rules below exist once:
+
+* every create is planned and estimated before anything is sent, and refused
+  when the estimate exceeds ``max_cost``;
+* the launch intent is journaled before the request, the outcome after;
+* a create is never retried blindly: after an ambiguous failure (timeout
+  after sending, 5xx) the provider is listed and the machine adopted by its
+  launch id; only definite refusals (no capacity, quota) move on to the next
+  offer, up to ``MAX_ATTEMPTS``.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from . import pricing
+from .adapters.base import Flow, OfferQuery, Provider, Sleep
+from .errors import (
+    APIConnectionError, APIError, BudgetExceededError, GpuCloudError, InstanceFailedError,
+    InsufficientCapacityError, InternalServerError, NoOffersError, QuotaExceededError,
+    SpecError, WaitTimeoutError,
+)
+from .gpus import parse_gpu
+from .models import Attempt, CostEstimate, Instance, InstanceSpec, InstanceStatus, Offer, Plan
+from .state import Journal, utcnow
+
+log = logging.getLogger("gpucloud")
+MAX_ATTEMPTS = 3
+Op = Generator[Any, Any, Any]
+
+
+@dataclass
+class Call:
+    provider: str
+    flow: Flow[Any]
+
+
+@dataclass
+class Gather:
+    calls: list[Call] = field(default_factory=list)
+
+
+def new_launch_id() -> str:
+    return "gc-" + secrets.token_hex(5)
+
+
+def check_count(count: int) -> int:
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise SpecError(f"count must be a positive number of GPUs, got {count!r}",
+                        hint="count is the number of GPUs on one machine, e.g. --count 8")
+    return count
+
+
+def sort_offers(offers: list[Offer]) -> list[Offer]:
+    return sorted(offers, key=lambda o: (o.price_per_hour, o.available is False,
+                                         o.provider, o.region, o.instance_type))
+
+
+def split_ref(ref: Any) -> tuple[str, str]:
+    if isinstance(ref, Instance):
+        return ref.provider, ref.id
+    text = str(ref)
+    provider, sep, ident = text.partition("/")
+    if not sep or not provider or not ident:
+        raise SpecError(f"invalid instance reference {text!r}",
+                        hint="use provider/id as shown by `gpucloud list`, e.g. lambda/0920582c")
+    return provider, ident
+
+
+class Engine:
+    """The shared brain of Client and AsyncClient. Holds no connections."""
+
+    def __init__(self, context: Any) -> None:
+        self.ctx = context  # ClientContext: catalogs, credentials, scope, journal
+
+    # -- offers & estimates --------------------------------------------------
+
+    def offers(self, gpu: str, count: int, provider: str | None = None,
+               region: str | None = None, spot: bool = False,
+               max_price: Any = None, *, live_only: bool = False) -> Op:
+        canonical = parse_gpu(gpu)
+        check_count(count)
+        limit = pricing.to_decimal(max_price, "max price") if max_price is not None else None
+        query = OfferQuery(gpu=canonical, count=count, region=region, spot=spot)
+        names = self.ctx.scope(provider)
+        live = [n for n in names if self.ctx.can_call(n)]
+        results = yield Gather([Call(n, self.ctx.adapter(n).offers(query)) for n in live])
+        offers: list[Offer] = []
+        self.ctx.warnings.clear()
+        for name in names:
+            if name in live:
+                result = results[live.index(name)]
+                if not isinstance(result, BaseException):
+                    offers.extend(result)
+                    continue
+                if provider is not None or not isinstance(result, GpuCloudError):
+                    raise result
+                self.ctx.warnings.append(f"{name}: live prices unavailable ({result}); "
+                                         "showing catalog prices")
+            if not live_only:
+                offers.extend(self.ctx.catalogs[name].offers(
+                    gpu=canonical, count=count, region=region, spot=spot))
+        if limit is not None:
+            offers = [o for o in offers if o.price_per_hour <= limit]
+        return sort_offers(offers)
+
+    def estimate(self, gpu: str, count: int, hours: Any = 1, provider: str | None = None,
+                 region: str | None = None, disk_gb: int | None = None) -> Op:
+        offers = yield from self.offers(gpu, count, provider, region)
+        if not offers:
+            raise self._no_offers(gpu, count, provider, region)
+        usable = [o for o in offers if o.available is not False] or offers
+        return pricing.estimate(usable[0], hours, disk_gb=disk_gb)
+
+    def _no_offers(self, gpu: str, count: int, provider: str | None,
+                   region: str | None) -> NoOffersError:
+        where = f" on {provider}" if provider else ""
+        where += f" in {region}" if region else ""
+        return NoOffersError(f"no offer for {count}x {parse_gpu(gpu)}{where}",
+                             hint="try another --count or --region, or `gpucloud offers` "
+                                  "without filters")
+
+    # -- create ---------------------------------------------------------------
+
+    def plan(self, gpu: str, count: int, provider: str | None = None, region: str | None = None,
+             disk_gb: int | None = None, auto_shutdown: Any = None, max_cost: Any = None,
+             spot: bool = False) -> Op:
+        if disk_gb is not None and (not isinstance(disk_gb, int) or disk_gb < 1):
+            raise SpecError(f"disk size must be a positive number of GB, got {disk_gb!r}")
+        offers = yield from self.offers(gpu, count, provider, region, spot, live_only=True)
+        if not offers:
+            raise self._no_launchable(gpu, count, provider, region)
+        candidates = [o for o in offers if o.available]
+        if not candidates:
+            raise InsufficientCapacityError(
+                f"no capacity for {count}x {parse_gpu(gpu)} on "
+                f"{', '.join(sorted({o.provider for o in offers}))} right now",
+                provider=provider or "any", status_code=0,
+                hint="try another region or GPU, or retry later")
+        offer, alternatives = candidates[0], tuple(candidates[1:4])
+        cap = pricing.to_decimal(max_cost, "max cost") if max_cost is not None else None
+        if cap is not None and cap <= 0:
+            raise SpecError(f"max cost must be positive, got {max_cost}")
+        notes: list[str] = []
+        now = utcnow()
+        if auto_shutdown is not None:
+            window = pricing.parse_duration(auto_shutdown)
+            estimate = pricing.estimate(offer, pricing.duration_hours(window), disk_gb=disk_gb)
+            shutdown_at, basis = now + window, "auto_shutdown"
+            if cap is not None and estimate.total > cap:
+                raise BudgetExceededError(
+                    f"estimate ${estimate.total} over {auto_shutdown} exceeds --max-cost ${cap}",
+                    hint="shorten --auto-shutdown, raise --max-cost, or pick a cheaper GPU")
+        elif cap is not None:
+            per_hour = pricing.estimate(offer, 1, disk_gb=disk_gb).price_per_hour
+            hours = pricing.hours_for_budget(per_hour, cap)
+            shutdown_at = now + timedelta(seconds=int(hours * 3600))
+            estimate = pricing.estimate(offer, hours, disk_gb=disk_gb)
+            basis = "max_cost"
+            notes.append(f"no --auto-shutdown: the deadline is when spend reaches ${cap} "
+                         f"({hours.quantize(Decimal('0.01'))} h)")
+        else:
+            estimate, shutdown_at, basis = pricing.estimate(offer, 1, disk_gb=disk_gb), None, "per_hour"
+            notes.append("no auto-shutdown: the machine runs (and bills) until you delete it")
+        if not self.ctx.adapter(offer.provider).capabilities.native_shutdown and shutdown_at:
+            notes.append(f"{offer.provider} has no native timer: the deadline is recorded on the "
+                         "machine's tags and in the local journal")
+        return Plan(offer=offer, alternatives=alternatives, estimate=estimate, hours_basis=basis,
+                    shutdown_at=shutdown_at, max_cost=cap, notes=tuple(notes))
+
+    def _no_launchable(self, gpu: str, count: int, provider: str | None,
+                       region: str | None) -> GpuCloudError:
+        names = self.ctx.scope(provider)
+        if not any(self.ctx.can_call(n) for n in names):
+            return self.ctx.missing_credentials(names)
+        return self._no_offers(gpu, count, provider, region)
+
+    def create(self, plan: Plan, *, name: str | None = None, image: str | None = None,
+               ssh_key: str | None = None, disk_gb: int | None = None) -> Op:
+        attempts: list[Attempt] = []
+        last: GpuCloudError | None = None
+        for offer in (plan.offer, *plan.alternatives)[:MAX_ATTEMPTS]:
+            adapter = self.ctx.adapter(offer.provider)
+            spec = self.ctx.instance_spec(offer, adapter, name=name, image=image,
+                                          ssh_key=ssh_key, disk_gb=disk_gb,
+                                          shutdown_at=plan.shutdown_at)
+            journal: Journal = self.ctx.journal
+            journal.record_intent(launch_id=spec.launch_id, provider=offer.provider,
+                                  instance_type=offer.instance_type, region=offer.region,
+                                  name=spec.name, price_per_hour=str(offer.price_per_hour),
+                                  shutdown_at=plan.shutdown_at)
+            try:
+                instance = yield Call(offer.provider, adapter.create(spec))
+            except (InsufficientCapacityError, QuotaExceededError) as exc:
+                journal.mark(spec.launch_id, "failed", error=exc.code)
+                attempts.append(self._attempt(offer, "failed", exc))
+                self.ctx.report(attempts[-1])
+                last = exc
+                continue
+            except (APIConnectionError, InternalServerError) as exc:
+                if isinstance(exc, APIConnectionError) and not exc.sent:
+                    journal.mark(spec.launch_id, "failed", error=exc.code)
+                    attempts.append(self._attempt(offer, "failed", exc))
+                    exc.attempts = attempts
+                    raise
+                # Ambiguous: the machine may exist. Look for it; never re-send.
+                journal.mark(spec.launch_id, "ambiguous", error=exc.code)
+                found = yield from self._find_launch(offer.provider, spec.launch_id)
+                if found is None:
+                    attempts.append(self._attempt(offer, "failed", exc))
+                    exc.attempts = attempts
+                    exc.hint = (f"the launch may still appear: run `gpucloud list "
+                                f"--provider {offer.provider}` (launch id {spec.launch_id}); "
+                                "nothing was retried")
+                    raise
+                instance = found
+                attempts.append(self._attempt(offer, "adopted", exc))
+            except GpuCloudError as exc:
+                journal.mark(spec.launch_id, "failed", error=exc.code)
+                attempts.append(self._attempt(offer, "failed", exc))
+                exc.attempts = attempts
+                raise
+            else:
+                attempts.append(self._attempt(offer, "created", None))
+            journal.mark(spec.launch_id, "delivered", instance_id=instance.id)
+            self.ctx.last_attempts = attempts
+            return self._with_deadline(instance, plan.shutdown_at)
+        assert last is not None
+        last.attempts = attempts
+        raise last
+
+    def _attempt(self, offer: Offer, outcome: str, exc: GpuCloudError | None) -> Attempt:
+        return Attempt(provider=offer.provider, instance_type=offer.instance_type,
+                       region=offer.region, outcome=outcome,  # type: ignore[arg-type]
+                       error=str(exc) if exc else None, error_code=exc.code if exc else None)
+
+    def _find_launch(self, provider: str, launch_id: str) -> Op:
+        try:
+            instances = yield Call(provider, self.ctx.adapter(provider).list_instances())
+        except APIError:
+            return None
+        return next((i for i in instances if i.launch_id == launch_id), None)
+
+    def _with_deadline(self, instance: Instance, shutdown_at: Any) -> Instance:
+        if instance.shutdown_at is None and shutdown_at is not None:
+            return instance.model_copy(update={"shutdown_at": shutdown_at})
+        return instance
+
+    # -- instances ------------------------------------------------------------
+
+    def list(self, provider: str | None = None) -> Op:
+        names = [n for n in self.ctx.scope(provider, listing=True) if self.ctx.can_call(n)]
+        if provider is not None and not names:
+            raise self.ctx.missing_credentials([provider])
+        results = yield Gather([Call(n, self.ctx.adapter(n).list_instances()) for n in names])
+        out: list[Instance] = []
+        for name, result in zip(names, results):
+            if isinstance(result, BaseException):
+                if provider is not None or not isinstance(result, GpuCloudError):
+                    raise result
+                self.ctx.warnings.append(f"{name}: could not list instances ({result})")
+                continue
+            out.extend(self._known_deadline(i) for i in result)
+        return out
+
+    def _known_deadline(self, instance: Instance) -> Instance:
+        if instance.shutdown_at is not None:
+            return instance
+        record = self.ctx.journal.by_instance(instance.provider, instance.id)
+        return self._with_deadline(instance, record.shutdown_at if record else None)
+
+    def get(self, ref: Any) -> Op:
+        provider, ident = split_ref(ref)
+        self.ctx.require_callable(provider)
+        instance = yield Call(provider, self.ctx.adapter(provider).get(ident))
+        return self._known_deadline(instance)
+
+    def delete(self, ref: Any) -> Op:
+        provider, ident = split_ref(ref)
+        self.ctx.require_callable(provider)
+        yield Call(provider, self.ctx.adapter(provider).delete(ident))
+        self.ctx.journal.mark_deleted(provider, ident)
+
+    def wait(self, ref: Any, until: str = "running", timeout: float = 600,
+             poll: float = 2.0, max_poll: float = 15.0) -> Op:
+        target = InstanceStatus(until)
+        started, slept, delay = time.monotonic(), 0.0, poll
+        while True:
+            instance = yield from self.get(ref)
+            if instance.status == target:
+                return instance
+            if target != InstanceStatus.TERMINATED and instance.status in (
+                    InstanceStatus.FAILED, InstanceStatus.TERMINATED, InstanceStatus.TERMINATING):
+                raise InstanceFailedError(
+                    f"{instance.ref} is {instance.status.value} while waiting for {until}",
+                    hint=f"provider status: {instance.provider_status or 'n/a'}")
+            # Sleeps may be skipped (tests); count them so the deadline still holds.
+            elapsed = max(time.monotonic() - started, slept)
+            if elapsed >= timeout:
+                raise WaitTimeoutError(
+                    f"{instance.ref} still {instance.status.value} after {int(elapsed)} s "
+                    f"(waiting for {until})",
+                    hint=f"the machine is still there: `gpucloud get {instance.ref}` or "
+                         f"`gpucloud delete {instance.ref}`")
+            step = min(delay, max(0.0, timeout - elapsed))
+            yield Sleep(step)
+            slept += step
+            delay = min(max_poll, delay * 1.5)
+
+
+__all__ = ["Call", "CostEstimate", "Engine", "Gather", "Provider", "MAX_ATTEMPTS"]

@@ -1,0 +1,97 @@
+"""Cost estimates: pure functions over Decimal. No I/O, no floats.
+
+An estimate is for one machine of one offer over a number of hours. Totals
+are rounded to the cent (half up) for display; budget checks compare the
+exact amounts.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import Any
+
+from .errors import SpecError
+
+CENT = Decimal("0.01")
+HOURS_PER_MONTH = Decimal(730)  # the usual cloud convention for GB-month prices
+
+
+def to_decimal(value: Any, what: str = "amount") -> Decimal:
+    """Money or hours from user input; floats go through str() so 0.1 stays 0.1."""
+    if isinstance(value, Decimal):
+        result = value
+    else:
+        try:
+            result = Decimal(str(value).strip().lstrip("$"))
+        except (InvalidOperation, ValueError) as exc:
+            raise SpecError(f"invalid {what}: {value!r}", hint="use a number such as 200 or 12.5") from exc
+    if not result.is_finite():
+        raise SpecError(f"invalid {what}: {value!r}")
+    return result
+
+
+def money(value: Decimal) -> Decimal:
+    return value.quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def estimate(offer: Any, hours: Any = 1, *, disk_gb: int | None = None) -> Any:
+    """CostEstimate for running `offer` for `hours` (machine, plus disk where billed apart)."""
+    from .models import CostEstimate, CostLine
+
+    hours_d = to_decimal(hours, "hours")
+    if hours_d <= 0:
+        raise SpecError(f"hours must be positive, got {hours}")
+    lines = [CostLine(component="GPU instance", price_per_hour=offer.price_per_hour,
+                      total=money(offer.price_per_hour * hours_d))]
+    notes: list[str] = []
+    if offer.disk_price_per_gb_month is not None:
+        size = disk_gb if disk_gb is not None else (offer.disk_gb or 0)
+        per_hour = offer.disk_price_per_gb_month * size / HOURS_PER_MONTH
+        lines.append(CostLine(component=f"disk ({size} GB)", price_per_hour=per_hour,
+                              total=money(per_hour * hours_d)))
+        notes.append("storage is billed on top of the machine price")
+    per_hour = sum((line.price_per_hour for line in lines), Decimal(0))
+    if offer.source == "catalog":
+        notes.append(f"catalog price as of {offer.as_of or 'unknown date'}; live prices may differ")
+    if offer.simulated:
+        notes.append("simulated cloud: nothing is billed")
+    return CostEstimate(offer=offer, hours=hours_d, price_per_hour=per_hour,
+                        total=money(per_hour * hours_d), breakdown=tuple(lines),
+                        notes=tuple(notes))
+
+
+def hours_for_budget(price_per_hour: Decimal, budget: Decimal) -> Decimal:
+    """How long a machine can run before its spend reaches `budget`."""
+    if price_per_hour <= 0:
+        raise SpecError("cannot derive a deadline from a budget for a free machine")
+    return budget / price_per_hour
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)", re.IGNORECASE)
+_UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def parse_duration(text: Any) -> timedelta:
+    """"4h", "90m", "1h30m", "2d", or a bare number of hours."""
+    if isinstance(text, timedelta):
+        result = text
+    elif isinstance(text, (int, float, Decimal)):
+        result = timedelta(hours=float(text))
+    else:
+        raw = str(text).strip().lower().replace(" ", "")
+        if re.fullmatch(r"\d+(\.\d+)?", raw):
+            result = timedelta(hours=float(raw))
+        elif raw and _DURATION.sub("", raw) == "":
+            seconds = sum(Decimal(n) * _UNIT_SECONDS[u.lower()] for n, u in _DURATION.findall(raw))
+            result = timedelta(seconds=float(seconds))
+        else:
+            raise SpecError(f"invalid duration {text!r}", hint="use e.g. 4h, 90m, 1h30m or 2d")
+    if result <= timedelta(0):
+        raise SpecError(f"duration must be positive, got {text!r}")
+    return result
+
+
+def duration_hours(delta: timedelta) -> Decimal:
+    return Decimal(int(delta.total_seconds())) / Decimal(3600)

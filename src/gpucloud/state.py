@@ -1,0 +1,118 @@
+"""The client's journal: launch intents and outcomes, deadlines, in SQLite.
+
+A launch is written as an *intent* before its request is sent and marked
+*delivered* (with the provider's id) after; a crash or an ambiguous failure
+between the two leaves the intent, which reconcile repairs by listing the
+provider and matching the launch id — never by guessing.
+Nothing secret is ever stored here.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS launches (
+    launch_id     TEXT PRIMARY KEY,
+    provider      TEXT NOT NULL,
+    instance_type TEXT NOT NULL,
+    region        TEXT NOT NULL,
+    name          TEXT,
+    status        TEXT NOT NULL,   -- intent | delivered | failed | ambiguous | deleted
+    instance_id   TEXT,
+    price_per_hour TEXT,
+    shutdown_at   TEXT,
+    error         TEXT,
+    created_at    TEXT NOT NULL,
+    updated_at    TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS launches_instance ON launches (provider, instance_id);
+"""
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True)
+class LaunchRecord:
+    launch_id: str
+    provider: str
+    instance_type: str
+    region: str
+    name: str | None
+    status: str
+    instance_id: str | None
+    price_per_hour: str | None
+    shutdown_at: datetime | None
+    error: str | None
+    created_at: datetime
+
+
+class Journal:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=30)
+        try:
+            conn.executescript(SCHEMA)
+            with conn:
+                yield conn
+        finally:
+            conn.close()
+
+    def record_intent(self, *, launch_id: str, provider: str, instance_type: str, region: str,
+                      name: str | None, price_per_hour: str, shutdown_at: datetime | None) -> None:
+        now = utcnow().isoformat()
+        with self._db() as db:
+            db.execute(
+                "INSERT INTO launches (launch_id, provider, instance_type, region, name, status,"
+                " price_per_hour, shutdown_at, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, 'intent', ?, ?, ?, ?)",
+                (launch_id, provider, instance_type, region, name, price_per_hour,
+                 shutdown_at.isoformat() if shutdown_at else None, now, now))
+
+    def mark(self, launch_id: str, status: str, *, instance_id: str | None = None,
+             error: str | None = None) -> None:
+        with self._db() as db:
+            db.execute(
+                "UPDATE launches SET status = ?, instance_id = COALESCE(?, instance_id),"
+                " error = ?, updated_at = ? WHERE launch_id = ?",
+                (status, instance_id, error, utcnow().isoformat(), launch_id))
+
+    def mark_deleted(self, provider: str, instance_id: str) -> None:
+        with self._db() as db:
+            db.execute("UPDATE launches SET status = 'deleted', updated_at = ?"
+                       " WHERE provider = ? AND instance_id = ?",
+                       (utcnow().isoformat(), provider, instance_id))
+
+    def _rows(self, where: str, args: tuple[object, ...]) -> list[LaunchRecord]:
+        with self._db() as db:
+            rows = db.execute(
+                "SELECT launch_id, provider, instance_type, region, name, status, instance_id,"
+                f" price_per_hour, shutdown_at, error, created_at FROM launches {where}"
+                " ORDER BY created_at", args).fetchall()
+        return [LaunchRecord(
+            launch_id=r[0], provider=r[1], instance_type=r[2], region=r[3], name=r[4],
+            status=r[5], instance_id=r[6], price_per_hour=r[7],
+            shutdown_at=datetime.fromisoformat(r[8]) if r[8] else None, error=r[9],
+            created_at=datetime.fromisoformat(r[10])) for r in rows]
+
+    def get(self, launch_id: str) -> LaunchRecord | None:
+        rows = self._rows("WHERE launch_id = ?", (launch_id,))
+        return rows[0] if rows else None
+
+    def by_instance(self, provider: str, instance_id: str) -> LaunchRecord | None:
+        rows = self._rows("WHERE provider = ? AND instance_id = ?", (provider, instance_id))
+        return rows[-1] if rows else None
+
+    def all(self) -> list[LaunchRecord]:
+        return self._rows("", ())
