@@ -116,7 +116,7 @@ class ClientContext:
         keys = ", ".join(f"GPUCLOUD_{n.upper()}_API_KEY" for n in with_adapter if n != "sandbox")
         return CredentialsError(
             "no credentials for any provider that can create machines",
-            hint=f"set one of {keys} (or `gpucloud auth login`), "
+            hint=f"set one of {keys} (or store it with `keyring set gpucloud NAME`), "
                  "or try the simulated cloud with --provider sandbox")
 
     def require_callable(self, name: str) -> None:

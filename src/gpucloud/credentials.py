@@ -35,8 +35,8 @@ def env_var(provider: str) -> str:
 
 
 def how_to_set(provider: str) -> str:
-    return (f"set {env_var(provider)}, or run `gpucloud auth login {provider}` "
-            f"(keyring service {KEYRING_SERVICE!r}, user {provider!r})")
+    return (f"set {env_var(provider)}, or store the key in the system keyring: "
+            f"`keyring set {KEYRING_SERVICE} {provider}`")
 
 
 def _keyring_get(provider: str) -> str | None:

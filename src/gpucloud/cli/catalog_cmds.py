@@ -1,0 +1,103 @@
+"""Commands that cost nothing: offers, estimate, gpus, providers."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from . import output, params
+from .app import app
+
+
+
+
+@app.command()
+def offers(
+    gpu: str = params.GPU,
+    count: int = params.COUNT,
+    provider: Optional[str] = params.PROVIDER,
+    region: Optional[str] = params.REGION,
+    spot: bool = typer.Option(False, "--spot", help="Spot/interruptible prices."),
+    max_price: Optional[str] = typer.Option(None, "--max-price",
+                                            help="Highest USD per hour for the whole machine."),
+    limit: int = typer.Option(20, "--limit", min=0,
+                              help="Rows to show (0: all). Regions at one price share a row."),
+    json_output: bool = params.JSON,
+) -> None:
+    """Compare prices for COUNT x GPU machines across providers, cheapest first."""
+    from ..client import Client
+
+    client = Client()
+    found = client.offers(gpu=gpu, count=count, provider=provider, region=region, spot=spot,
+                          max_price=max_price)
+    if json_output:
+        output.emit_json({"offers": [output.dump(o) for o in found],
+                          "warnings": client.warnings})
+        return
+    for warning in client.warnings:
+        output.err(f"warning: {warning}")
+    if not found:
+        output.err(f"no offers for {count}x {gpu}"
+                   + (f" on {provider}" if provider else "") + (f" in {region}" if region else ""))
+        return
+    groups = output.group_offers(found)
+    shown = groups if limit == 0 else groups[:limit]
+    output.out(output.offers_table(shown))
+    if len(shown) < len(groups):
+        output.out(f"... {len(groups) - len(shown)} more rows (--limit 0 shows all; "
+                   "--json lists every region)")
+    if any(o.source == "catalog" for o, _ in shown):
+        output.out("catalog rows are published list prices; set a provider's credentials "
+                   "for live prices and availability")
+
+
+@app.command()
+def estimate(
+    gpu: str = params.GPU,
+    count: int = params.COUNT,
+    hours: str = typer.Option("1", "--hours", help="How long the machine runs."),
+    provider: Optional[str] = params.PROVIDER,
+    region: Optional[str] = params.REGION,
+    disk_gb: Optional[int] = typer.Option(None, "--disk-gb", min=1, help="Disk size, where billed."),
+    json_output: bool = params.JSON,
+) -> None:
+    """Estimate the cost of the cheapest matching machine over HOURS."""
+    from ..client import Client
+
+    result = Client().estimate(gpu=gpu, count=count, hours=hours, provider=provider,
+                               region=region, disk_gb=disk_gb)
+    if json_output:
+        output.emit_json(output.dump(result))
+    else:
+        output.out(output.estimate_text(result))
+
+
+@app.command()
+def gpus(json_output: bool = params.JSON) -> None:
+    """List the GPU names gpucloud knows (aliases resolve to these)."""
+    from ..gpus import GPUS
+
+    if json_output:
+        output.emit_json({"gpus": [{"name": g.name, "vendor": g.vendor, "memory_gb": g.memory_gb}
+                                   for g in GPUS]})
+        return
+    output.out(output.table(["GPU", "VENDOR", "MEMORY"],
+                            [[g.name, g.vendor, f"{g.memory_gb} GB"] for g in GPUS]))
+    output.out('a bare "a100" means A100-40GB; ask for a100-80gb for the larger card')
+
+
+@app.command()
+def providers(json_output: bool = params.JSON) -> None:
+    """Known providers, whether credentials are found, and where from."""
+    from ..client import Client
+
+    statuses = Client().providers()
+    if json_output:
+        output.emit_json({"providers": [output.dump(s) for s in statuses]})
+        return
+    output.out(output.table(
+        ["PROVIDER", "NAME", "CREDENTIALS", "FROM", "CATALOG AS OF", "NOTE"],
+        [[s.name, s.display_name, "yes" if s.credentials else "no", s.source or "-",
+          s.catalog_as_of or "-", s.hint or ("simulated, nothing billed" if s.simulated else "")]
+         for s in statuses]))

@@ -1,0 +1,161 @@
+"""Commands that touch machines: create, list, get, delete."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, List, Optional
+
+import typer
+
+from . import output, params
+from .app import app, fail
+
+
+def _confirm(question: str, yes: bool, as_json: bool, what: str) -> None:
+    """Ask, unless --yes; never prompt under --json or without a terminal."""
+    if yes:
+        return
+    if as_json or not sys.stdin.isatty():
+        fail(8, "confirmation_required", f"{what} needs confirmation",
+             "pass --yes to confirm without a prompt", as_json)
+    if not typer.confirm(question, default=False, err=True):
+        fail(8, "declined", "declined: nothing was done", None, False)
+
+
+def plan_text(plan: Any) -> str:
+    o = plan.offer
+    lines = ["Plan:", output.estimate_text(plan.estimate)]
+    if plan.shutdown_at:
+        lines.append(f"  auto-shutdown at {output.iso(plan.shutdown_at)}")
+    lines.extend(f"  note: {n}" for n in plan.notes)
+    if plan.alternatives:
+        lines.append("Next cheapest:")
+        lines.extend(f"  {a.provider} {a.instance_type} {a.region}  {output.usd(a.price_per_hour)}/h"
+                     for a in plan.alternatives)
+    if o.simulated:
+        lines.append("SANDBOX: a simulated cloud; no real GPU is created and nothing is billed.")
+    return "\n".join(lines)
+
+
+@app.command()
+def create(
+    gpu: str = params.GPU,
+    count: int = params.COUNT,
+    provider: Optional[str] = params.PROVIDER,
+    region: Optional[str] = params.REGION,
+    name: Optional[str] = typer.Option(None, "--name", help="Machine name."),
+    image: Optional[str] = typer.Option(None, "--image",
+                                        help="OS image (VM clouds) or container image."),
+    ssh_key: Optional[str] = typer.Option(None, "--ssh-key",
+                                          help="Registered key name or path to a .pub file."),
+    disk_gb: Optional[int] = typer.Option(None, "--disk-gb", min=1, help="Disk size in GB."),
+    auto_shutdown: Optional[str] = typer.Option(None, "--auto-shutdown",
+                                                help="Deadline after creation, e.g. 4h, 90m."),
+    max_cost: Optional[str] = typer.Option(None, "--max-cost",
+                                           help="Refuse if the estimate exceeds this many USD."),
+    spot: bool = typer.Option(False, "--spot", help="Spot/interruptible capacity."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; create nothing."),
+    wait: bool = typer.Option(False, "--wait", help="Wait until the machine is running."),
+    timeout: int = typer.Option(600, "--timeout", min=1, help="Seconds --wait waits at most."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    json_output: bool = params.JSON,
+) -> None:
+    """Create a COUNT x GPU machine on the cheapest available offer.
+
+    Shows the plan and cost estimate first, then asks for confirmation.
+    """
+    from ..client import Client
+
+    def show_attempt(attempt: Any) -> None:
+        if not json_output:
+            output.err(f"attempt: {attempt.provider} {attempt.instance_type} {attempt.region}: "
+                       f"{attempt.outcome}" + (f" ({attempt.error})" if attempt.error else ""))
+
+    client = Client(on_attempt=show_attempt)
+    plan = client.plan(gpu=gpu, count=count, provider=provider, region=region, disk_gb=disk_gb,
+                       auto_shutdown=auto_shutdown, max_cost=max_cost, spot=spot)
+    if not json_output:
+        output.out(plan_text(plan))
+    if dry_run:
+        if json_output:
+            output.emit_json({"plan": output.dump(plan), "dry_run": True})
+        else:
+            output.out("dry run: nothing was created")
+        return
+    _confirm(f"Create this machine at {output.usd(plan.estimate.price_per_hour)}/hour?",
+             yes, json_output, "creating a machine")
+    instance = client.create(gpu=gpu, count=count, name=name, image=image, ssh_key=ssh_key,
+                             disk_gb=disk_gb, plan=plan)
+    if wait:
+        if not json_output:
+            output.err(f"waiting for {instance.ref} to be running (at most {timeout} s)...")
+        instance = client.wait(instance, until="running", timeout=timeout)
+    if json_output:
+        output.emit_json({"instance": output.dump(instance), "plan": output.dump(plan),
+                          "attempts": [output.dump(a) for a in client.last_attempts]})
+        return
+    output.out(f"created {instance.ref} ({instance.status.value})")
+    output.out(output.instance_text(instance))
+    output.out(f"delete it with: gpucloud delete {instance.ref}")
+
+
+@app.command("list")
+def list_(
+    provider: Optional[str] = params.PROVIDER,
+    json_output: bool = params.JSON,
+) -> None:
+    """List machines on every provider with credentials."""
+    from ..client import Client
+
+    client = Client()
+    instances = client.list(provider=provider)
+    if json_output:
+        output.emit_json({"instances": [output.dump(i) for i in instances],
+                          "warnings": client.warnings})
+        return
+    for warning in client.warnings:
+        output.err(f"warning: {warning}")
+    if instances:
+        output.out(output.instances_table(instances))
+    else:
+        output.err("no machines")
+
+
+@app.command()
+def get(
+    ref: str = typer.Argument(..., help="provider/id, as shown by `gpucloud list`."),
+    json_output: bool = params.JSON,
+) -> None:
+    """Show one machine."""
+    from ..client import Client
+
+    instance = Client().get(ref)
+    if json_output:
+        output.emit_json(output.dump(instance))
+    else:
+        output.out(output.instance_text(instance))
+
+
+@app.command()
+def delete(
+    refs: List[str] = typer.Argument(..., help="provider/id of each machine to delete."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    json_output: bool = params.JSON,
+) -> None:
+    """Delete (terminate) machines. Their disks are gone for good."""
+    from ..client import Client
+    from ..engine import split_ref
+
+    for ref in refs:
+        split_ref(ref)  # reject malformed refs before asking anything
+    _confirm(f"Delete {', '.join(refs)}? This cannot be undone.", yes, json_output,
+             "deleting machines")
+    client = Client()
+    deleted = []
+    for ref in refs:
+        client.delete(ref)
+        deleted.append(ref)
+        if not json_output:
+            output.out(f"deleting {ref}")
+    if json_output:
+        output.emit_json({"deleted": deleted})

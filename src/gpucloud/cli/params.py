@@ -1,0 +1,24 @@
+"""Option types shared by the commands."""
+
+from __future__ import annotations
+
+import typer
+
+from ..errors import UnknownGPUError
+from ..gpus import parse_gpu
+
+
+def gpu_param(value: str) -> str:
+    """GPU names: aliases resolve ("h100", "H100 80GB"); typos get suggestions."""
+    try:
+        return parse_gpu(value)
+    except UnknownGPUError as exc:
+        raise typer.BadParameter(f"{exc.message}: {exc.hint}") from None
+
+
+GPU = typer.Option(..., "--gpu", "-g", parser=gpu_param, metavar="GPU",
+                   help="GPU model, e.g. h100, a100-80gb, l40s (`gpucloud gpus` lists them).")
+COUNT = typer.Option(1, "--count", "-c", min=1, help="GPUs on one machine.")
+PROVIDER = typer.Option(None, "--provider", "-p", help="Only this provider.")
+REGION = typer.Option(None, "--region", "-r", help="Only this region.")
+JSON = typer.Option(False, "--json", help="One JSON document on stdout; never prompts.")
