@@ -117,6 +117,11 @@ def parse_catalog(data: dict[str, Any], path: str | None = None) -> ProviderCata
             )
             for t in data.get("instance_types", ())
         )
+        for t in types:
+            if any(p is not None and p < 0 for p in (t.price, t.spot_price)):
+                raise ValueError(f"negative price for {t.name}")
+        if data.get("auth", "api_key") not in ("api_key", "oauth2", "none", "kubeconfig"):
+            raise ValueError(f"unknown auth kind {data.get('auth')!r}")
         source = data.get("source", {})
         regions = tuple(data.get("regions", ())) or tuple(
             sorted({r for t in types for r in t.regions}))
@@ -164,5 +169,8 @@ def load_catalogs(config_dir: Path | None = None) -> dict[str, ProviderCatalog]:
     out = {}
     for name, entry in sorted(files.items()):
         cat = _read(str(entry), entry.read_text(encoding="utf-8"))
-        out[cat.name] = cat
+        if cat.name != name:
+            raise ConfigurationError(f"{entry} declares name = {cat.name!r}",
+                                     hint=f"a file named {name}.toml must say name = {name!r}")
+        out[name] = cat
     return out
