@@ -99,10 +99,12 @@ def retry_after(response: httpx.Response) -> float | None:
     try:
         return max(0.0, float(value))
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        if parsed is None:
-            return None
-        return max(0.0, parsed.timestamp() - time.time())
+        pass
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None  # unreadable: fall back to our own backoff
+    return max(0.0, parsed.timestamp() - time.time())
 
 
 def request_kind(request: httpx.Request) -> str:
@@ -121,6 +123,8 @@ def status_error(
     """The generic status -> class mapping; adapters refine it with their codes."""
     status = response.status_code
     if cls is None:
+        # 400/422 stay generic: only an adapter knows whether its provider's
+        # 400 means "bad parameters" or something it has no code for yet.
         cls = {401: AuthenticationError, 403: PermissionDeniedError, 404: NotFoundError,
                409: ConflictError, 429: RateLimitError}.get(status)
         if cls is None:

@@ -71,3 +71,9 @@ def test_rate_limiter_spaces_requests():
     assert limiter.reserve("read") == 13.0
     now[0] += 60
     assert limiter.reserve("launch") == 0
+
+
+@pytest.mark.parametrize("header", ["soon", "", "Wed, 99 Foo 2026"])
+def test_unreadable_retry_after_falls_back_to_backoff(header):
+    status, sent, slept = drive(one_request("read", "GET"), [(429, {"Retry-After": header}), 200])
+    assert status == 200 and len(sent) == 2 and 0 < slept[0] <= 30

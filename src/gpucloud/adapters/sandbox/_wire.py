@@ -1,0 +1,85 @@
+"""Wire helpers of the simulated cloud: request validation, times, error bodies."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import httpx
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+US = 1_000_000  # times are integer microseconds since the epoch
+CREATE_FIELDS = {"instance_type", "region", "name", "labels", "image", "disk_gb",
+                 "ssh_public_key", "shutdown_at"}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+        self.headers = headers or {}
+
+
+def json_body(request: httpx.Request) -> Any:
+    try:
+        return json.loads(request.content or b"null")
+    except ValueError:
+        raise ApiError(422, "invalid_request", "the body is not JSON") from None
+
+
+def validate_create(body: Any) -> dict[str, Any]:
+    def bad(message: str) -> ApiError:
+        return ApiError(422, "invalid_request", message)
+
+    if not isinstance(body, dict):
+        raise bad("the body must be a JSON object")
+    extra = sorted(set(body) - CREATE_FIELDS)
+    if extra:
+        raise bad(f"unknown field(s): {', '.join(extra)}")
+    for key in ("instance_type", "region", "name"):
+        if not isinstance(body.get(key), str) or not body[key].strip():
+            raise bad(f"{key} is required and must be a non-empty string")
+    if len(body["name"]) > 128:
+        raise bad("name must be at most 128 characters")
+    labels = body.get("labels") or {}
+    if not isinstance(labels, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+        raise bad("labels must be an object of strings")
+    for key in ("image", "ssh_public_key"):
+        if body.get(key) is not None and not isinstance(body[key], str):
+            raise bad(f"{key} must be a string")
+    disk = body.get("disk_gb")
+    if disk is not None and (isinstance(disk, bool) or not isinstance(disk, int)
+                             or not 10 <= disk <= 65536):
+        raise bad("disk_gb must be an integer between 10 and 65536")
+    out = dict(body, labels=labels)
+    if body.get("shutdown_at") is not None:
+        out["shutdown_us"] = parse_time(body["shutdown_at"])
+    return out
+
+
+def parse_time(value: Any) -> int:
+    try:
+        if not isinstance(value, str):
+            raise ValueError
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ApiError(422, "invalid_request", f"not an ISO-8601 time: {value!r}") from None
+    if parsed.tzinfo is None:
+        raise ApiError(422, "invalid_request",
+                       f"time must be ISO-8601 with a UTC offset: {value!r}")
+    return (parsed - EPOCH) // timedelta(microseconds=1)
+
+
+def iso(us: int | None) -> str | None:
+    if us is None:
+        return None
+    return (EPOCH + timedelta(microseconds=us)).isoformat().replace("+00:00", "Z")
+
+
+def fake_ip(instance_id: str) -> str:
+    digest = hashlib.sha256(instance_id.encode()).digest()
+    return f"100.64.{digest[0]}.{1 + digest[1] % 254}"

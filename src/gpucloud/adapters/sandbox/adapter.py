@@ -1,0 +1,223 @@
+"""The sandbox adapter: translates between gpucloud's models and the simulated cloud.
+
+It is written like any other adapter (sans-I/O flows, one ``map_error``); the
+only difference is ``transport()``, which serves the requests in-process from
+the SQLite-backed SandboxCloud instead of the network. No account is needed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import httpx
+
+from ...errors import (
+    APIError,
+    APIStatusError,
+    BadRequestError,
+    ConflictError,
+    InsufficientCapacityError,
+    InternalServerError,
+    NotFoundError,
+    RateLimitError,
+)
+from ...gpus import normalize_gpu
+from ...models import Instance, InstanceSpec, InstanceStatus, Offer
+from ..base import Capabilities, Flow, OfferQuery, Provider
+from .knobs import Knobs
+from .server import SandboxCloud, SandboxTransport
+
+if TYPE_CHECKING:
+    from ...catalog import ProviderCatalog
+    from ...credentials import Credential
+
+LAUNCH_LABEL = "gpucloud-launch-id"
+
+_BY_CODE: dict[str, type[APIStatusError]] = {
+    "capacity_exhausted": InsufficientCapacityError,
+    "not_found": NotFoundError,
+    "invalid_request": BadRequestError,
+    "conflict": ConflictError,
+}
+
+
+class SandboxProvider(Provider):
+    """The simulated cloud. ``db_path``/``knobs``/``cloud`` override the defaults (tests)."""
+
+    name = "sandbox"
+    capabilities = Capabilities(spot=False, stop_start=False, custom_disk=True,
+                                needs_ssh_key=False, native_shutdown=True)
+
+    def __init__(self, catalog: ProviderCatalog, credential: Credential | None = None,
+                 db_path: str | os.PathLike[str] | None = None,
+                 knobs: Knobs | Mapping[str, Any] | None = None,
+                 *, cloud: SandboxCloud | None = None) -> None:
+        super().__init__(catalog, credential)
+        self._db_path = db_path
+        self._knobs = knobs
+        self._cloud = cloud
+
+    # -- plumbing ---------------------------------------------------------------
+
+    @property
+    def cloud(self) -> SandboxCloud:
+        """The simulated cloud, opened on first use (one per provider object)."""
+        if self._cloud is None:
+            from ... import config
+
+            db_path = self._db_path if self._db_path is not None else config.sandbox_db_path()
+            knobs = self._knobs if self._knobs is not None else config.load_config().sandbox
+            self._cloud = SandboxCloud(db_path, knobs, catalog=self.catalog)
+        return self._cloud
+
+    def auth(self) -> httpx.Auth | None:
+        return None  # nothing to sign: the sandbox needs no account
+
+    def transport(self) -> httpx.BaseTransport:
+        return SandboxTransport(self.cloud)
+
+    def async_transport(self) -> httpx.AsyncBaseTransport:
+        return SandboxTransport(self.cloud)
+
+    # -- errors -------------------------------------------------------------------
+
+    def map_error(self, response: httpx.Response) -> APIError:
+        from ..._http import status_error
+
+        code, message = None, response.reason_phrase or "error"
+        try:
+            error = response.json()["error"]
+            code, message = str(error["code"]), str(error.get("message") or message)
+        except (ValueError, KeyError, TypeError):
+            pass
+        cls = _BY_CODE.get(code or "")
+        if cls is None:
+            status = response.status_code
+            cls = (RateLimitError if status == 429 else
+                   InternalServerError if status >= 500 else APIStatusError)
+        hint = None
+        if cls is InsufficientCapacityError:
+            hint = ("the sandbox has GPUCLOUD_SANDBOX_CAPACITY machines per type and region: "
+                    "delete some, try another region, or check GPUCLOUD_SANDBOX_EXHAUST")
+        return status_error(self.name, response, message=message, provider_code=code,
+                            hint=hint, cls=cls)
+
+    # -- flows ----------------------------------------------------------------------
+
+    def offers(self, query: OfferQuery) -> Flow[list[Offer]]:
+        if query.spot:
+            return []  # the sandbox sells on-demand only
+        response = yield self.request("GET", "/v1/instance-types")
+        self.raise_for_error(response)
+        out = []
+        try:
+            for t in self._data(response):
+                gpu, count = normalize_gpu(str(t["gpu"])), int(t["gpu_count"])
+                if (query.gpu is not None and gpu != query.gpu) or (
+                        query.count is not None and count != query.count):
+                    continue
+                capacity = t.get("capacity_available") or {}
+                for region in t["regions"]:
+                    if query.region is not None and region != query.region:
+                        continue
+                    out.append(Offer(
+                        provider=self.name, instance_type=str(t["name"]), region=region,
+                        gpu=gpu, gpu_count=count, gpu_memory_gb=t.get("gpu_memory_gb"),
+                        vcpus=t.get("vcpus"), memory_gb=t.get("memory_gb"),
+                        disk_gb=t.get("disk_gb"), price_per_hour=Decimal(str(t["price"])),
+                        available=int(capacity.get(region, 0)) > 0, source="live",
+                        simulated=True,
+                    ))
+        except (KeyError, TypeError, ValueError, InvalidOperation) as exc:
+            raise self.invalid(response, f"bad instance type: {exc!r}") from exc
+        return sorted(out, key=lambda o: (o.price_per_hour, o.instance_type, o.region))
+
+    def create(self, spec: InstanceSpec) -> Flow[Instance]:
+        body: dict[str, Any] = {
+            "instance_type": spec.offer.instance_type,
+            "region": spec.offer.region,
+            "name": spec.name,
+            "labels": {LAUNCH_LABEL: spec.launch_id},
+            "image": spec.image or self.catalog.default_image,
+        }
+        if spec.disk_gb is not None:
+            body["disk_gb"] = spec.disk_gb
+        if spec.ssh_public_key is not None:
+            body["ssh_public_key"] = spec.ssh_public_key
+        if spec.shutdown_at is not None:
+            body["shutdown_at"] = _iso(spec.shutdown_at)
+        response = yield self.request("POST", "/v1/instances", json=body, kind="launch")
+        self.raise_for_error(response)
+        return self._instance(response, self.json(response))
+
+    def list_instances(self) -> Flow[list[Instance]]:
+        response = yield self.request("GET", "/v1/instances")
+        self.raise_for_error(response)
+        return [self._instance(response, item) for item in self._data(response)]
+
+    def get(self, instance_id: str) -> Flow[Instance]:
+        response = yield self.request("GET", f"/v1/instances/{quote(instance_id, safe='')}")
+        self.raise_for_error(response)
+        return self._instance(response, self.json(response))
+
+    def delete(self, instance_id: str) -> Flow[None]:
+        response = yield self.request("DELETE", f"/v1/instances/{quote(instance_id, safe='')}",
+                                      kind="idempotent")
+        self.raise_for_error(response)
+
+    def set_shutdown(self, instance_id: str, shutdown_at: datetime | None) -> Flow[Instance]:
+        """Move (or clear) the cloud's own shutdown timer; what ``extend`` needs."""
+        response = yield self.request(
+            "PATCH", f"/v1/instances/{quote(instance_id, safe='')}",
+            json={"shutdown_at": _iso(shutdown_at) if shutdown_at is not None else None},
+            kind="idempotent")
+        self.raise_for_error(response)
+        return self._instance(response, self.json(response))
+
+    # -- translation -------------------------------------------------------------------
+
+    def _data(self, response: httpx.Response) -> list[Any]:
+        body = self.json(response)
+        if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+            raise self.invalid(response, 'expected {"data": [...]}')
+        return body["data"]
+
+    def _instance(self, response: httpx.Response, item: Any) -> Instance:
+        try:
+            raw_status = str(item["status"])
+            try:
+                status = InstanceStatus(raw_status)
+            except ValueError:
+                status = InstanceStatus.UNKNOWN
+            labels = item.get("labels") or {}
+            price = item.get("price_per_hour")
+            return Instance(
+                provider=self.name, id=str(item["id"]), name=item.get("name"),
+                status=status, provider_status=raw_status,
+                gpu=normalize_gpu(item["gpu"]) if item.get("gpu") else None,
+                gpu_count=item.get("gpu_count"), instance_type=item.get("instance_type"),
+                region=item.get("region"),
+                price_per_hour=Decimal(str(price)) if price is not None else None,
+                ip=item.get("ip"), created_at=_parse(item.get("created_at")),
+                shutdown_at=_parse(item.get("shutdown_at")),
+                launch_id=labels.get(LAUNCH_LABEL), simulated=True,
+            )
+        except (KeyError, TypeError, ValueError, InvalidOperation, AttributeError) as exc:
+            raise self.invalid(response, f"bad instance: {exc!r}") from exc
+
+
+def _iso(when: datetime) -> str:
+    if when.tzinfo is None:  # the models promise aware UTC; be lenient with naive input
+        when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _parse(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(timezone.utc)

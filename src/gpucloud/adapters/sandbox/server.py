@@ -1,0 +1,372 @@
+"""The sandbox: a simulated GPU cloud, served in-process through an httpx transport.
+
+Like a payment API's test mode: no real GPUs, no real money, but a real HTTP
+API whose state lives in SQLite, so ``create`` in one process and ``list`` /
+``delete`` in the next see the same machines. Each request opens its own
+connection (``timeout=30``) and writes take the lock up front
+(``BEGIN IMMEDIATE``), so two processes sharing one file never both take the
+last unit of capacity. Time is read from an injectable ``clock``; states are
+computed from timestamps on every read, so there are no background threads.
+
+API (JSON; base ``https://sandbox.gpucloud.invalid``; every response carries
+``X-Request-Id``; errors are ``{"error": {"code", "message"}}``):
+
+    GET    /v1/instance-types      {"data": [{name, gpu, gpu_count, gpu_memory_gb,
+                                    vcpus, memory_gb, disk_gb, price ("19.92"),
+                                    regions, capacity_available: {region: n}}]}
+    POST   /v1/instances           body {instance_type, region, name, labels?,
+                                    image?, disk_gb?, ssh_public_key?, shutdown_at?}
+                                    -> 201 instance
+    GET    /v1/instances           {"data": [instance]}; ?label=key=value filters
+    GET    /v1/instances/{id}      instance
+    PATCH  /v1/instances/{id}      body {shutdown_at: ISO-8601 | null} -> instance
+                                    (moves the native timer, for `extend`)
+    DELETE /v1/instances/{id}      202 instance (terminating); idempotent
+
+    instance = {id, name, status, instance_type, region, gpu, gpu_count,
+                price_per_hour, image, disk_gb, ip, labels, created_at,
+                shutdown_at, terminated_at, simulated: true}
+
+Status codes: 400 ``invalid_request`` (unknown instance type or region),
+422 ``invalid_request`` (malformed body), 404 ``not_found``, 405
+``method_not_allowed``, 409 ``capacity_exhausted`` (nothing created), 409
+``conflict`` (PATCH on a machine no longer pending/running), 429
+``rate_limited`` (with ``Retry-After: 1``), 503 ``unavailable``. Times are
+ISO-8601 UTC (``Z``); a time without an offset is refused (422), not guessed.
+
+Life cycle: pending -> running after ``boot_seconds``; DELETE makes it
+terminating, then terminated after ``terminate_seconds``. ``shutdown_at`` is
+the cloud's own timer: once past, the machine reads as terminated whoever
+looks. Terminated machines stay listed for ``retain_seconds``, then vanish
+(404). Capacity is per instance type per region and counts every machine
+not yet terminated.
+
+Knobs: ``GPUCLOUD_SANDBOX_<NAME>`` in the environment wins over the dict
+given (the ``[sandbox]`` section of config.toml, lower-case names):
+
+    CAPACITY           machines per type per region (4)
+    BOOT_SECONDS       pending -> running (2)
+    TERMINATE_SECONDS  terminating -> terminated (1)
+    RETAIN_SECONDS     how long terminated machines stay visible (3600)
+    LATENCY_MS         added to every request (0)
+    FAIL_429           probability of a 429 + Retry-After: 1 (0)
+    FAIL_5XX           probability of a 503 (0)
+    FAIL_AFTER_CREATE  probability that POST /v1/instances DOES create the
+                       machine and then answers 503 anyway: the ambiguous
+                       failure that reconcile-by-launch-id exists for (0)
+    FAIL_ON            operations subject to the three above, comma-separated
+                       from types, list, get, create, update, delete (all)
+    SEED               seeds the failure dice: same seed, same failures
+    EXHAUST            instance types with zero capacity, comma-separated, or "all"
+
+One die is rolled per request subject to failures: r < FAIL_429 is a 429,
+r < FAIL_429 + FAIL_5XX a 503, and (creates only) r < FAIL_429 + FAIL_5XX +
+FAIL_AFTER_CREATE the ambiguous failure. 429s and plain 503s are decided
+before anything is recorded: they never create a machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import secrets
+import sqlite3
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ._wire import US, ApiError, fake_ip, iso, json_body, parse_time, validate_create
+from .knobs import Knobs
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS instances (
+    id TEXT PRIMARY KEY, name TEXT NOT NULL, instance_type TEXT NOT NULL,
+    region TEXT NOT NULL, gpu TEXT NOT NULL, gpu_count INTEGER NOT NULL,
+    price TEXT NOT NULL, image TEXT, disk_gb INTEGER, ssh_public_key TEXT,
+    labels TEXT NOT NULL, created_us INTEGER NOT NULL, ready_us INTEGER NOT NULL,
+    shutdown_us INTEGER, deleted_us INTEGER, terminated_us INTEGER
+);
+"""
+
+
+class SandboxCloud:
+    """The simulated cloud: ``handle(request) -> response`` over a SQLite file."""
+
+    def __init__(self, db_path: str | os.PathLike[str],
+                 knobs: Knobs | Mapping[str, Any] | None = None,
+                 *, catalog: Any = None, clock: Callable[[], float] = time.time) -> None:
+        self.db_path = Path(db_path)
+        self.knobs = knobs if isinstance(knobs, Knobs) else Knobs.load(knobs)
+        if catalog is None:
+            from ...catalog import load_catalogs
+
+            catalog = load_catalogs()["sandbox"]
+        self.types = {t.name: t for t in catalog.instance_types}
+        self.default_image = catalog.default_image or "sandbox-ubuntu-22.04"
+        self.clock = clock
+        self.rng = random.Random(self.knobs.seed)
+        self._lock = threading.Lock()
+        # (method, path, status) of recent requests: handy in tests and demos.
+        self.log: deque[tuple[str, str, int]] = deque(maxlen=1000)
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        with self._read() as db:
+            db.executescript(_SCHEMA)
+
+    # -- plumbing -------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        return db
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        db = self._connect()
+        try:
+            yield db
+        finally:
+            db.close()
+
+    @contextmanager
+    def _write_lock(self) -> Iterator[sqlite3.Connection]:
+        """A connection holding the write lock (BEGIN IMMEDIATE); commits on success."""
+        db = self._connect()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            yield db
+            db.execute("COMMIT")
+        finally:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            db.close()
+
+    def _now(self) -> int:
+        return int(round(self.clock() * US))
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        request_id = "req_" + uuid.uuid4().hex[:20]
+        headers = {"X-Request-Id": request_id}
+        try:
+            status, body = self._route(request)
+        except ApiError as err:
+            status, body = err.status, {"error": {"code": err.code, "message": err.message}}
+            headers.update(err.headers)
+        except sqlite3.OperationalError as exc:  # e.g. the file stayed locked for 30 s
+            status, body = 503, {"error": {"code": "unavailable", "message": f"database: {exc}"}}
+        self.log.append((request.method, request.url.path, status))
+        return httpx.Response(status, json=body, headers=headers)
+
+    def _route(self, request: httpx.Request) -> tuple[int, Any]:
+        parts = request.url.path.strip("/").split("/")
+        method = request.method
+        if (parts[:1] != ["v1"] or len(parts) not in (2, 3)
+                or parts[1] not in ("instance-types", "instances")
+                or (parts[1] == "instance-types" and len(parts) == 3)):
+            raise ApiError(404, "not_found", f"no such endpoint: {request.url.path}")
+        table: dict[str, str]
+        if parts[1] == "instance-types":
+            table = {"GET": "types"}
+        elif len(parts) == 2:
+            table = {"GET": "list", "POST": "create"}
+        else:
+            table = {"GET": "get", "PATCH": "update", "DELETE": "delete"}
+        op = table.get(method)
+        if op is None:
+            raise ApiError(405, "method_not_allowed", f"{method} not allowed on {request.url.path}")
+        ambiguous = self._roll_failure(op)
+        if op == "types":
+            return 200, {"data": self._types()}
+        if op == "list":
+            return 200, {"data": self._list(request.url.params.get_list("label"))}
+        if op == "create":
+            created = self._create(json_body(request))
+            if ambiguous:
+                raise ApiError(503, "unavailable", "the service is temporarily unavailable")
+            return 201, created
+        if op == "get":
+            return 200, self._get(parts[2])
+        if op == "update":
+            return 200, self._update(parts[2], json_body(request))
+        return 202, self._delete(parts[2])
+
+    def _roll_failure(self, op: str) -> bool:
+        """Raise an injected 429/503; True when a create must fail *after* recording."""
+        k = self.knobs
+        if op not in k.fail_on or not (k.fail_429 or k.fail_5xx or k.fail_after_create):
+            return False
+        with self._lock:
+            r = self.rng.random()
+        if r < k.fail_429:
+            raise ApiError(429, "rate_limited", "too many requests (simulated)",
+                           {"Retry-After": "1"})
+        if r < k.fail_429 + k.fail_5xx:
+            raise ApiError(503, "unavailable", "the service is temporarily unavailable")
+        return op == "create" and r < k.fail_429 + k.fail_5xx + k.fail_after_create
+
+    # -- state ------------------------------------------------------------------
+
+    def _ended(self, row: sqlite3.Row, now: int) -> int | None:
+        """When the machine became terminated, or None while it is not."""
+        ends = [t for t in (row["terminated_us"], row["shutdown_us"]) if t is not None and t <= now]
+        return min(ends) if ends else None
+
+    def _status(self, row: sqlite3.Row, now: int) -> str:
+        if self._ended(row, now) is not None:
+            return "terminated"
+        if row["deleted_us"] is not None:
+            return "terminating"
+        return "running" if now >= row["ready_us"] else "pending"
+
+    def _visible(self, row: sqlite3.Row, now: int) -> bool:
+        ended = self._ended(row, now)
+        return ended is None or now < ended + int(self.knobs.retain_seconds * US)
+
+    def _render(self, row: sqlite3.Row, now: int) -> dict[str, Any]:
+        status = self._status(row, now)
+        ended = self._ended(row, now)
+        return {
+            "id": row["id"], "name": row["name"], "status": status,
+            "instance_type": row["instance_type"], "region": row["region"],
+            "gpu": row["gpu"], "gpu_count": row["gpu_count"], "price_per_hour": row["price"],
+            "image": row["image"], "disk_gb": row["disk_gb"],
+            "ip": fake_ip(row["id"]) if status in ("running", "terminating") else None,
+            "labels": json.loads(row["labels"]),
+            "created_at": iso(row["created_us"]), "shutdown_at": iso(row["shutdown_us"]),
+            "terminated_at": iso(ended if ended is not None else row["terminated_us"]),
+            "simulated": True,
+        }
+
+    def _capacity_left(self, db: sqlite3.Connection, type_name: str, region: str, now: int) -> int:
+        if "all" in self.knobs.exhaust or type_name in self.knobs.exhaust:
+            return 0
+        rows = db.execute("SELECT * FROM instances WHERE instance_type = ? AND region = ?",
+                          (type_name, region)).fetchall()
+        used = sum(1 for r in rows if self._ended(r, now) is None)
+        return max(0, self.knobs.capacity - used)
+
+    def _types(self) -> list[dict[str, Any]]:
+        now = self._now()
+        with self._read() as db:
+            return [{
+                "name": t.name, "gpu": t.gpu, "gpu_count": t.gpu_count,
+                "gpu_memory_gb": t.gpu_memory_gb, "vcpus": t.vcpus, "memory_gb": t.memory_gb,
+                "disk_gb": t.disk_gb, "price": str(t.price), "regions": list(t.regions),
+                "capacity_available": {r: self._capacity_left(db, t.name, r, now)
+                                       for r in t.regions},
+            } for t in self.types.values() if t.price is not None]
+
+    def _list(self, label_filters: list[str]) -> list[dict[str, Any]]:
+        wanted = []
+        for f in label_filters:
+            key, sep, value = f.partition("=")
+            if not sep:
+                raise ApiError(400, "invalid_request", f"label filter must be key=value: {f!r}")
+            wanted.append((key, value))
+        now = self._now()
+        with self._read() as db:
+            rows = db.execute("SELECT * FROM instances ORDER BY rowid").fetchall()
+        out = []
+        for row in rows:
+            labels = json.loads(row["labels"])
+            if self._visible(row, now) and all(labels.get(k) == v for k, v in wanted):
+                out.append(self._render(row, now))
+        return out
+
+    def _row(self, db: sqlite3.Connection, instance_id: str, now: int) -> sqlite3.Row:
+        row = db.execute("SELECT * FROM instances WHERE id = ?", (instance_id,)).fetchone()
+        if row is None or not self._visible(row, now):
+            raise ApiError(404, "not_found", f"no instance {instance_id!r}")
+        return row
+
+    def _get(self, instance_id: str) -> dict[str, Any]:
+        now = self._now()
+        with self._read() as db:
+            return self._render(self._row(db, instance_id, now), now)
+
+    def _create(self, body: Any) -> dict[str, Any]:
+        spec = validate_create(body)
+        itype = self.types.get(spec["instance_type"])
+        if itype is None or itype.price is None:
+            raise ApiError(400, "invalid_request",
+                           f"unknown instance type {spec['instance_type']!r}; "
+                           f"known: {', '.join(sorted(self.types))}")
+        if spec["region"] not in itype.regions:
+            raise ApiError(400, "invalid_request",
+                           f"{itype.name} is not offered in region {spec['region']!r}; "
+                           f"it is in {', '.join(itype.regions)}")
+        with self._write_lock() as db:  # taken before counting capacity
+            now = self._now()
+            if self._capacity_left(db, itype.name, spec["region"], now) <= 0:
+                raise ApiError(409, "capacity_exhausted",
+                               f"no capacity for {itype.name} in {spec['region']}")
+            instance_id = "sbx-" + secrets.token_hex(6)
+            db.execute(
+                "INSERT INTO instances (id, name, instance_type, region, gpu, gpu_count, price,"
+                " image, disk_gb, ssh_public_key, labels, created_us, ready_us, shutdown_us)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (instance_id, spec["name"], itype.name, spec["region"], itype.gpu,
+                 itype.gpu_count, str(itype.price), spec.get("image") or self.default_image,
+                 spec.get("disk_gb") or itype.disk_gb, spec.get("ssh_public_key"),
+                 json.dumps(spec.get("labels") or {}, sort_keys=True), now,
+                 now + int(self.knobs.boot_seconds * US), spec.get("shutdown_us")))
+            return self._render(self._row(db, instance_id, now), now)
+
+    def _update(self, instance_id: str, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict) or set(body) != {"shutdown_at"}:
+            raise ApiError(422, "invalid_request",
+                           'body must be {"shutdown_at": ISO-8601 | null}')
+        shutdown_us = None if body["shutdown_at"] is None else parse_time(body["shutdown_at"])
+        return self._write(instance_id, "shutdown_us", shutdown_us, only_live=True)
+
+    def _delete(self, instance_id: str) -> dict[str, Any]:
+        return self._write(instance_id, "deleted_us", None, only_live=False)
+
+    def _write(self, instance_id: str, column: str, value: int | None,
+               *, only_live: bool) -> dict[str, Any]:
+        with self._write_lock() as db:
+            now = self._now()
+            row = self._row(db, instance_id, now)
+            live = self._status(row, now) in ("pending", "running")
+            if column == "deleted_us":
+                if live:  # deleting twice (or a terminated machine) changes nothing
+                    ends = now + int(self.knobs.terminate_seconds * US)
+                    db.execute("UPDATE instances SET deleted_us = ?, terminated_us = ?"
+                               " WHERE id = ?", (now, ends, instance_id))
+            elif not live:
+                raise ApiError(409, "conflict",
+                               f"instance {instance_id} is {self._status(row, now)}")
+            else:
+                db.execute(f"UPDATE instances SET {column} = ? WHERE id = ?", (value, instance_id))
+            return self._render(self._row(db, instance_id, now), now)
+
+
+class SandboxTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """Serves requests from a SandboxCloud in-process; nothing touches the network."""
+
+    def __init__(self, cloud: SandboxCloud, *, sleep: Callable[[float], None] = time.sleep,
+                 async_sleep: Callable[[float], Any] = asyncio.sleep) -> None:
+        self.cloud = cloud
+        self._sleep = sleep
+        self._async_sleep = async_sleep
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.read()
+        if self.cloud.knobs.latency_ms:
+            self._sleep(self.cloud.knobs.latency_ms / 1000)
+        return self.cloud.handle(request)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await request.aread()
+        if self.cloud.knobs.latency_ms:
+            await self._async_sleep(self.cloud.knobs.latency_ms / 1000)
+        # SQLite may wait for another process's lock: keep the event loop free.
+        return await asyncio.to_thread(self.cloud.handle, request)

@@ -1,0 +1,506 @@
+"""The sandbox: the simulated cloud (server.py) driven through the adapter and the real driver.
+
+Nothing here touches the network: every request goes through SandboxTransport
+to a SandboxCloud over a tmp_path SQLite file, with an injected clock.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gpucloud._http import AsyncSession, Session
+from gpucloud.adapters import adapter_class
+from gpucloud.adapters.base import OfferQuery
+from gpucloud.adapters.sandbox import LAUNCH_LABEL, Knobs, SandboxCloud, SandboxProvider
+from gpucloud.adapters.sandbox.server import SandboxTransport
+from gpucloud.catalog import load_catalogs
+from gpucloud.errors import (
+    APIStatusError,
+    BadRequestError,
+    ConfigurationError,
+    ConflictError,
+    InsufficientCapacityError,
+    InternalServerError,
+    NotFoundError,
+    RateLimitError,
+)
+from gpucloud.models import InstanceSpec, InstanceStatus
+
+T0 = 1_800_000_000.0  # 2027-01-15, an arbitrary fixed "now"
+BASE = "https://sandbox.gpucloud.invalid"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def dt(self, offset: float = 0.0) -> datetime:
+        return datetime.fromtimestamp(self.now + offset, tz=timezone.utc)
+
+
+@pytest.fixture(autouse=True)
+def _no_sandbox_env(monkeypatch):
+    for key in list(os.environ):
+        if key.startswith("GPUCLOUD_SANDBOX_"):
+            monkeypatch.delenv(key)
+
+
+@pytest.fixture
+def catalog():
+    return load_catalogs()["sandbox"]
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+class Env:
+    """One 'process': a cloud object, an adapter over it, and a driver session."""
+
+    def __init__(self, db: Path, catalog, clock: Clock, **knobs) -> None:
+        self.cloud = SandboxCloud(db, knobs, catalog=catalog, clock=clock)
+        self.provider = SandboxProvider(catalog, cloud=self.cloud)
+        self.sleeps: list[float] = []
+        self.session = Session(self.provider, sleep=self.sleeps.append)
+
+    def run(self, flow):
+        return self.session.run(flow)
+
+    def offer(self, instance_type="sim.1xH100", region="sim-east-1"):
+        offers = self.run(self.provider.offers(OfferQuery(region=region)))
+        return next(o for o in offers if o.instance_type == instance_type)
+
+    def create(self, instance_type="sim.1xH100", region="sim-east-1", launch_id="L-1", **kw):
+        spec = InstanceSpec(offer=self.offer(instance_type, region), launch_id=launch_id,
+                            name=f"gpucloud-{launch_id}", **kw)
+        return self.run(self.provider.create(spec))
+
+    def posts(self) -> list[int]:
+        return [status for method, path, status in self.cloud.log
+                if method == "POST" and path == "/v1/instances"]
+
+    def raw(self, method: str, path: str, **kw) -> httpx.Response:
+        with httpx.Client(transport=SandboxTransport(self.cloud), base_url=BASE) as client:
+            return client.request(method, path, **kw)
+
+
+@pytest.fixture
+def env(tmp_path, catalog, clock):
+    return Env(tmp_path / "cloud.sqlite", catalog, clock, boot_seconds=5, terminate_seconds=3)
+
+
+# -- catalog ---------------------------------------------------------------------
+
+
+def test_catalog_file(catalog):
+    assert catalog.simulated and catalog.auth == "none" and catalog.kind == "vm"
+    assert catalog.api_base == BASE and catalog.default_image == "sandbox-ubuntu-22.04"
+    assert catalog.source_url == "simulated" and catalog.as_of == "2026-11-30"
+    shapes = {(t.gpu, t.gpu_count) for t in catalog.instance_types}
+    for shape in [("H100", 1), ("H100", 2), ("H100", 4), ("H100", 8), ("A100-80GB", 1),
+                  ("A100-80GB", 8), ("L40S", 1), ("RTX4090", 1)]:
+        assert shape in shapes
+    assert catalog.types_named("sim.8xH100")[0].price == Decimal("19.92")
+    assert {"sim-east-1", "sim-west-1"} <= set(catalog.regions)
+    assert adapter_class("sandbox") is SandboxProvider
+
+
+# -- offers ------------------------------------------------------------------------
+
+
+def test_offers_are_live_filtered_and_priced(env):
+    offers = env.run(env.provider.offers(OfferQuery(gpu="H100", count=8, region="sim-east-1")))
+    assert [(o.instance_type, o.region) for o in offers] == [("sim.8xH100", "sim-east-1")]
+    offer = offers[0]
+    assert offer.price_per_hour == Decimal("19.92") and isinstance(offer.price_per_hour, Decimal)
+    assert offer.source == "live" and offer.simulated and offer.available is True
+    assert offer.provider == "sandbox" and offer.gpu_memory_gb == 80
+    everything = env.run(env.provider.offers(OfferQuery()))
+    assert len(everything) == sum(len(t.regions) for t in env.provider.catalog.instance_types)
+    assert everything == sorted(everything, key=lambda o: o.price_per_hour)
+
+
+def test_spot_offers_are_empty_without_a_request(env):
+    assert env.run(env.provider.offers(OfferQuery(spot=True))) == []
+    assert list(env.cloud.log) == []
+
+
+def test_offer_availability_follows_capacity(tmp_path, catalog, clock):
+    env = Env(tmp_path / "c.sqlite", catalog, clock, capacity=1, exhaust="sim.1xL40S")
+    env.create("sim.1xH100", "sim-east-1")
+    offers = {(o.instance_type, o.region): o.available
+              for o in env.run(env.provider.offers(OfferQuery()))}
+    assert offers[("sim.1xH100", "sim-east-1")] is False
+    assert offers[("sim.1xH100", "sim-west-1")] is True
+    assert not any(v for (t, _), v in offers.items() if t == "sim.1xL40S")
+    types = env.raw("GET", "/v1/instance-types").json()["data"]
+    h100 = next(t for t in types if t["name"] == "sim.1xH100")
+    assert h100["capacity_available"]["sim-east-1"] == 0 and h100["price"] == "2.49"
+
+
+# -- life cycle ------------------------------------------------------------------------
+
+
+def test_create_pending_then_running(env, clock):
+    deadline = clock.dt(3600)
+    inst = env.create(launch_id="L-42", disk_gb=100, shutdown_at=deadline)
+    assert inst.status is InstanceStatus.PENDING and inst.ip is None
+    assert inst.launch_id == "L-42" and inst.name == "gpucloud-L-42" and inst.simulated
+    assert inst.gpu == "H100" and inst.gpu_count == 1 and inst.region == "sim-east-1"
+    assert inst.price_per_hour == Decimal("2.49") and inst.created_at == clock.dt()
+    assert inst.shutdown_at == deadline
+    clock.advance(4.9)
+    assert env.run(env.provider.get(inst.id)).status is InstanceStatus.PENDING
+    clock.advance(0.2)
+    running = env.run(env.provider.get(inst.id))
+    assert running.status is InstanceStatus.RUNNING and running.ip.startswith("100.64.")
+    body = env.raw("GET", f"/v1/instances/{inst.id}").json()
+    assert body["labels"] == {LAUNCH_LABEL: "L-42"} and body["simulated"] is True
+    assert body["disk_gb"] == 100 and body["image"] == "sandbox-ubuntu-22.04"
+    assert env.posts() == [201]
+
+
+def test_state_persists_across_two_clouds_on_one_file(tmp_path, catalog, clock):
+    db = tmp_path / "shared" / "cloud.sqlite"  # parent dirs are created
+    first, second = Env(db, catalog, clock), Env(db, catalog, clock)
+    inst = first.create(launch_id="L-a")
+    seen = second.run(second.provider.list_instances())
+    assert [(i.id, i.launch_id) for i in seen] == [(inst.id, "L-a")]
+    second.run(second.provider.delete(inst.id))
+    assert first.run(first.provider.get(inst.id)).status is InstanceStatus.TERMINATING
+    # The constructor the registry uses: db path and knobs as arguments.
+    third = SandboxProvider(catalog, db_path=db, knobs={"boot_seconds": 0})
+    assert [i.id for i in Session(third).run(third.list_instances())] == [inst.id]
+
+
+def test_create_in_one_process_list_in_the_next(tmp_path, monkeypatch):
+    """The default wiring: GPUCLOUD_SANDBOX_DB, and knobs from GPUCLOUD_HOME/config.toml."""
+    home = tmp_path / "client-home"
+    home.mkdir()
+    (home / "config.toml").write_text("[sandbox]\nboot_seconds = 0\ncapacity = 1\n")
+    db = tmp_path / "elsewhere" / "cloud.sqlite"
+    monkeypatch.setenv("GPUCLOUD_HOME", str(home))
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_DB", str(db))
+    script = (
+        "from gpucloud._http import Session\n"
+        "from gpucloud.adapters.base import OfferQuery\n"
+        "from gpucloud.adapters.sandbox import SandboxProvider\n"
+        "from gpucloud.catalog import load_catalogs\n"
+        "from gpucloud.models import InstanceSpec\n"
+        "p = SandboxProvider(load_catalogs()['sandbox'])\n"
+        "s = Session(p)\n"
+        "o = s.run(p.offers(OfferQuery(gpu='L40S', region='sim-west-1')))[0]\n"
+        "print(s.run(p.create(InstanceSpec(offer=o, launch_id='L-proc', name='n'))).id)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    created = done.stdout.strip()
+    assert db.is_file()
+    provider = SandboxProvider(load_catalogs()["sandbox"])
+    session = Session(provider, sleep=lambda s: None)
+    [inst] = session.run(provider.list_instances())
+    assert (inst.id, inst.launch_id, inst.status) == (created, "L-proc", InstanceStatus.RUNNING)
+    # capacity = 1 from config.toml; the env var wins over it.
+    assert provider.cloud.knobs.capacity == 1
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_CAPACITY", "7")
+    assert SandboxProvider(load_catalogs()["sandbox"]).cloud.knobs.capacity == 7
+
+
+def test_delete_terminating_then_terminated_and_capacity_freed(tmp_path, catalog, clock):
+    env = Env(tmp_path / "c.sqlite", catalog, clock, capacity=1, terminate_seconds=3,
+              retain_seconds=60)
+    inst = env.create()
+    env.run(env.provider.delete(inst.id))
+    assert env.run(env.provider.get(inst.id)).status is InstanceStatus.TERMINATING
+    with pytest.raises(InsufficientCapacityError):  # a terminating machine still holds its slot
+        env.create(launch_id="L-2")
+    clock.advance(2)
+    env.run(env.provider.delete(inst.id))  # idempotent: does not restart the countdown
+    clock.advance(1)
+    done = env.run(env.provider.get(inst.id))
+    assert done.status is InstanceStatus.TERMINATED and done.ip is None
+    assert env.create(launch_id="L-2").status is InstanceStatus.PENDING
+    clock.advance(61)
+    assert [i.launch_id for i in env.run(env.provider.list_instances())] == ["L-2"]
+    with pytest.raises(NotFoundError):
+        env.run(env.provider.get(inst.id))
+
+
+def test_shutdown_at_is_enforced_by_the_cloud(env, clock):
+    inst = env.create(shutdown_at=clock.dt(60))
+    clock.advance(59)
+    assert env.run(env.provider.get(inst.id)).status is InstanceStatus.RUNNING
+    clock.advance(1)
+    assert env.run(env.provider.get(inst.id)).status is InstanceStatus.TERMINATED
+    body = env.raw("GET", f"/v1/instances/{inst.id}").json()
+    assert body["terminated_at"] == body["shutdown_at"]
+    past = env.create(launch_id="L-past", shutdown_at=clock.dt(-1))
+    assert past.status is InstanceStatus.TERMINATED
+
+
+def test_set_shutdown_moves_the_native_timer(env, clock):
+    inst = env.create(shutdown_at=clock.dt(60))
+    moved = env.run(env.provider.set_shutdown(inst.id, clock.dt(600)))
+    assert moved.shutdown_at == clock.dt(600)
+    clock.advance(120)
+    assert env.run(env.provider.get(inst.id)).status is InstanceStatus.RUNNING
+    env.run(env.provider.set_shutdown(inst.id, None))
+    clock.advance(10_000)
+    assert env.run(env.provider.get(inst.id)).shutdown_at is None
+    env.run(env.provider.delete(inst.id))
+    clock.advance(10)
+    with pytest.raises(ConflictError):
+        env.run(env.provider.set_shutdown(inst.id, clock.dt(60)))
+
+
+# -- errors ---------------------------------------------------------------------------
+
+
+def test_unknown_id_is_not_found(env):
+    with pytest.raises(NotFoundError) as info:
+        env.run(env.provider.get("sbx-nope"))
+    assert info.value.provider_code == "not_found" and info.value.status_code == 404
+    assert info.value.request_id.startswith("req_")
+    with pytest.raises(NotFoundError):
+        env.run(env.provider.delete("sbx-nope"))
+
+
+def test_capacity_exhaustion_creates_nothing(tmp_path, catalog, clock):
+    env = Env(tmp_path / "c.sqlite", catalog, clock, capacity=2)
+    env.create(launch_id="a")
+    env.create(launch_id="b")
+    with pytest.raises(InsufficientCapacityError) as info:
+        env.create(launch_id="c")
+    assert info.value.status_code == 409 and info.value.provider_code == "capacity_exhausted"
+    assert "GPUCLOUD_SANDBOX_CAPACITY" in info.value.hint
+    assert [i.launch_id for i in env.run(env.provider.list_instances())] == ["a", "b"]
+    assert env.create("sim.1xH100", "sim-west-1", launch_id="d")  # other regions unaffected
+
+
+@pytest.mark.parametrize("exhaust", ["sim.8xH100", "sim.1xL40S,sim.8xH100", "all"])
+def test_exhaust_knob(tmp_path, catalog, clock, exhaust):
+    env = Env(tmp_path / "c.sqlite", catalog, clock, exhaust=exhaust)
+    with pytest.raises(InsufficientCapacityError):
+        env.create("sim.8xH100")
+    assert env.raw("GET", "/v1/instances").json() == {"data": []}
+
+
+def test_concurrent_creates_never_oversell(tmp_path, catalog, clock, monkeypatch):
+    """Separate cloud objects and connections on one file, as two processes would be."""
+    db = tmp_path / "c.sqlite"
+    count = SandboxCloud._capacity_left
+
+    def slow_count(self, *args):  # widens the window between counting and inserting
+        left = count(self, *args)
+        time.sleep(0.003)
+        return left
+
+    monkeypatch.setattr(SandboxCloud, "_capacity_left", slow_count)
+    clouds = [Env(db, catalog, clock, capacity=3) for _ in range(4)]
+    start = threading.Barrier(len(clouds))
+    results: list[int] = []
+
+    def worker(env: Env) -> None:
+        start.wait()
+        for i in range(3):
+            body = {"instance_type": "sim.1xH100", "region": "sim-east-1", "name": f"w{i}"}
+            results.append(env.raw("POST", "/v1/instances", json=body).status_code)
+
+    threads = [threading.Thread(target=worker, args=(c,)) for c in clouds]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [201] * 3 + [409] * 9
+    assert len(clouds[0].raw("GET", "/v1/instances").json()["data"]) == 3
+
+
+def test_invalid_requests(env):
+    bad = env.raw("POST", "/v1/instances", json={"instance_type": "sim.1xH100"})
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_request"
+    extra = {"instance_type": "sim.1xH100", "region": "sim-east-1", "name": "x", "gpus": 8}
+    assert env.raw("POST", "/v1/instances", json=extra).status_code == 422
+    naive = {"instance_type": "sim.1xH100", "region": "sim-east-1", "name": "x",
+             "shutdown_at": "2030-01-01T00:00:00"}  # no offset: refused, not guessed
+    assert env.raw("POST", "/v1/instances", json=naive).status_code == 422
+    assert env.raw("POST", "/v1/instances", content=b"{nope").status_code == 422
+    unknown = {"instance_type": "sim.1xB200", "region": "sim-east-1", "name": "x"}
+    response = env.raw("POST", "/v1/instances", json=unknown)
+    assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_request"
+    assert env.raw("GET", "/v2/instances").status_code == 404
+    assert env.raw("PUT", "/v1/instances").status_code == 405
+    assert all(r[2] >= 400 for r in env.cloud.log)
+    assert env.raw("GET", "/v1/instances").headers["x-request-id"].startswith("req_")
+    offer = env.offer("sim.4xH100", "sim-west-1")
+    wrong_region = offer.model_copy(update={"region": "sim-eu-1"})
+    with pytest.raises(BadRequestError) as info:
+        env.run(env.provider.create(InstanceSpec(offer=wrong_region, launch_id="x", name="x")))
+    assert info.value.status_code == 400 and "sim-eu-1" in info.value.message
+
+
+@pytest.mark.parametrize("status, body, cls, code", [
+    (409, {"error": {"code": "capacity_exhausted", "message": "m"}}, InsufficientCapacityError,
+     "capacity_exhausted"),
+    (404, {"error": {"code": "not_found", "message": "m"}}, NotFoundError, "not_found"),
+    (422, {"error": {"code": "invalid_request", "message": "m"}}, BadRequestError,
+     "invalid_request"),
+    (429, {"error": {"code": "rate_limited", "message": "m"}}, RateLimitError, "rate_limited"),
+    (503, {"error": {"code": "unavailable", "message": "m"}}, InternalServerError, "unavailable"),
+    (500, None, InternalServerError, None),
+    (418, {"error": {"code": "teapot", "message": "m"}}, APIStatusError, "teapot"),
+])
+def test_map_error(env, status, body, cls, code):
+    request = httpx.Request("GET", BASE + "/v1/instances")
+    response = httpx.Response(status, json=body, request=request,
+                              headers={"X-Request-Id": "req_1", "Retry-After": "1"})
+    if body is None:
+        response = httpx.Response(status, content=b"<html>oops</html>", request=request)
+    err = env.provider.map_error(response)
+    assert type(err) is cls and err.provider_code == code and err.status_code == status
+    assert err.provider == "sandbox"
+    if cls is RateLimitError:
+        assert err.retry_after == 1.0
+
+
+# -- injected failures -------------------------------------------------------------------
+
+
+def _seed_where(p: float, outcomes: list[bool]) -> int:
+    """A seed whose dice fall below p exactly where ``outcomes`` says (one die per request)."""
+    for seed in range(10_000):
+        rng = random.Random(seed)
+        if [rng.random() < p for _ in outcomes] == outcomes:
+            return seed
+    raise AssertionError("no seed found")
+
+
+def test_429_is_retried_after_retry_after_and_creates_once(tmp_path, catalog, clock):
+    seed = _seed_where(0.5, [True, True, False])
+    env = Env(tmp_path / "c.sqlite", catalog, clock, fail_429=0.5, seed=seed, fail_on="create")
+    inst = env.create(launch_id="L-r")
+    assert env.posts() == [429, 429, 201]
+    assert env.sleeps == [1.0, 1.0]  # Retry-After: 1, honoured by the driver
+    assert [i.id for i in env.run(env.provider.list_instances())] == [inst.id]
+
+
+def test_429_forever_surfaces_rate_limit_and_creates_nothing(tmp_path, catalog, clock):
+    env = Env(tmp_path / "c.sqlite", catalog, clock, fail_429=1, fail_on="create")
+    with pytest.raises(RateLimitError):
+        env.create()
+    assert env.posts() == [429] * 5  # the driver's 4 retries
+    assert env.run(env.provider.list_instances()) == []
+
+
+def test_same_seed_same_failures(tmp_path, catalog, clock):
+    def statuses(name: str) -> list[int]:
+        env = Env(tmp_path / name, catalog, clock, fail_429=0.3, fail_5xx=0.3, seed=7)
+        return [env.raw("GET", "/v1/instances").status_code for _ in range(30)]
+
+    first = statuses("a.sqlite")
+    assert first == statuses("b.sqlite")
+    assert {200, 429, 503} == set(first)
+
+
+def test_5xx_on_create_is_not_retried_and_creates_nothing(tmp_path, catalog, clock):
+    env = Env(tmp_path / "c.sqlite", catalog, clock, fail_5xx=1, fail_on="create")
+    with pytest.raises(InternalServerError) as info:
+        env.create(launch_id="L-5")
+    assert info.value.status_code == 503 and info.value.provider_code == "unavailable"
+    assert env.posts() == [503]  # a launch is sent once
+    assert env.run(env.provider.list_instances()) == []
+
+
+def test_5xx_on_reads_is_retried(tmp_path, catalog, clock):
+    seed = _seed_where(0.5, [True, False])
+    env = Env(tmp_path / "c.sqlite", catalog, clock, fail_5xx=0.5, seed=seed, fail_on="list")
+    assert env.run(env.provider.list_instances()) == []
+    assert [s for m, p, s in env.cloud.log] == [503, 200]
+
+
+def test_fail_after_create_leaves_a_machine_to_reconcile(tmp_path, catalog, clock):
+    env = Env(tmp_path / "c.sqlite", catalog, clock, fail_after_create=1)
+    with pytest.raises(InternalServerError):
+        env.create(launch_id="L-amb")
+    assert env.posts() == [503]
+    [inst] = env.run(env.provider.list_instances())
+    assert inst.launch_id == "L-amb" and inst.status is InstanceStatus.PENDING
+    found = env.raw("GET", "/v1/instances", params={"label": f"{LAUNCH_LABEL}=L-amb"})
+    assert [i["id"] for i in found.json()["data"]] == [inst.id]
+    other = env.raw("GET", "/v1/instances", params={"label": f"{LAUNCH_LABEL}=L-other"})
+    assert other.json()["data"] == []
+
+
+# -- knobs, transport, async -----------------------------------------------------------------
+
+
+def test_knobs_env_wins_and_bad_values_are_refused():
+    knobs = Knobs.load({"capacity": 2, "BOOT_SECONDS": 0.5, "exhaust": ["a", "b"]},
+                       environ={"GPUCLOUD_SANDBOX_CAPACITY": "9", "GPUCLOUD_SANDBOX_SEED": "3"})
+    assert (knobs.capacity, knobs.boot_seconds, knobs.seed) == (9, 0.5, 3)
+    assert knobs.exhaust == {"a", "b"} and knobs.fail_on == {"types", "list", "get", "create",
+                                                              "update", "delete"}
+    assert Knobs.load({}, environ={}) == Knobs()
+    for config, env in [({"fail_429": 2}, {}), ({}, {"GPUCLOUD_SANDBOX_CAPACITY": "many"}),
+                        ({"capacty": 3}, {}), ({"fail_on": "create,boot"}, {}),
+                        ({"boot_seconds": -1}, {}), ({"capacity": True}, {})]:
+        with pytest.raises(ConfigurationError):
+            Knobs.load(config, environ=env)
+
+
+def test_latency_is_simulated_by_the_transport(tmp_path, catalog, clock):
+    cloud = SandboxCloud(tmp_path / "c.sqlite", {"latency_ms": 250}, catalog=catalog, clock=clock)
+    slept: list[float] = []
+    with httpx.Client(transport=SandboxTransport(cloud, sleep=slept.append), base_url=BASE) as c:
+        assert c.get("/v1/instance-types").status_code == 200
+    assert slept == [0.25]
+
+
+def test_requests_never_leave_the_process(env):
+    assert env.provider.base_url.endswith(".invalid")
+    assert env.provider.auth() is None
+    assert isinstance(env.provider.transport(), SandboxTransport)
+    assert env.provider.capabilities.native_shutdown and not env.provider.capabilities.spot
+
+
+async def test_async_driver_path(tmp_path, catalog, clock):
+    cloud = SandboxCloud(tmp_path / "c.sqlite", {"boot_seconds": 0, "terminate_seconds": 0,
+                                                 "fail_429": 0.5, "seed": 1}, catalog=catalog,
+                         clock=clock)
+    provider = SandboxProvider(catalog, cloud=cloud)
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    session = AsyncSession(provider, sleep=sleep)
+    try:
+        [offer] = await session.run(provider.offers(OfferQuery(gpu="RTX4090", region="sim-west-1")))
+        inst = await session.run(provider.create(
+            InstanceSpec(offer=offer, launch_id="L-async", name="a")))
+        assert inst.status is InstanceStatus.RUNNING and inst.launch_id == "L-async"
+        assert [i.id for i in await session.run(provider.list_instances())] == [inst.id]
+        await session.run(provider.delete(inst.id))
+        assert (await session.run(provider.get(inst.id))).status is InstanceStatus.TERMINATED
+    finally:
+        await session.aclose()
+    assert 429 in [s for m, p, s in cloud.log] and slept  # the async driver retried too
+    assert [s for m, p, s in cloud.log].count(201) == 1
