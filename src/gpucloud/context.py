@@ -108,15 +108,15 @@ class ClientContext:
     def can_call(self, name: str) -> bool:
         return adapter_class(name) is not None and self.has_credentials(name)
 
-    def missing_credentials(self, names: list[str]) -> CredentialsError:
-        with_adapter = [n for n in names if adapter_class(n) is not None]
-        if len(with_adapter) == 1:
+    def missing_credentials(self, names: list[str], *, any_provider: bool = False) -> CredentialsError:
+        with_adapter = [n for n in names if adapter_class(n) is not None and n != "sandbox"]
+        if len(with_adapter) == 1 and not any_provider:
             return CredentialsError(f"no credentials for {with_adapter[0]}",
                                     hint=how_to_set(with_adapter[0]))
-        keys = ", ".join(f"GPUCLOUD_{n.upper()}_API_KEY" for n in with_adapter if n != "sandbox")
+        keys = ", ".join(f"GPUCLOUD_{n.upper()}_API_KEY" for n in with_adapter)
         return CredentialsError(
             "no credentials for any provider that can create machines",
-            hint=f"set one of {keys} (or store it with `keyring set gpucloud NAME`), "
+            hint=f"set {keys} (or store it with `keyring set gpucloud NAME`), "
                  "or try the simulated cloud with --provider sandbox")
 
     def require_callable(self, name: str) -> None:

@@ -185,7 +185,7 @@ class Engine:
                        region: str | None) -> GpuCloudError:
         names = self.ctx.scope(provider)
         if not any(self.ctx.can_call(n) for n in names):
-            return self.ctx.missing_credentials(names)
+            return self.ctx.missing_credentials(names, any_provider=provider is None)
         return self._no_offers(gpu, count, provider, region)
 
     def create(self, plan: Plan, *, name: str | None = None, image: str | None = None,

@@ -115,8 +115,9 @@ def instances_table(instances: Sequence[Any]) -> str:
 
 def instance_text(i: Any) -> str:
     fields = [
-        ("ref", i.ref), ("name", i.name), ("status", f"{i.status.value}"
-                                           + (f" ({i.provider_status})" if i.provider_status else "")),
+        ("ref", i.ref), ("name", i.name),
+        ("status", i.status.value + (f" ({i.provider_status})" if i.provider_status
+                                     and i.provider_status != i.status.value else "")),
         ("gpus", f"{i.gpu_count}x {i.gpu}" if i.gpu_count else i.gpu),
         ("instance type", i.instance_type), ("region", i.region),
         ("price", f"{usd(i.price_per_hour)}/h" if i.price_per_hour is not None else None),

@@ -1,0 +1,177 @@
+"""The CLI through typer's CliRunner: --json parsed, stderr empty, exit codes."""
+
+import json
+from decimal import Decimal
+
+import pytest
+from typer.testing import CliRunner
+
+from gpucloud.cli import app
+
+
+@pytest.fixture
+def cli():
+    runner = CliRunner()
+
+    def invoke(*args, input=None):
+        return runner.invoke(app, list(args), input=input)
+    return invoke
+
+
+def as_json(result):
+    assert result.stderr == ""
+    return json.loads(result.stdout)
+
+
+def test_offers_without_credentials_lists_catalog_prices_from_several_providers(cli):
+    result = cli("offers", "--gpu", "h100", "--count", "8", "--json")
+    assert result.exit_code == 0
+    data = as_json(result)
+    offers = data["offers"]
+    assert len({o["provider"] for o in offers}) >= 2
+    assert all(o["source"] == "catalog" and o["gpu"] == "H100" and o["gpu_count"] == 8
+               for o in offers)
+    prices = [Decimal(o["price_per_hour"]) for o in offers]
+    assert prices == sorted(prices)
+    assert isinstance(offers[0]["price_per_hour"], str)
+
+
+def test_offers_table_labels_catalog_prices(cli):
+    result = cli("offers", "--gpu", "H100 80GB", "--count", "8")
+    assert result.exit_code == 0
+    assert "catalog 2026-11-30" in result.stdout and "lambda" in result.stdout
+
+
+def test_unknown_gpu_suggests(cli):
+    result = cli("offers", "--gpu", "h1000")
+    assert result.exit_code == 2
+    assert "did you mean H100" in result.stderr
+
+
+def test_unknown_gpu_under_json_is_one_json_error(cli):
+    data = as_json(cli("offers", "--gpu", "h1000", "--json"))
+    assert data["error"]["exit_code"] == 2 and "H100" in data["error"]["message"]
+
+
+@pytest.mark.parametrize("count", ["0", "-8"])
+def test_bad_count_is_a_usage_error(cli, count):
+    result = cli("offers", "--gpu", "h100", "--count", count)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_estimate_json(cli):
+    result = cli("estimate", "--gpu", "h100", "--count", "8", "--hours", "72",
+                 "--provider", "sandbox", "--json")
+    data = as_json(result)
+    assert Decimal(data["total"]) == Decimal(data["price_per_hour"]) * 72
+    assert data["currency"] == "USD" and data["breakdown"][0]["component"] == "GPU instance"
+
+
+def test_create_list_get_delete_roundtrip(cli):
+    created = as_json(cli("create", "--gpu", "h100", "--count", "8", "--provider", "sandbox",
+                          "--auto-shutdown", "4h", "--yes", "--json"))
+    instance = created["instance"]
+    assert instance["ref"].startswith("sandbox/") and instance["simulated"] is True
+    assert instance["shutdown_at"].endswith("Z")
+    assert created["plan"]["estimate"]["hours"] == "4"
+    assert [a["outcome"] for a in created["attempts"]] == ["created"]
+
+    listed = as_json(cli("list", "--json"))
+    assert instance["ref"] in [i["ref"] for i in listed["instances"]]
+    got = as_json(cli("get", instance["ref"], "--json"))
+    assert got["id"] == instance["id"]
+    deleted = as_json(cli("delete", instance["ref"], "--yes", "--json"))
+    assert deleted == {"deleted": [instance["ref"]]}
+
+
+def test_create_prints_plan_before_creating(cli):
+    result = cli("create", "--gpu", "h100", "--count", "8", "--provider", "sandbox", "--yes")
+    assert result.exit_code == 0
+    out = result.stdout
+    assert out.index("Plan:") < out.index("created sandbox/")
+    assert "SIMULATED" in out and "Next cheapest" in out and "$19.92" in out
+
+
+def test_json_without_yes_exits_8_and_creates_nothing(cli):
+    data = as_json(cli("create", "--gpu", "h100", "--count", "8", "--provider", "sandbox",
+                       "--json"))
+    assert data["error"]["exit_code"] == 8
+    assert as_json(cli("list", "--json"))["instances"] == []
+
+
+def test_declined_confirmation_creates_nothing(cli):
+    result = cli("create", "--gpu", "h100", "--count", "8", "--provider", "sandbox", input="n\n")
+    assert result.exit_code == 8
+    assert as_json(cli("list", "--json"))["instances"] == []
+
+
+def test_dry_run_creates_nothing(cli):
+    data = as_json(cli("create", "--gpu", "h100", "--count", "8", "--provider", "sandbox",
+                       "--dry-run", "--json"))
+    assert data["dry_run"] is True and data["plan"]["offer"]["provider"] == "sandbox"
+    assert as_json(cli("list", "--json"))["instances"] == []
+
+
+def test_max_cost_refuses_with_its_exit_code(cli):
+    result = cli("create", "--gpu", "h100", "--count", "8", "--provider", "sandbox",
+                 "--auto-shutdown", "10h", "--max-cost", "100", "--yes")
+    assert result.exit_code == 7
+    assert result.stderr.startswith("error: estimate $199.20 over 10h exceeds --max-cost $100")
+    assert "hint:" in result.stderr
+
+
+def test_create_wait_reports_running(cli):
+    data = as_json(cli("create", "--gpu", "l40s", "--provider", "sandbox", "--yes", "--wait",
+                       "--json"))
+    assert data["instance"]["status"] == "running"
+
+
+def test_no_capacity_exit_code(cli, monkeypatch):
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_EXHAUST", "all")
+    data = as_json(cli("create", "--gpu", "h100", "--count", "8", "--provider", "sandbox",
+                       "--yes", "--json"))
+    assert data["error"]["exit_code"] == 6 and data["error"]["code"] == "no_capacity"
+
+
+def test_missing_credentials_say_what_to_set(cli):
+    result = cli("create", "--gpu", "h100", "--count", "8", "--provider", "lambda", "--yes")
+    assert result.exit_code == 3
+    assert "GPUCLOUD_LAMBDA_API_KEY" in result.stderr and "Traceback" not in result.output
+
+
+def test_missing_credentials_anywhere(cli):
+    data = as_json(cli("create", "--gpu", "h100", "--count", "8", "--yes", "--json"))
+    assert data["error"]["exit_code"] == 3
+    assert "--provider sandbox" in data["error"]["hint"]
+
+
+def test_get_unknown_instance_is_not_found(cli):
+    cli("list")  # make sure the sandbox db exists
+    data = as_json(cli("get", "sandbox/sbx-doesnotexist", "--json"))
+    assert data["error"]["exit_code"] == 5
+
+
+@pytest.mark.parametrize("ref", ["nope", "/x", "sandbox/"])
+def test_malformed_ref(cli, ref):
+    result = cli("delete", ref, "--yes")
+    assert result.exit_code == 2 and "provider/id" in result.stderr
+
+
+def test_unknown_provider_suggests(cli):
+    result = cli("offers", "--gpu", "h100", "--provider", "lamda")
+    assert result.exit_code == 2 and "lambda" in result.stderr
+
+
+def test_providers_json(cli, monkeypatch):
+    monkeypatch.setenv("GPUCLOUD_LAMBDA_API_KEY", "k-123")
+    data = as_json(cli("providers", "--json"))
+    by_name = {p["name"]: p for p in data["providers"]}
+    assert by_name["lambda"]["credentials"] is True
+    assert by_name["lambda"]["source"] == "env:GPUCLOUD_LAMBDA_API_KEY"
+    assert by_name["sandbox"]["simulated"] is True
+    assert "k-123" not in json.dumps(data)
+
+
+def test_gpus_lists_canonical_names(cli):
+    data = as_json(cli("gpus", "--json"))
+    assert {"H100", "A100-40GB", "A100-80GB"} <= {g["name"] for g in data["gpus"]}

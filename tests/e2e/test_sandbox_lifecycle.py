@@ -1,0 +1,148 @@
+"""The SDK end to end against the simulated cloud: the real engine, driver,
+journal and transport; nothing of ours is mocked."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+
+from gpucloud import (
+    AsyncClient, BudgetExceededError, Client, InsufficientCapacityError, InternalServerError,
+    InstanceStatus, WaitTimeoutError,
+)
+from gpucloud.config import state_db_path
+from gpucloud.state import Journal
+
+
+def no_sleep(_seconds):
+    return None
+
+
+@pytest.fixture
+def client():
+    with Client(providers=["sandbox"], sleep=no_sleep) as c:
+        yield c
+
+
+def test_lifecycle_persists_across_clients(client):
+    offers = client.offers(gpu="h100", count=8)
+    assert offers and all(o.simulated and o.source == "live" for o in offers)
+    assert offers == sorted(offers, key=lambda o: o.price_per_hour)
+
+    machine = client.create(gpu="h100", count=8)
+    assert machine.ref == f"sandbox/{machine.id}" and machine.simulated
+    assert machine.gpu == "H100" and machine.gpu_count == 8
+    assert isinstance(machine.price_per_hour, Decimal)
+
+    with Client(providers=["sandbox"], sleep=no_sleep) as other:  # "the next process"
+        assert machine.id in {m.id for m in other.list()}
+        assert other.wait(machine.ref, until="running", timeout=30).status == InstanceStatus.RUNNING
+        other.delete(machine.ref)
+    assert client.get(machine).status in (InstanceStatus.TERMINATING, InstanceStatus.TERMINATED)
+    record = Journal(state_db_path()).by_instance("sandbox", machine.id)
+    assert record.status == "deleted" and record.launch_id == machine.launch_id
+
+
+def test_auto_shutdown_and_budget(client):
+    plan = client.plan(gpu="h100", count=8, auto_shutdown="2h", max_cost=100)
+    assert plan.estimate.total == plan.offer.price_per_hour * 2
+    assert plan.hours_basis == "auto_shutdown"
+    machine = client.create(gpu="h100", count=8, auto_shutdown="2h", max_cost=100)
+    assert machine.shutdown_at is not None
+    remaining = machine.shutdown_at - machine.created_at
+    assert timedelta(hours=1, minutes=59) < remaining <= timedelta(hours=2, seconds=5)
+
+
+def test_over_budget_creates_nothing(client):
+    with pytest.raises(BudgetExceededError) as info:
+        client.create(gpu="h100", count=8, auto_shutdown="10h", max_cost=50)
+    assert "exceeds --max-cost" in str(info.value)
+    assert client.list() == []
+
+
+def test_max_cost_alone_sets_the_deadline(client):
+    plan = client.plan(gpu="h100", count=8, max_cost="39.84")
+    assert plan.hours_basis == "max_cost"
+    assert plan.estimate.total == Decimal("39.84")
+    assert any("spend reaches" in n for n in plan.notes)
+    machine = client.create(gpu="h100", count=8, max_cost="39.84")
+    hours = Decimal("39.84") / plan.offer.price_per_hour
+    expected = timedelta(seconds=int(hours * 3600))
+    assert abs((machine.shutdown_at - machine.created_at) - expected) < timedelta(seconds=5)
+
+
+def test_no_capacity_anywhere(monkeypatch):
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_EXHAUST", "sim.8xH100")
+    with Client(providers=["sandbox"], sleep=no_sleep) as c:
+        assert all(o.available is False for o in c.offers(gpu="h100", count=8))
+        with pytest.raises(InsufficientCapacityError):
+            c.create(gpu="h100", count=8)
+        assert c.list() == []
+
+
+def test_capacity_lost_after_planning_moves_to_the_next_offer(monkeypatch):
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_CAPACITY", "1")
+    with Client(providers=["sandbox"], sleep=no_sleep) as c:
+        plan = c.plan(gpu="h100", count=8)
+        rival = c.create(gpu="h100", count=8, region=plan.offer.region)  # takes the last slot
+        machine = c.create(gpu="h100", count=8, plan=plan)
+        attempts = c.last_attempts
+    assert [a.outcome for a in attempts] == ["failed", "created"]
+    assert attempts[0].error_code == "no_capacity" and attempts[0].region == plan.offer.region
+    assert machine.region != rival.region
+
+
+def test_ambiguous_failure_is_reconciled_not_retried(monkeypatch):
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_FAIL_AFTER_CREATE", "1")
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_FAIL_ON", "create")
+    with Client(providers=["sandbox"], sleep=no_sleep) as c:
+        machine = c.create(gpu="h100", count=8)
+        assert [a.outcome for a in c.last_attempts] == ["adopted"]
+        machines = c.list()
+    assert [m.id for m in machines] == [machine.id]  # exactly one machine, adopted
+    assert Journal(state_db_path()).by_instance("sandbox", machine.id).status == "delivered"
+
+
+def test_5xx_on_create_is_never_resent(monkeypatch):
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_FAIL_5XX", "1")
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_FAIL_ON", "create")
+    with Client(providers=["sandbox"], sleep=no_sleep) as c:
+        with pytest.raises(InternalServerError) as info:
+            c.create(gpu="h100", count=8)
+        assert c.list() == []
+    assert len(info.value.attempts) == 1 and info.value.attempts[0].outcome == "failed"
+    assert "nothing was retried" in info.value.hint
+    [record] = Journal(state_db_path()).all()
+    assert record.status == "ambiguous" and record.launch_id in info.value.hint
+
+
+def test_wait_has_a_deadline(monkeypatch):
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_BOOT_SECONDS", "3600")
+    with Client(providers=["sandbox"], sleep=no_sleep) as c:
+        machine = c.create(gpu="h100", count=1)
+        with pytest.raises(WaitTimeoutError) as info:
+            c.wait(machine, until="running", timeout=30)
+    assert "still pending" in str(info.value)
+
+
+async def test_async_client_lifecycle():
+    async with AsyncClient(providers=["sandbox"], sleep=lambda s: _noop()) as c:
+        offers = await c.offers(gpu="h100", count=8)
+        assert offers[0].simulated
+        machine = await c.create(gpu="h100", count=8, auto_shutdown="1h")
+        assert (await c.wait(machine, until="running", timeout=30)).status == InstanceStatus.RUNNING
+        assert machine.id in {m.id for m in await c.list()}
+        await c.delete(machine)
+        assert (await c.get(machine)).status in (InstanceStatus.TERMINATING,
+                                                 InstanceStatus.TERMINATED)
+
+
+async def _noop():
+    return None
+
+
+def test_sandbox_is_not_mixed_into_real_price_comparisons():
+    with Client(sleep=no_sleep) as c:
+        offers = c.offers(gpu="h100", count=8)
+    assert offers and not any(o.provider == "sandbox" for o in offers)
+    assert {o.source for o in offers} == {"catalog"}
