@@ -129,8 +129,9 @@ def status_error(
                409: ConflictError, 429: RateLimitError}.get(status)
         if cls is None:
             cls = InternalServerError if status >= 500 else APIStatusError
-    if hint is None and cls is AuthenticationError:
-        hint = f"check the API key: `gpucloud providers` shows where the {provider} key comes from"
+    if cls is AuthenticationError:
+        ours = f"`gpucloud providers` shows where the {provider} key comes from"
+        hint = f"{hint.rstrip('.')}; {ours}" if hint else f"check the API key: {ours}"
     request_id = response.headers.get("x-request-id") or response.headers.get("request-id")
     kwargs: dict[str, Any] = dict(
         provider=provider, status_code=status, provider_code=provider_code,

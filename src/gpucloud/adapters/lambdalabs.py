@@ -1,0 +1,369 @@
+"""Lambda Cloud (cloud.lambda.ai), API v1.
+
+Contract: Lambda's OpenAPI 1.8.3 (tests/fixtures/lambda/openapi.json is the
+trimmed copy every test request is validated against). Success bodies are
+``{"data": ...}``; errors are ``{"error": {"code", "message", "suggestion"?}}``
+and Lambda asks clients to branch on ``code`` only.
+
+What shapes this adapter:
+
+* Lambda sells on-demand VMs only: no spot, no stop/start, fixed disk.
+* A launch needs a registered SSH key, referred to by name.
+* There is no idempotency key, so the launch id and the deadline travel as
+  instance tags, where ``list_instances`` reads them back for reconcile and
+  ``gpucloud reap`` (any machine with the key can see them).
+* Limits: 1 request/s overall, 1 launch per 12 s (the spec's info text).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from datetime import datetime, timezone
+from decimal import Decimal
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from .._http import status_error
+from ..errors import (
+    APIStatusError,
+    AuthenticationError,
+    BadRequestError,
+    ConfigurationError,
+    ConflictError,
+    InsufficientCapacityError,
+    InternalServerError,
+    NotFoundError,
+    PermissionDeniedError,
+    QuotaExceededError,
+    RateLimitError,
+    SpecError,
+)
+from ..gpus import gpu_info, normalize_gpu
+from ..models import Instance, InstanceSpec, InstanceStatus, Offer
+from .base import Capabilities, Flow, OfferQuery, Provider
+
+LAUNCH_ID_TAG = "gpucloud-launch-id"
+SHUTDOWN_AT_TAG = "gpucloud-shutdown-at"
+NAME_MAX = 64  # InstanceLaunchRequest.name and AddSSHKeyRequest.name
+TAG_VALUE_MAX = 128  # RequestedTagEntry.value
+
+_STATUS = {
+    "booting": InstanceStatus.PENDING,
+    "active": InstanceStatus.RUNNING,
+    "unhealthy": InstanceStatus.UNKNOWN,
+    "terminating": InstanceStatus.TERMINATING,
+    "terminated": InstanceStatus.TERMINATED,
+    # A preempted machine is gone and no longer billed; nothing to wait for.
+    "preempted": InstanceStatus.TERMINATED,
+}
+
+_ERRORS: dict[str, type[APIStatusError]] = {
+    "global/invalid-api-key": AuthenticationError,
+    "global/account-inactive": PermissionDeniedError,
+    "global/invalid-address": PermissionDeniedError,
+    # Also sent as a 400 on launch when the key name or image does not exist.
+    "global/object-does-not-exist": NotFoundError,
+    "instance-operations/launch/insufficient-capacity": InsufficientCapacityError,
+    "global/quota-exceeded": QuotaExceededError,
+    "global/invalid-parameters": BadRequestError,
+    "global/duplicate": ConflictError,
+    "global/internal-error": InternalServerError,
+}
+
+log = logging.getLogger("gpucloud.lambda")
+
+# "H100 (80 GB SXM5)" -> 80
+_GPU_MEMORY = re.compile(r"\(\s*(\d+)\s*GB\b", re.IGNORECASE)
+
+
+class LambdaProvider(Provider):
+    name = "lambda"
+    capabilities = Capabilities(spot=False, stop_start=False, custom_disk=False,
+                                needs_ssh_key=True, native_shutdown=False)
+    min_interval = {"*": 1.0, "launch": 12.0}
+
+    # -- flows -----------------------------------------------------------------
+
+    def offers(self, query: OfferQuery) -> Flow[list[Offer]]:
+        if query.spot:
+            return []
+        response = yield self.request("GET", "/api/v1/instance-types")
+        data = self._data(response, dict)
+        out: list[Offer] = []
+        for key, item in data.items():
+            try:
+                out.extend(self._offers_of(item, query))
+            except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
+                raise self.invalid(response, f"instance type {key!r}: {exc}") from exc
+        return out
+
+    def create(self, spec: InstanceSpec) -> Flow[Instance]:
+        offer = spec.offer
+        # Everything that can be refused locally is refused before any request.
+        self._check_disk(spec)
+        if not spec.ssh_key_name and not spec.ssh_public_key:
+            raise ConfigurationError(
+                "lambda needs an SSH key to launch",
+                hint="pass --ssh-key NAME_OR_PATH or create ~/.ssh/id_ed25519.pub")
+        if len(spec.launch_id) > TAG_VALUE_MAX:
+            raise SpecError(f"launch id longer than {TAG_VALUE_MAX} characters")
+
+        if spec.ssh_public_key:
+            key_name = yield from self._ensure_ssh_key(spec.ssh_key_name, spec.ssh_public_key)
+        else:
+            key_name = spec.ssh_key_name
+
+        tags = [{"key": LAUNCH_ID_TAG, "value": spec.launch_id}]
+        deadline = _format_time(spec.shutdown_at) if spec.shutdown_at else None
+        if deadline:
+            tags.append({"key": SHUTDOWN_AT_TAG, "value": deadline})
+        # quantity left out: gone from the 1.8.3 schema; the default is one machine.
+        body: dict[str, Any] = {
+            "region_name": offer.region,
+            "instance_type_name": offer.instance_type,
+            "ssh_key_names": [key_name],
+            "name": spec.name[:NAME_MAX],
+            "tags": tags,
+        }
+        if spec.image:
+            body["image"] = {"family": spec.image}
+
+        response = yield self.request("POST", "/api/v1/instance-operations/launch",
+                                      json=body, kind="launch")
+        data = self._data(response, dict)
+        ids = data.get("instance_ids")
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, str) and i for i in ids):
+            raise self.invalid(response, "no instance_ids in the launch response")
+        instance_id = ids[0]
+
+        # The machine exists and is billed from here on. If reading it back
+        # fails, still report it as created: raising now would make the caller
+        # believe the launch failed and try another offer, i.e. a second machine.
+        try:
+            return (yield from self.get(instance_id))
+        except Exception as exc:  # noqa: BLE001 - any failure of the read-back, see above
+            log.warning("lambda: launched %s but could not read it back: %s", instance_id, exc)
+            return Instance(
+                provider=self.name, id=instance_id, name=body["name"],
+                status=InstanceStatus.PENDING, gpu=offer.gpu, gpu_count=offer.gpu_count,
+                instance_type=offer.instance_type, region=offer.region,
+                price_per_hour=offer.price_per_hour, launch_id=spec.launch_id,
+                shutdown_at=_parse_time(deadline),
+            )
+
+    def list_instances(self) -> Flow[list[Instance]]:
+        response = yield self.request("GET", "/api/v1/instances")
+        data = self._data(response, list)
+        return [self._instance(response, raw) for raw in data]
+
+    def get(self, instance_id: str) -> Flow[Instance]:
+        response = yield self.request("GET", f"/api/v1/instances/{quote(instance_id, safe='')}")
+        return self._instance(response, self._data(response, dict))
+
+    def delete(self, instance_id: str) -> Flow[None]:
+        response = yield self.request("POST", "/api/v1/instance-operations/terminate",
+                                      json={"instance_ids": [instance_id]}, kind="idempotent")
+        self.raise_for_error(response)
+
+    def verify(self) -> Flow[None]:
+        response = yield self.request("GET", "/api/v1/ssh-keys")
+        self._data(response, list)
+
+    # -- errors ------------------------------------------------------------------
+
+    def map_error(self, response: httpx.Response) -> APIStatusError:
+        code = message = suggestion = None
+        try:
+            body = response.json()
+        except ValueError:  # an HTML page from a proxy, an empty 502...
+            body = None
+        error = body.get("error") if isinstance(body, dict) else None
+        if isinstance(error, dict):
+            code = _str(error.get("code"))
+            message = _str(error.get("message"))
+            suggestion = _str(error.get("suggestion"))
+        if response.status_code == 429:
+            cls: type[APIStatusError] | None = RateLimitError
+        else:
+            # Unknown codes fall back to the status: 5xx -> InternalServerError,
+            # 404 -> NotFoundError, other 4xx -> APIStatusError.
+            cls = _ERRORS.get(code) if code else None
+        return status_error(
+            self.name, response,
+            message=self._redact(message or response.reason_phrase or "request failed"),
+            provider_code=code, hint=self._redact(suggestion) if suggestion else None, cls=cls,
+        )
+
+    # -- helpers -------------------------------------------------------------------
+
+    def _data(self, response: httpx.Response, expected: type) -> Any:
+        """The ``data`` of a success envelope, checked to be of the expected JSON type."""
+        self.raise_for_error(response)
+        body = self.json(response)
+        if not isinstance(body, dict) or "data" not in body:
+            raise self.invalid(response, "no 'data' in the body")
+        if not isinstance(body["data"], expected):
+            raise self.invalid(response, f"'data' is not a JSON {expected.__name__}")
+        return body["data"]
+
+    def _offers_of(self, item: dict[str, Any], query: OfferQuery) -> list[Offer]:
+        itype = item["instance_type"]
+        specs = itype["specs"]
+        gpu_count = _int(specs["gpus"])
+        if gpu_count == 0:
+            return []  # CPU-only types
+        if query.count is not None and gpu_count != query.count:
+            return []
+        name = _str(itype["name"])
+        description = _str(itype["gpu_description"])
+        if not name or description is None:
+            raise ValueError("missing name or gpu_description")
+        gpu = normalize_gpu(description)
+        if query.gpu is not None and gpu != query.gpu:
+            return []
+        price = Decimal(_int(itype["price_cents_per_hour"])) / 100
+        live = [_str(r["name"]) for r in item["regions_with_capacity_available"]]
+        if not all(live):
+            raise ValueError("a region without a name")
+        # Catalog regions the type is sold in but has no capacity in right now
+        # are still offers, shown as unavailable.
+        catalog = [r for t in self.catalog.types_named(name) for r in t.regions]
+        regions = list(dict.fromkeys([*live, *catalog]))
+        memory = _GPU_MEMORY.search(description)
+        info = gpu_info(gpu)
+        gpu_memory = int(memory.group(1)) if memory else (info.memory_gb if info else None)
+        return [
+            Offer(provider=self.name, instance_type=name, region=region, gpu=gpu,
+                  gpu_count=gpu_count, gpu_memory_gb=gpu_memory, vcpus=_int(specs["vcpus"]),
+                  memory_gb=_int(specs["memory_gib"]), disk_gb=_int(specs["storage_gib"]),
+                  price_per_hour=price, spot=False, available=region in live, source="live")
+            for region in regions
+            if query.region is None or region == query.region
+        ]
+
+    def _check_disk(self, spec: InstanceSpec) -> None:
+        if spec.disk_gb is None:
+            return
+        fixed = spec.offer.disk_gb
+        if fixed is None:
+            sizes = [t.disk_gb for t in self.catalog.types_named(spec.offer.instance_type)
+                     if t.disk_gb is not None]
+            fixed = max(sizes) if sizes else None
+        if fixed is not None and spec.disk_gb > fixed:
+            raise SpecError(
+                f"lambda {spec.offer.instance_type} has a fixed {fixed} GB disk; "
+                f"{spec.disk_gb} GB was asked for",
+                hint="drop --disk or pick a larger instance type")
+
+    def _ensure_ssh_key(self, name: str | None, public_key: str) -> Flow[str]:
+        """The name of a registered key with this public key, registering it if needed."""
+        wanted = _key_fields(public_key)
+        if not wanted:
+            raise ConfigurationError("the SSH public key is empty")
+        if name is None:
+            name = "gpucloud-" + hashlib.sha256(" ".join(wanted).encode()).hexdigest()[:16]
+        name = name[:NAME_MAX]
+        response = yield self.request("GET", "/api/v1/ssh-keys")
+        keys = self._data(response, list)
+        taken = False
+        for key in keys:
+            if not isinstance(key, dict):
+                raise self.invalid(response, "an SSH key entry is not an object")
+            if _key_fields(_str(key.get("public_key")) or "") == wanted and _str(key.get("name")):
+                return key["name"]
+            taken = taken or key.get("name") == name
+        if taken:
+            raise ConfigurationError(
+                f"an SSH key named {name!r} is already registered with lambda "
+                "with a different public key",
+                hint="pass the key by its registered name, or choose another name")
+        response = yield self.request("POST", "/api/v1/ssh-keys",
+                                      json={"name": name, "public_key": public_key.strip()},
+                                      kind="unsafe")
+        created = self._data(response, dict)
+        registered = _str(created.get("name"))
+        if not registered:
+            raise self.invalid(response, "the registered SSH key has no name")
+        return registered
+
+    def _instance(self, response: httpx.Response, raw: Any) -> Instance:
+        if not isinstance(raw, dict) or not _str(raw.get("id")) or not _str(raw.get("status")):
+            raise self.invalid(response, "an instance without id or status")
+        itype = raw.get("instance_type") if isinstance(raw.get("instance_type"), dict) else {}
+        specs = itype.get("specs") if isinstance(itype.get("specs"), dict) else {}
+        region = raw.get("region") if isinstance(raw.get("region"), dict) else {}
+        tags = {t.get("key"): t.get("value") for t in raw.get("tags") or ()
+                if isinstance(t, dict)}
+        description = _str(itype.get("gpu_description"))
+        cents = itype.get("price_cents_per_hour")
+        status = raw["status"]
+        try:
+            return Instance(
+                provider=self.name, id=raw["id"], name=_str(raw.get("name")),
+                status=_STATUS.get(status, InstanceStatus.UNKNOWN), provider_status=status,
+                gpu=normalize_gpu(description) if description else None,
+                gpu_count=specs.get("gpus") if _is_int(specs.get("gpus")) else None,
+                instance_type=_str(itype.get("name")), region=_str(region.get("name")),
+                price_per_hour=Decimal(cents) / 100 if _is_int(cents) else None,
+                ip=_str(raw.get("ip")), launch_id=_str(tags.get(LAUNCH_ID_TAG)),
+                shutdown_at=_parse_time(tags.get(SHUTDOWN_AT_TAG)),
+            )
+        except ValueError as exc:  # pydantic's ValidationError included
+            raise self.invalid(response, f"instance {raw['id']!r}: {exc}") from exc
+
+    def _redact(self, text: str) -> str:
+        # Lambda has no reason to echo the key, but a message is shown to
+        # users and logged: make sure it can never carry it.
+        if self.credential is not None:
+            secret = self.credential.secret.get_secret_value()
+            if secret:
+                text = text.replace(secret, "[secure]")
+        return text
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int(value: Any) -> int:
+    # A float price would put binary rounding into money: refuse it.
+    if not _is_int(value):
+        raise TypeError(f"expected an integer, got {value!r}")
+    return value
+
+
+def _key_fields(public_key: str) -> tuple[str, ...]:
+    # "ssh-ed25519 AAAA... comment": the comment is free text, often changed.
+    return tuple(public_key.split()[:2])
+
+
+def _format_time(moment: datetime) -> str:
+    # Tag values are free text up to 128 characters; ISO-8601 UTC with "Z",
+    # to the second, is short and sorts as text.
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(value: Any) -> datetime | None:
+    """A deadline tag read back; someone may have edited it, so never crash."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+__all__ = ["LAUNCH_ID_TAG", "SHUTDOWN_AT_TAG", "LambdaProvider"]
