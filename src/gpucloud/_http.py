@@ -26,7 +26,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -216,47 +216,62 @@ def with_policy(
             break
 
 
-def run_flow(flow: Flow[T], send: Callable[[httpx.Request], httpx.Response],
-             sleep: Callable[[float], None] = time.sleep) -> T:
-    """Drive a flow synchronously."""
+def drive(gen: Generator[Any, Any, T], perform: Callable[[Any], Any],
+          catch: type[BaseException] | tuple[type[BaseException], ...] = Exception) -> T:
+    """Run a generator: carry out each item it yields with `perform`, send the
+    result back, or throw the caught exception in. Flows and the engine's
+    operations are both driven by this loop (and its async twin below)."""
     value: Any = None
     error: BaseException | None = None
     while True:
         try:
-            item = flow.throw(error) if error is not None else flow.send(value)
+            item = gen.throw(error) if error is not None else gen.send(value)
         except StopIteration as stop:
             return stop.value
         value, error = None, None
-        if isinstance(item, Sleep):
-            sleep(item.seconds)
-        else:
-            try:
-                value = send(item)
-            except httpx.TransportError as exc:
-                error = exc
+        try:
+            value = perform(item)
+        except catch as exc:
+            error = exc
 
 
-async def arun_flow(flow: Flow[T], send: Callable[[httpx.Request], Any],
-                    sleep: Callable[[float], Any] | None = None) -> T:
+async def adrive(gen: Generator[Any, Any, T], perform: Callable[[Any], Awaitable[Any]],
+                 catch: type[BaseException] | tuple[type[BaseException], ...] = Exception) -> T:
+    """The asyncio twin of drive: `perform` is a coroutine function."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            item = gen.throw(error) if error is not None else gen.send(value)
+        except StopIteration as stop:
+            return stop.value
+        value, error = None, None
+        try:
+            value = await perform(item)
+        except catch as exc:
+            error = exc
+
+
+def run_flow(flow: Flow[T], send: Callable[[httpx.Request], httpx.Response],
+             sleep: Callable[[float], None] = time.sleep) -> T:
+    """Drive a flow synchronously: Sleeps sleep, Requests are sent."""
+    def perform(item: Any) -> Any:
+        return sleep(item.seconds) if isinstance(item, Sleep) else send(item)
+
+    return drive(flow, perform, httpx.TransportError)
+
+
+async def arun_flow(flow: Flow[T], send: Callable[[httpx.Request], Awaitable[httpx.Response]],
+                    sleep: Callable[[float], Awaitable[Any]] | None = None) -> T:
     """Drive a flow on asyncio: the twin of run_flow."""
     import asyncio
 
-    sleep = sleep or asyncio.sleep
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            item = flow.throw(error) if error is not None else flow.send(value)
-        except StopIteration as stop:
-            return stop.value
-        value, error = None, None
-        if isinstance(item, Sleep):
-            await sleep(item.seconds)
-        else:
-            try:
-                value = await send(item)
-            except httpx.TransportError as exc:
-                error = exc
+    pause = sleep or asyncio.sleep
+
+    async def perform(item: Any) -> Any:
+        return await (pause(item.seconds) if isinstance(item, Sleep) else send(item))
+
+    return await adrive(flow, perform, httpx.TransportError)
 
 
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ._http import AsyncSession, Session
+from ._http import AsyncSession, Session, adrive, drive
 from .adapters.base import Sleep
 from .context import ClientContext
 from .engine import Call, Engine, Gather, Op
@@ -74,28 +74,20 @@ class Client(_Base):
         except Exception as exc:  # noqa: BLE001 - handed back to the operation
             return exc
 
+    def _perform(self, item: Any) -> Any:
+        if isinstance(item, Call):
+            return self._call(item)
+        if isinstance(item, Gather):
+            if len(item.calls) <= 1:
+                return [self._capture(c) for c in item.calls]
+            with ThreadPoolExecutor(max_workers=min(8, len(item.calls))) as pool:
+                return list(pool.map(self._capture, item.calls))
+        if isinstance(item, Sleep):
+            return self._sleep(item.seconds)
+        raise TypeError(f"unknown instruction {item!r}")
+
     def _run(self, op: Op) -> Any:
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                item = op.throw(error) if error is not None else op.send(value)
-            except StopIteration as stop:
-                return stop.value
-            value, error = None, None
-            if isinstance(item, Call):
-                try:
-                    value = self._call(item)
-                except Exception as exc:  # noqa: BLE001 - thrown into the operation
-                    error = exc
-            elif isinstance(item, Gather):
-                if len(item.calls) <= 1:
-                    value = [self._capture(c) for c in item.calls]
-                else:
-                    with ThreadPoolExecutor(max_workers=min(8, len(item.calls))) as pool:
-                        value = list(pool.map(self._capture, item.calls))
-            elif isinstance(item, Sleep):
-                self._sleep(item.seconds)
+        return drive(op, self._perform)
 
     def offers(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
                region: str | None = None, spot: bool = False, max_price: Any = None) -> list[Offer]:
@@ -162,28 +154,21 @@ class AsyncClient(_Base):
             self._sessions[name] = AsyncSession(self._ctx.adapter(name), sleep=self._sleep)
         return self._sessions[name]
 
-    async def _run(self, op: Op) -> Any:
+    async def _perform(self, item: Any) -> Any:
         import asyncio
 
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                item = op.throw(error) if error is not None else op.send(value)
-            except StopIteration as stop:
-                return stop.value
-            value, error = None, None
-            if isinstance(item, Call):
-                try:
-                    value = await self._session(item.provider).run(item.flow)
-                except Exception as exc:  # noqa: BLE001 - thrown into the operation
-                    error = exc
-            elif isinstance(item, Gather):
-                value = list(await asyncio.gather(
-                    *(self._session(c.provider).run(c.flow) for c in item.calls),
-                    return_exceptions=True))
-            elif isinstance(item, Sleep):
-                await (self._sleep or asyncio.sleep)(item.seconds)
+        if isinstance(item, Call):
+            return await self._session(item.provider).run(item.flow)
+        if isinstance(item, Gather):
+            return list(await asyncio.gather(
+                *(self._session(c.provider).run(c.flow) for c in item.calls),
+                return_exceptions=True))
+        if isinstance(item, Sleep):
+            return await (self._sleep or asyncio.sleep)(item.seconds)
+        raise TypeError(f"unknown instruction {item!r}")
+
+    async def _run(self, op: Op) -> Any:
+        return await adrive(op, self._perform)
 
     async def offers(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
                      region: str | None = None, spot: bool = False,

@@ -63,6 +63,10 @@ app = typer.Typer(
     name="gpucloud",
     help="Provision GPU machines across GPU clouds through one interface.",
     no_args_is_help=True,
+    epilog="Exit codes: 0 ok, 1 bug, 2 usage or invalid request, 3 configuration or missing "
+           "credentials, 4 authentication, 5 not found, 6 no capacity/quota/offer, 7 over "
+           "budget, 8 confirmation needed, 9 wait timed out or machine failed, 10 other "
+           "provider API errors, 130 interrupted.",
     add_completion=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
