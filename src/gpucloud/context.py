@@ -18,7 +18,7 @@ from . import config as config_mod
 from .adapters import adapter_class, adapter_names
 from .adapters.base import Provider
 from .catalog import ProviderCatalog, load_catalogs
-from .credentials import CredentialStore, how_to_set
+from .credentials import CredentialStore, env_vars, how_to_set
 from .engine import new_launch_id
 from .errors import ConfigurationError, CredentialsError, SpecError
 from .models import Attempt, InstanceSpec, Offer, ProviderStatus
@@ -100,10 +100,15 @@ class ClientContext:
             self.check_known(name)
         return [n for n in names if n in self.catalogs]
 
-    def has_credentials(self, name: str) -> bool:
+    def auth_kind(self, name: str) -> str:
         catalog = self.catalogs.get(name)
-        return (catalog is not None and catalog.auth == "none") or (
-            self.credentials.find(name) is not None)
+        return catalog.auth if catalog is not None else "api_key"
+
+    def credential(self, name: str) -> Any:
+        return self.credentials.find(name, self.auth_kind(name))
+
+    def has_credentials(self, name: str) -> bool:
+        return self.auth_kind(name) == "none" or self.credential(name) is not None
 
     def can_call(self, name: str) -> bool:
         return adapter_class(name) is not None and self.has_credentials(name)
@@ -111,12 +116,13 @@ class ClientContext:
     def missing_credentials(self, names: list[str], *, any_provider: bool = False) -> CredentialsError:
         with_adapter = [n for n in names if adapter_class(n) is not None and n != "sandbox"]
         if len(with_adapter) == 1 and not any_provider:
-            return CredentialsError(f"no credentials for {with_adapter[0]}",
-                                    hint=how_to_set(with_adapter[0]))
-        keys = ", ".join(f"GPUCLOUD_{n.upper()}_API_KEY" for n in with_adapter)
+            name = with_adapter[0]
+            return CredentialsError(f"no credentials for {name}",
+                                    hint=how_to_set(name, self.auth_kind(name)))
+        keys = ", ".join(" + ".join(env_vars(n, self.auth_kind(n))) for n in with_adapter)
         return CredentialsError(
             "no credentials for any provider that can create machines",
-            hint=f"set {keys} (or store it with `keyring set gpucloud NAME`), "
+            hint=f"set {keys} (or `gpucloud auth login NAME`), "
                  "or try the simulated cloud with --provider sandbox")
 
     def require_callable(self, name: str) -> None:
@@ -136,7 +142,7 @@ class ClientContext:
             if catalog is None:
                 raise ConfigurationError(f"no catalog file for provider {name!r}",
                                          hint=f"add {config_mod.config_dir()}/providers/{name}.toml")
-            self._adapters[name] = cls(catalog, self.credentials.find(name))
+            self._adapters[name] = cls(catalog, self.credential(name))
         return self._adapters[name]
 
     @property
@@ -172,14 +178,14 @@ class ClientContext:
         out = []
         for name in self.known:
             catalog = self.catalogs.get(name)
-            cred = self.credentials.find(name)
-            needs_none = catalog is not None and catalog.auth == "none"
+            cred = self.credential(name)
+            needs_none = self.auth_kind(name) == "none"
             has_adapter = adapter_class(name) is not None
             hint = None
             if not has_adapter:
                 hint = "catalog prices only (adapter not available yet)"
             elif not needs_none and cred is None:
-                hint = how_to_set(name)
+                hint = how_to_set(name, self.auth_kind(name))
             out.append(ProviderStatus(
                 name=name, display_name=catalog.display_name if catalog else name,
                 credentials=needs_none or cred is not None,

@@ -1,9 +1,17 @@
 """Where credentials come from, and the httpx.Auth classes that use them.
 
-Order: explicit argument, then ``GPUCLOUD_<PROVIDER>_API_KEY`` in the
-environment, then the system keyring (service ``gpucloud``, user = provider
-name). Nothing secret is ever written to a plain file. Secrets are pydantic
-``SecretStr``: their repr is ``SecretStr('**********')``.
+Order: explicit argument, then the environment, then the system keyring
+(service ``gpucloud``, user = provider name). Nothing secret is ever written
+to a plain file. Secrets are pydantic ``SecretStr``: their repr is
+``SecretStr('**********')``.
+
+Two kinds of credential:
+
+* ``api_key``: ``GPUCLOUD_<PROVIDER>_API_KEY``; keyring holds the key.
+* ``oauth2`` (client credentials, e.g. Verda): ``GPUCLOUD_<PROVIDER>_CLIENT_ID``
+  and ``GPUCLOUD_<PROVIDER>_CLIENT_SECRET``; keyring holds
+  ``<client_id>:<client_secret>``; an explicit argument is a
+  ``(client_id, client_secret)`` pair or the same ``id:secret`` string.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 from pydantic import SecretStr
@@ -23,20 +32,36 @@ KEYRING_SERVICE = "gpucloud"
 @dataclass(frozen=True)
 class Credential:
     provider: str
-    secret: SecretStr = field(repr=False)
+    secret: SecretStr = field(repr=False)  # the API key, or the OAuth2 client secret
     source: str  # "argument", "env:NAME", "keyring"
+    client_id: str | None = None  # OAuth2 only; an identifier, not a secret
 
     def __repr__(self) -> str:
-        return f"Credential(provider={self.provider!r}, secret=[secure], source={self.source!r})"
+        return (f"Credential(provider={self.provider!r}, secret=[secure], "
+                f"source={self.source!r}, client_id={self.client_id!r})")
 
 
 def env_var(provider: str) -> str:
     return f"GPUCLOUD_{provider.upper()}_API_KEY"
 
 
-def how_to_set(provider: str) -> str:
-    return (f"set {env_var(provider)}, or store the key in the system keyring: "
-            f"`keyring set {KEYRING_SERVICE} {provider}`")
+def env_vars(provider: str, kind: str = "api_key") -> tuple[str, ...]:
+    """The environment variables that hold a provider's credential."""
+    prefix = f"GPUCLOUD_{provider.upper().replace('-', '_')}_"
+    if kind == "oauth2":
+        return (prefix + "CLIENT_ID", prefix + "CLIENT_SECRET")
+    return (prefix + "API_KEY",)
+
+
+def how_to_set(provider: str, kind: str = "api_key") -> str:
+    names = " and ".join(env_vars(provider, kind))
+    return (f"set {names}, or run `gpucloud auth login {provider}` to keep it in the "
+            "system keyring")
+
+
+def _split_pair(value: str) -> tuple[str, str] | None:
+    client_id, sep, secret = value.partition(":")
+    return (client_id.strip(), secret.strip()) if sep and client_id and secret else None
 
 
 def _keyring_get(provider: str) -> str | None:
@@ -59,29 +84,44 @@ def _keyring_get(provider: str) -> str | None:
 class CredentialStore:
     """Resolves a provider's credential: argument, environment, keyring."""
 
-    def __init__(self, explicit: Mapping[str, str] | None = None,
+    def __init__(self, explicit: Mapping[str, Any] | None = None,
                  environ: Mapping[str, str] | None = None, use_keyring: bool = True):
         self._explicit = dict(explicit or {})
         self._environ = os.environ if environ is None else environ
         self._use_keyring = use_keyring
 
-    def find(self, provider: str) -> Credential | None:
+    def find(self, provider: str, kind: str = "api_key") -> Credential | None:
+        if kind == "none":
+            return None
         if provider in self._explicit:
-            return Credential(provider, SecretStr(self._explicit[provider]), "argument")
-        name = env_var(provider)
-        value = self._environ.get(name)
-        if value:
-            return Credential(provider, SecretStr(value.strip()), f"env:{name}")
+            return self._make(provider, kind, self._explicit[provider], "argument")
+        names = env_vars(provider, kind)
+        values = [self._environ.get(n, "").strip() for n in names]
+        if all(values):
+            return self._make(provider, kind, ":".join(values) if kind == "oauth2" else values[0],
+                              "env:" + ",".join(names))
         if self._use_keyring:
             stored = _keyring_get(provider)
             if stored:
-                return Credential(provider, SecretStr(stored), "keyring")
+                return self._make(provider, kind, stored, "keyring")
         return None
 
-    def require(self, provider: str) -> Credential:
-        cred = self.find(provider)
+    @staticmethod
+    def _make(provider: str, kind: str, value: Any, source: str) -> Credential | None:
+        if kind != "oauth2":
+            return Credential(provider, SecretStr(str(value).strip()), source)
+        pair = tuple(value) if isinstance(value, (tuple, list)) else _split_pair(str(value))
+        if not pair or len(pair) != 2:
+            raise CredentialsError(
+                f"{provider} needs a client id and a client secret ({source})",
+                hint=how_to_set(provider, kind))
+        return Credential(provider, SecretStr(str(pair[1])), source, client_id=str(pair[0]))
+
+    def require(self, provider: str, kind: str = "api_key") -> Credential:
+        cred = self.find(provider, kind)
         if cred is None:
-            raise CredentialsError(f"no credentials for {provider}", hint=how_to_set(provider))
+            raise CredentialsError(f"no credentials for {provider}",
+                                   hint=how_to_set(provider, kind))
         return cred
 
 
