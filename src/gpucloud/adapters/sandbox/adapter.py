@@ -22,9 +22,7 @@ from ...errors import (
     BadRequestError,
     ConflictError,
     InsufficientCapacityError,
-    InternalServerError,
     NotFoundError,
-    RateLimitError,
 )
 from ...gpus import normalize_gpu
 from ...models import Instance, InstanceSpec, InstanceStatus, Offer
@@ -95,11 +93,8 @@ class SandboxProvider(Provider):
             code, message = str(error["code"]), str(error.get("message") or message)
         except (ValueError, KeyError, TypeError):
             pass
+        # Unknown codes fall back to the status-based mapping in status_error.
         cls = _BY_CODE.get(code or "")
-        if cls is None:
-            status = response.status_code
-            cls = (RateLimitError if status == 429 else
-                   InternalServerError if status >= 500 else APIStatusError)
         hint = None
         if cls is InsufficientCapacityError:
             hint = ("the sandbox has GPUCLOUD_SANDBOX_CAPACITY machines per type and region: "
