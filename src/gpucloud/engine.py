@@ -96,6 +96,10 @@ class Engine:
         limit = pricing.to_decimal(max_price, "max price") if max_price is not None else None
         query = OfferQuery(gpu=canonical, count=count, region=region, spot=spot)
         names = self.ctx.scope(provider)
+        if spot and provider is not None and self.ctx.can_call(provider) \
+                and not self.ctx.adapter(provider).capabilities.spot:
+            raise SpecError(f"{provider} sells no spot machines through its API",
+                            hint="drop --spot for an on-demand machine, or pick another provider")
         live = [n for n in names if self.ctx.can_call(n)]
         results = yield Gather([Call(n, self.ctx.adapter(n).offers(query)) for n in live])
         offers: list[Offer] = []

@@ -52,6 +52,9 @@ class Offer(_Model):
     # Storage billed on top of price_per_hour, USD per GB-month (marketplaces).
     disk_price_per_gb_month: Decimal | None = None
     as_of: str | None = None  # date of catalog data
+    # The provider's id for this very offer, where it sells hosts one by one
+    # (a Vast.ai ask id); None where instance_type + region say it all.
+    offer_id: str | None = None
 
 
 class CostLine(_Model):
