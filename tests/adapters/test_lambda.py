@@ -246,7 +246,7 @@ def test_offer_fields(api, run, provider):
         "gpu": "A100-80GB", "gpu_count": 8, "gpu_memory_gb": 80, "vcpus": 240,
         "memory_gb": 1800, "disk_gb": 20480, "price_per_hour": Decimal("14.32"), "spot": False,
         "available": True, "source": "live", "simulated": False,
-        "disk_price_per_gb_month": None, "as_of": None,
+        "disk_price_per_gb_month": None, "as_of": None, "offer_id": None,
     }
 
 
