@@ -11,6 +11,7 @@ import os
 import keyring
 import pytest
 from keyring.backend import KeyringBackend
+from keyring.errors import PasswordDeleteError
 
 
 class MemoryKeyring(KeyringBackend):
@@ -27,7 +28,9 @@ class MemoryKeyring(KeyringBackend):
         self.store[(service, username)] = password
 
     def delete_password(self, service: str, username: str) -> None:
-        self.store.pop((service, username), None)
+        if (service, username) not in self.store:
+            raise PasswordDeleteError("not found")  # as real backends do
+        del self.store[(service, username)]
 
 
 @pytest.fixture(autouse=True)

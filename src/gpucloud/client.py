@@ -16,7 +16,7 @@ from ._http import AsyncSession, Session, adrive, drive
 from .adapters.base import Sleep
 from .context import ClientContext
 from .engine import Call, Engine, Gather, Op
-from .models import Attempt, Instance, Offer, Plan, ProviderStatus
+from .models import Attempt, AuthStatus, Instance, Offer, Plan, ProviderStatus
 
 class _Base:
     def __init__(self, providers: list[str] | None = None, *,
@@ -125,6 +125,13 @@ class Client(_Base):
     def wait(self, ref: Any, until: str = "running", timeout: float = 600) -> Instance:
         return self._run(self._engine.wait(ref, until, timeout))
 
+    def verify(self, provider: str) -> Any:
+        """Check a provider's credential with a cheap read; returns the token expiry if known."""
+        return self._run(self._engine.verify(provider))
+
+    def auth_status(self) -> list[AuthStatus]:
+        return self._run(self._engine.auth_status())
+
     def close(self) -> None:
         for session in self._sessions.values():
             session.close()
@@ -207,6 +214,12 @@ class AsyncClient(_Base):
 
     async def wait(self, ref: Any, until: str = "running", timeout: float = 600) -> Instance:
         return await self._run(self._engine.wait(ref, until, timeout))
+
+    async def verify(self, provider: str) -> Any:
+        return await self._run(self._engine.verify(provider))
+
+    async def auth_status(self) -> list[AuthStatus]:
+        return await self._run(self._engine.auth_status())
 
     async def aclose(self) -> None:
         for session in self._sessions.values():

@@ -110,8 +110,11 @@ class ClientContext:
     def has_credentials(self, name: str) -> bool:
         return self.auth_kind(name) == "none" or self.credential(name) is not None
 
+    def has_adapter(self, name: str) -> bool:
+        return adapter_class(name) is not None
+
     def can_call(self, name: str) -> bool:
-        return adapter_class(name) is not None and self.has_credentials(name)
+        return self.has_adapter(name) and self.has_credentials(name)
 
     def missing_credentials(self, names: list[str], *, any_provider: bool = False) -> CredentialsError:
         with_adapter = [n for n in names if adapter_class(n) is not None and n != "sandbox"]

@@ -137,3 +137,36 @@ class BearerAuth(httpx.Auth):
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         request.headers["Authorization"] = f"Bearer {self._secret.get_secret_value()}"
         yield request
+
+
+def _keyring_error(provider: str, kind: str, exc: Exception) -> CredentialsError:
+    names = " and ".join(env_vars(provider, kind))
+    return CredentialsError(
+        f"no usable system keyring on this machine ({type(exc).__name__})",
+        hint=f"set {names} in the environment instead, or install a keyring backend "
+             "(a desktop Secret Service/KWallet/macOS Keychain, or `pip install keyrings.alt`)")
+
+
+def store_credential(provider: str, kind: str, value: str) -> None:
+    """Keep a verified credential in the system keyring (never in a file of ours)."""
+    import keyring
+    from keyring.errors import KeyringError
+
+    try:
+        keyring.set_password(KEYRING_SERVICE, provider, value)
+    except (KeyringError, RuntimeError) as exc:
+        raise _keyring_error(provider, kind, exc) from None
+
+
+def delete_credential(provider: str, kind: str = "api_key") -> bool:
+    """Remove a stored credential; False when there was none."""
+    import keyring
+    from keyring.errors import KeyringError, PasswordDeleteError
+
+    try:
+        keyring.delete_password(KEYRING_SERVICE, provider)
+    except PasswordDeleteError:
+        return False
+    except (KeyringError, RuntimeError) as exc:
+        raise _keyring_error(provider, kind, exc) from None
+    return True

@@ -34,7 +34,8 @@ from .errors import (
     SpecError, WaitTimeoutError,
 )
 from .gpus import parse_gpu
-from .models import Attempt, CostEstimate, Instance, InstanceSpec, InstanceStatus, Offer, Plan
+from .credentials import how_to_set
+from .models import Attempt, AuthStatus, CostEstimate, Instance, InstanceSpec, InstanceStatus, Offer, Plan
 from .state import Journal, utcnow
 
 log = logging.getLogger("gpucloud")
@@ -298,6 +299,40 @@ class Engine:
         yield Call(provider, self.ctx.adapter(provider).delete(ident))
         self.ctx.journal.mark_deleted(provider, ident)
 
+    # -- credentials ------------------------------------------------------------
+
+    def verify(self, name: str) -> Op:
+        """Prove a provider's credential works with a cheap read; the token expiry if known."""
+        self.ctx.require_callable(name)
+        adapter = self.ctx.adapter(name)
+        yield Call(name, adapter.verify())
+        return _expiry(adapter)
+
+    def auth_status(self) -> Op:
+        names = [n for n in self.ctx.known if self.ctx.has_adapter(n)]
+        checked = [n for n in names
+                   if self.ctx.auth_kind(n) != "none" and self.ctx.credential(n) is not None]
+        results = yield Gather([Call(n, self.ctx.adapter(n).verify()) for n in checked])
+        out = []
+        for name in names:
+            kind = self.ctx.auth_kind(name)
+            if kind == "none":
+                out.append(AuthStatus(provider=name, source="none needed"))
+                continue
+            if name not in checked:
+                out.append(AuthStatus(provider=name, hint=how_to_set(name, kind)))
+                continue
+            result = results[checked.index(name)]
+            failed = isinstance(result, BaseException)
+            if failed and not isinstance(result, GpuCloudError):
+                raise result
+            out.append(AuthStatus(
+                provider=name, source=self.ctx.credential(name).source, works=not failed,
+                error=str(result) if failed else None,
+                hint=getattr(result, "hint", None) if failed else None,
+                token_expires_at=None if failed else _expiry(self.ctx.adapter(name))))
+        return out
+
     def wait(self, ref: Any, until: str = "running", timeout: float = 600,
              poll: float = 2.0, max_poll: float = 15.0) -> Op:
         target = InstanceStatus(until)
@@ -323,6 +358,15 @@ class Engine:
             yield Sleep(step)
             slept += step
             delay = min(max_poll, delay * 1.5)
+
+
+def _expiry(adapter: Provider) -> Any:
+    expires = getattr(adapter.auth(), "token_expires_at", None)
+    if isinstance(expires, (int, float)):
+        from datetime import datetime, timezone
+
+        return datetime.fromtimestamp(expires, timezone.utc)
+    return expires
 
 
 __all__ = ["Call", "CostEstimate", "Engine", "Gather", "Provider", "MAX_ATTEMPTS"]

@@ -131,9 +131,20 @@ class ProviderStatus(_Model):
 
 
 __all__ = [
-    "Attempt", "CostEstimate", "CostLine", "Instance", "InstanceSpec",
+    "Attempt", "AuthStatus", "CostEstimate", "CostLine", "Instance", "InstanceSpec",
     "InstanceStatus", "Offer", "Plan", "ProviderStatus", "Field",
 ]
+
+
+class AuthStatus(_Model):
+    """What `gpucloud auth status` reports for one provider."""
+
+    provider: str
+    source: str | None = None  # where the credential comes from; None: not configured
+    works: bool | None = None  # None: not checked (no credential, or none needed)
+    error: str | None = None
+    token_expires_at: datetime | None = None
+    hint: str | None = None
 
 
 class Plan(_Model):

@@ -1,0 +1,111 @@
+"""`gpucloud auth`: log in (verify, then keep in the keyring), status, log out."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import typer
+
+from . import output, params
+from .app import app, fail
+
+auth = typer.Typer(help="Manage provider credentials (kept in the system keyring).",
+                   no_args_is_help=True)
+app.add_typer(auth, name="auth")
+
+
+def _kind(provider: str) -> str:
+    from ..client import Client
+
+    ctx = Client(use_keyring=False)._ctx
+    ctx.check_known(provider)
+    if not ctx.has_adapter(provider):
+        fail(3, "configuration", f"{provider} has catalog prices only in this version",
+             "its adapter is not available yet", False)
+    return ctx.auth_kind(provider)
+
+
+def _read(provider: str, kind: str, from_env: bool, as_json: bool) -> str:
+    from ..credentials import env_vars
+
+    names = env_vars(provider, kind)
+    if from_env:
+        values = [os.environ.get(n, "").strip() for n in names]
+        if not all(values):
+            missing = [n for n, v in zip(names, values) if not v]
+            fail(3, "credentials", f"{' and '.join(missing)} not set",
+                 f"export {' and '.join(names)}, or log in without --from-env", as_json)
+        return ":".join(values)
+    if as_json:  # --json never prompts
+        fail(8, "confirmation_required", "a prompt is needed to read the credential",
+             "pass --from-env to read it from the environment", as_json)
+    if kind == "oauth2":
+        client_id = typer.prompt(f"{provider} client id", err=True).strip()
+        secret = typer.prompt(f"{provider} client secret", hide_input=True, err=True).strip()
+        return f"{client_id}:{secret}"
+    return typer.prompt(f"{provider} API key", hide_input=True, err=True).strip()
+
+
+@auth.command()
+def login(
+    provider: str = typer.Argument(..., help="Provider name, e.g. lambda."),
+    from_env: bool = typer.Option(False, "--from-env",
+                                  help="Take the credential from GPUCLOUD_* variables."),
+    json_output: bool = params.JSON,
+) -> None:
+    """Verify a credential with a cheap read, then keep it in the system keyring."""
+    from ..client import Client
+    from ..credentials import store_credential
+
+    kind = _kind(provider)
+    if kind == "none":
+        fail(2, "usage", f"{provider} needs no credentials", None, json_output)
+    value = _read(provider, kind, from_env, json_output)
+    expires = Client(credentials={provider: value}, use_keyring=False).verify(provider)
+    store_credential(provider, kind, value)
+    if json_output:
+        output.emit_json({"provider": provider, "verified": True, "stored": "keyring",
+                          "token_expires_at": output.iso(expires)})
+    else:
+        output.out(f"{provider}: credential verified and stored in the system keyring")
+
+
+@auth.command()
+def status(json_output: bool = params.JSON) -> None:
+    """Per provider: where the credential comes from and whether it works."""
+    from ..client import Client
+
+    statuses = Client().auth_status()
+    if json_output:
+        output.emit_json({"providers": [output.dump(s) for s in statuses]})
+        return
+    rows = []
+    for s in statuses:
+        works = {True: "yes", False: "NO", None: "-"}[s.works]
+        note = s.error or s.hint or ""
+        rows.append([s.provider, s.source or "not configured", works,
+                     output.iso(s.token_expires_at) or "-", note])
+    output.out(output.table(["PROVIDER", "CREDENTIAL FROM", "WORKS", "TOKEN EXPIRES", "NOTE"],
+                            rows))
+
+
+@auth.command()
+def logout(
+    provider: str = typer.Argument(..., help="Provider name."),
+    json_output: bool = params.JSON,
+) -> None:
+    """Remove a provider's credential from the system keyring."""
+    from ..credentials import delete_credential, env_vars
+
+    kind = _kind(provider)
+    removed = delete_credential(provider, kind)
+    still = [n for n in env_vars(provider, kind) if os.environ.get(n)]
+    if json_output:
+        output.emit_json({"provider": provider, "removed": removed,
+                          "environment_still_set": still})
+        return
+    output.out(f"{provider}: " + ("removed from the keyring" if removed
+                                  else "nothing stored in the keyring"))
+    if still:
+        output.err(f"note: {', '.join(still)} still set in this environment")
