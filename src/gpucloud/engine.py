@@ -9,10 +9,9 @@ money rules below exist once:
 * every create is planned and estimated before anything is sent, and refused
   when the estimate exceeds ``max_cost``;
 * the launch intent is journaled before the request, the outcome after;
-* a create is never retried blindly: after an ambiguous failure (timeout
-  after sending, 5xx) the provider is listed and the machine adopted by its
-  launch id; only definite refusals (no capacity, quota) move on to the next
-  offer, up to ``MAX_ATTEMPTS``.
+* a create is never retried blindly (launcher.py): after an ambiguous
+  failure the machine is looked up by its launch id; only definite refusals
+  (no capacity, quota) move on to the next offer, within a bound.
 """
 
 from __future__ import annotations
@@ -29,17 +28,16 @@ from typing import Any
 from . import pricing
 from .adapters.base import Flow, OfferQuery, Provider, Sleep
 from .errors import (
-    APIConnectionError, APIError, BudgetExceededError, GpuCloudError, InstanceFailedError,
-    InsufficientCapacityError, InternalServerError, NoOffersError, QuotaExceededError,
-    SpecError, WaitTimeoutError,
+    BudgetExceededError, GpuCloudError, InstanceFailedError,
+    InsufficientCapacityError, NoOffersError, SpecError, WaitTimeoutError,
 )
 from .gpus import parse_gpu
 from .credentials import how_to_set
-from .models import Attempt, AuthStatus, CostEstimate, Instance, InstanceSpec, InstanceStatus, Offer, Plan
-from .state import Journal, utcnow
+from .models import AuthStatus, CostEstimate, Instance, InstanceStatus, Offer, Plan
+from .state import utcnow
 
 log = logging.getLogger("gpucloud")
-MAX_ATTEMPTS = 3
+MAX_FALLBACKS = 20
 Op = Generator[Any, Any, Any]
 
 
@@ -155,7 +153,9 @@ class Engine:
                 f"{', '.join(sorted({o.provider for o in offers}))} right now",
                 provider=provider or "any", status_code=0,
                 hint="try another region or GPU, or retry later")
-        offer, alternatives = candidates[0], tuple(candidates[1:4])
+        # Every other available candidate, cheapest first: the plan shows the
+        # first few, and create falls back along them (see launcher.py).
+        offer, alternatives = candidates[0], tuple(candidates[1:MAX_FALLBACKS + 1])
         cap = pricing.to_decimal(max_cost, "max cost") if max_cost is not None else None
         if cap is not None and cap <= 0:
             raise SpecError(f"max cost must be positive, got {max_cost}")
@@ -195,69 +195,11 @@ class Engine:
 
     def create(self, plan: Plan, *, name: str | None = None, image: str | None = None,
                ssh_key: str | None = None, disk_gb: int | None = None) -> Op:
-        attempts: list[Attempt] = []
-        last: GpuCloudError | None = None
-        for offer in (plan.offer, *plan.alternatives)[:MAX_ATTEMPTS]:
-            adapter = self.ctx.adapter(offer.provider)
-            spec = self.ctx.instance_spec(offer, adapter, name=name, image=image,
-                                          ssh_key=ssh_key, disk_gb=disk_gb,
-                                          shutdown_at=plan.shutdown_at)
-            journal: Journal = self.ctx.journal
-            journal.record_intent(launch_id=spec.launch_id, provider=offer.provider,
-                                  instance_type=offer.instance_type, region=offer.region,
-                                  name=spec.name, price_per_hour=str(offer.price_per_hour),
-                                  shutdown_at=plan.shutdown_at)
-            try:
-                instance = yield Call(offer.provider, adapter.create(spec))
-            except (InsufficientCapacityError, QuotaExceededError) as exc:
-                journal.mark(spec.launch_id, "failed", error=exc.code)
-                attempts.append(self._attempt(offer, "failed", exc))
-                self.ctx.report(attempts[-1])
-                last = exc
-                continue
-            except (APIConnectionError, InternalServerError) as exc:
-                if isinstance(exc, APIConnectionError) and not exc.sent:
-                    journal.mark(spec.launch_id, "failed", error=exc.code)
-                    attempts.append(self._attempt(offer, "failed", exc))
-                    exc.attempts = attempts
-                    raise
-                # Ambiguous: the machine may exist. Look for it; never re-send.
-                journal.mark(spec.launch_id, "ambiguous", error=exc.code)
-                found = yield from self._find_launch(offer.provider, spec.launch_id)
-                if found is None:
-                    attempts.append(self._attempt(offer, "failed", exc))
-                    exc.attempts = attempts
-                    exc.hint = (f"the launch may still appear: run `gpucloud list "
-                                f"--provider {offer.provider}` (launch id {spec.launch_id}); "
-                                "nothing was retried")
-                    raise
-                instance = found
-                attempts.append(self._attempt(offer, "adopted", exc))
-            except GpuCloudError as exc:
-                journal.mark(spec.launch_id, "failed", error=exc.code)
-                attempts.append(self._attempt(offer, "failed", exc))
-                exc.attempts = attempts
-                raise
-            else:
-                attempts.append(self._attempt(offer, "created", None))
-            journal.mark(spec.launch_id, "delivered", instance_id=instance.id)
-            self.ctx.last_attempts = attempts
-            return self._with_deadline(instance, plan.shutdown_at)
-        assert last is not None
-        last.attempts = attempts
-        raise last
+        from .launcher import launch
 
-    def _attempt(self, offer: Offer, outcome: str, exc: GpuCloudError | None) -> Attempt:
-        return Attempt(provider=offer.provider, instance_type=offer.instance_type,
-                       region=offer.region, outcome=outcome,  # type: ignore[arg-type]
-                       error=str(exc) if exc else None, error_code=exc.code if exc else None)
-
-    def _find_launch(self, provider: str, launch_id: str) -> Op:
-        try:
-            instances = yield Call(provider, self.ctx.adapter(provider).list_instances())
-        except APIError:
-            return None
-        return next((i for i in instances if i.launch_id == launch_id), None)
+        instance = yield from launch(self.ctx, plan, name=name, image=image, ssh_key=ssh_key,
+                                     disk_gb=disk_gb)
+        return self._with_deadline(instance, plan.shutdown_at)
 
     def _with_deadline(self, instance: Instance, shutdown_at: Any) -> Instance:
         if instance.shutdown_at is None and shutdown_at is not None:
@@ -369,4 +311,4 @@ def _expiry(adapter: Provider) -> Any:
     return expires
 
 
-__all__ = ["Call", "CostEstimate", "Engine", "Gather", "Provider", "MAX_ATTEMPTS"]
+__all__ = ["Call", "CostEstimate", "Engine", "Gather", "Provider"]

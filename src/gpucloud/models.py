@@ -115,7 +115,7 @@ class Attempt(_Model):
     provider: str
     instance_type: str
     region: str
-    outcome: Literal["created", "failed", "adopted"]
+    outcome: Literal["launching", "created", "failed", "adopted"]
     error: str | None = None
     error_code: str | None = None
 

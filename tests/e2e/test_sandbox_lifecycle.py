@@ -146,3 +146,23 @@ def test_sandbox_is_not_mixed_into_real_price_comparisons():
         offers = c.offers(gpu="h100", count=8)
     assert offers and not any(o.provider == "sandbox" for o in offers)
     assert {o.source for o in offers} == {"catalog"}
+
+
+def test_failover_is_bounded(monkeypatch):
+    from gpucloud import launcher
+
+    monkeypatch.setattr(launcher, "MAX_ATTEMPTS", 2)  # the sandbox has 3 regions
+    with Client(providers=["sandbox"], sleep=no_sleep) as c:
+        plan = c.plan(gpu="h100", count=1)
+    assert len(plan.alternatives) == 2
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_EXHAUST", "all")  # capacity gone after planning
+    seen = []
+    with Client(providers=["sandbox"], sleep=no_sleep, on_attempt=seen.append) as c:
+        with pytest.raises(InsufficientCapacityError) as info:
+            c.create(gpu="h100", count=1, plan=plan)
+        assert c.list() == []
+    assert [a.outcome for a in info.value.attempts] == ["failed"] * 2
+    assert "gave up after 2 attempts; 1 more offers remain" in info.value.hint
+    assert [a.outcome for a in seen] == ["launching", "failed"] * 2
+    records = Journal(state_db_path()).all()
+    assert len(records) == 2 and {r.status for r in records} == {"failed"}

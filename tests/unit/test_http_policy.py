@@ -4,7 +4,7 @@ import httpx
 import pytest
 
 from gpucloud._http import RateLimiter, RetryPolicy, run_flow, with_policy
-from gpucloud.adapters.base import KIND_EXTENSION, Sleep
+from gpucloud.adapters.base import KIND_EXTENSION
 from gpucloud.errors import APITimeoutError
 
 

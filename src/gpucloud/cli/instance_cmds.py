@@ -31,7 +31,10 @@ def plan_text(plan: Any) -> str:
     if plan.alternatives:
         lines.append("Next cheapest:")
         lines.extend(f"  {a.provider} {a.instance_type} {a.region}  {output.usd(a.price_per_hour)}/h"
-                     for a in plan.alternatives)
+                     for a in plan.alternatives[:3])
+        if len(plan.alternatives) > 3:
+            lines.append(f"  ... {len(plan.alternatives) - 3} more, tried in turn if one has "
+                         "no capacity")
     if o.simulated:
         lines.append("SANDBOX: a simulated cloud; no real GPU is created and nothing is billed.")
     return "\n".join(lines)
@@ -67,9 +70,13 @@ def create(
     from ..client import Client
 
     def show_attempt(attempt: Any) -> None:
-        if not json_output:
-            output.err(f"attempt: {attempt.provider} {attempt.instance_type} {attempt.region}: "
-                       f"{attempt.outcome}" + (f" ({attempt.error})" if attempt.error else ""))
+        if json_output:
+            return
+        where = f"{attempt.provider} {attempt.instance_type} in {attempt.region}"
+        if attempt.outcome == "launching":
+            output.err(f"launching on {where}...")
+        else:
+            output.err(f"  {attempt.outcome}" + (f": {attempt.error}" if attempt.error else ""))
 
     client = Client(on_attempt=show_attempt)
     plan = client.plan(gpu=gpu, count=count, provider=provider, region=region, disk_gb=disk_gb,

@@ -1,0 +1,403 @@
+"""RunPod (runpod.io), REST API v2.
+
+Contract: RunPod's OpenAPI 3.1 document, version 2.0.0 (tests/fixtures/runpod/
+openapi-v2.json is the trimmed copy every test request is validated against).
+Base ``https://api.runpod.io``, every path under ``/v2``. REST v1 was retired
+on 2026-11-15 and is not used, not even as a fallback.
+
+What shapes this adapter:
+
+* RunPod rents GPU *pods* (containers): the image is a container image, the
+  container disk size is free, and a pod can be stopped (disk kept) and
+  started again. v2 has no spot/interruptible field, so no spot offers.
+* Offers come from ``GET /v2/catalog/gpus`` with ``include=AVAILABILITY``
+  (which needs ``product=POD``), per GPU count and per cloud: availability
+  differs between SECURE (RunPod's data centers) and COMMUNITY (hosted)
+  machines, so the community list is read only when a matching GPU is sold
+  there. Prices are per GPU; an offer is priced for the whole pod.
+* Instance types are named ``"<count>x <GpuType id>"`` (``" (community)"``
+  appended for the community cloud), the same names as providers/runpod.toml;
+  regions are data-center ids. So create() needs nothing but the offer.
+* No idempotency key: the launch id and the deadline travel in the pod's
+  ``env``, which every pod read returns, for reconcile and ``gpucloud reap``.
+  An SSH key travels as ``env.PUBLIC_KEY`` (RunPod images' convention), so
+  the account's key set is never rewritten.
+* Errors are RFC 9457 problem bodies without machine codes; "no capacity" is
+  a 400 recognised only from its ``detail`` text.
+* Rate limits are windowed quotas (60/minute, ...), not a spacing: nothing is
+  paced here; the driver honours ``Retry-After`` on a 429.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import datetime, timezone
+from decimal import Decimal
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from .._http import status_error
+from ..errors import (
+    APIResponseValidationError,
+    APIStatusError,
+    AuthenticationError,
+    BadRequestError,
+    ConflictError,
+    InsufficientCapacityError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitError,
+    SpecError,
+)
+from ..gpus import gpu_info, normalize_gpu
+from ..models import Instance, InstanceSpec, InstanceStatus, Offer
+from .base import Capabilities, Flow, OfferQuery, Provider
+
+LAUNCH_ID_ENV = "GPUCLOUD_LAUNCH_ID"
+SHUTDOWN_AT_ENV = "GPUCLOUD_SHUTDOWN_AT"
+SSH_KEY_ENV = "PUBLIC_KEY"  # read by RunPod images to set up sshd
+COMMUNITY_SUFFIX = " (community)"
+CLOUDS = ("SECURE", "COMMUNITY")
+
+_STATUS = {
+    "PROVISIONING": InstanceStatus.PENDING,
+    "STARTING": InstanceStatus.PENDING,
+    "RUNNING": InstanceStatus.RUNNING,
+    "EXITED": InstanceStatus.STOPPED,
+    "ERROR": InstanceStatus.FAILED,
+    "TERMINATED": InstanceStatus.TERMINATED,
+}
+
+_BY_STATUS: dict[int, type[APIStatusError]] = {
+    400: BadRequestError, 401: AuthenticationError, 403: PermissionDeniedError,
+    404: NotFoundError, 409: ConflictError, 422: BadRequestError, 429: RateLimitError,
+}
+
+# The capacity 400 has only prose. RunPod's own wording ("There are no longer
+# any instances available with the requested specifications"), v1's ("There
+# are no instances currently available"), and the spec's ("could not be placed").
+_CAPACITY = re.compile(
+    r"no longer any instances available"
+    r"|no (?:gpu |gpus |machines? |hosts? )?instances? (?:are )?(?:currently )?available"
+    r"|(?:not enough|insufficient|no|out of) (?:gpu )?capacity"
+    r"|could not be placed"
+    r"|no (?:gpus?|machines?|hosts?) (?:are )?(?:currently )?available",
+    re.IGNORECASE)
+
+_TYPE_NAME = re.compile(r"(\d+)x (.+?)(" + re.escape(COMMUNITY_SUFFIX) + r")?")
+
+log = logging.getLogger("gpucloud.runpod")
+
+
+class RunPodProvider(Provider):
+    name = "runpod"
+    capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
+                                needs_ssh_key=False, native_shutdown=False)
+
+    # -- flows -----------------------------------------------------------------
+
+    def offers(self, query: OfferQuery) -> Flow[list[Offer]]:
+        if query.spot:
+            return []  # no spot pods on v2
+        count = query.count or 1
+        out: list[Offer] = []
+        for cloud in CLOUDS:
+            response = yield self.request("GET", "/v2/catalog/gpus", params={
+                "include": "AVAILABILITY", "product": "POD", "count": count, "cloud": cloud})
+            offers, community = self._read_catalog(response, cloud, count, query)
+            out.extend(offers)
+            if not community:
+                break  # nothing that matches is sold on the community cloud
+        return out
+
+    def create(self, spec: InstanceSpec) -> Flow[Instance]:
+        offer = spec.offer
+        match = _TYPE_NAME.fullmatch(offer.instance_type)
+        if match is None or int(match.group(1)) != offer.gpu_count:
+            raise SpecError(f"not a RunPod instance type: {offer.instance_type!r}",
+                            hint="RunPod types are named '<count>x <GPU type id>', "
+                                 "see `gpucloud offers --provider runpod`")
+        image = spec.image or self.catalog.default_image
+        if not image:
+            raise SpecError("RunPod pods need a container image", hint="pass --image")
+        env = {LAUNCH_ID_ENV: spec.launch_id}
+        if spec.shutdown_at is not None:
+            env[SHUTDOWN_AT_ENV] = _format_time(spec.shutdown_at)
+        body: dict[str, Any] = {
+            "name": spec.name,
+            "image": image,
+            "gpu": {"id": match.group(2), "count": offer.gpu_count},
+            # Sent explicitly: the spec's default (SECURE) is contested elsewhere.
+            "cloud": "COMMUNITY" if match.group(3) else "SECURE",
+            "dataCenterIds": [offer.region],
+            "ports": ["22/tcp"],  # ssh.direct needs it
+            "env": env,
+        }
+        if spec.disk_gb is not None:
+            body["disk"] = spec.disk_gb
+        if spec.ssh_public_key:
+            env[SSH_KEY_ENV] = spec.ssh_public_key.strip()
+        else:
+            # No key file: let RunPod inject the account's registered keys, if any.
+            body["startSsh"] = True
+
+        response = yield self.request("POST", "/v2/pods", json=body, kind="launch")
+        raw = self._object(response)
+        if not _str(raw.get("id")):
+            raise self.invalid(response, "no pod id in the create response")
+        # The pod exists and is billed from here on: a reply we cannot fully
+        # read must still come back as created, or the caller would launch again.
+        try:
+            return self._instance(response, raw)
+        except APIResponseValidationError as exc:
+            log.warning("runpod: created pod %s but could not read it: %s", raw["id"], exc)
+            return Instance(
+                provider=self.name, id=raw["id"], name=spec.name, status=InstanceStatus.PENDING,
+                gpu=offer.gpu, gpu_count=offer.gpu_count, instance_type=offer.instance_type,
+                region=offer.region, price_per_hour=offer.price_per_hour,
+                launch_id=spec.launch_id, shutdown_at=_parse_time(env.get(SHUTDOWN_AT_ENV)))
+
+    def list_instances(self) -> Flow[list[Instance]]:
+        response = yield self.request("GET", "/v2/pods")
+        return [self._instance(response, raw) for raw in self._field(response, "pods")]
+
+    def get(self, instance_id: str) -> Flow[Instance]:
+        response = yield self.request("GET", _pod_path(instance_id))
+        return self._instance(response, self._object(response))
+
+    def delete(self, instance_id: str) -> Flow[None]:
+        response = yield self.request("DELETE", _pod_path(instance_id), kind="idempotent")
+        self.raise_for_error(response)
+
+    def stop(self, instance_id: str) -> Flow[Instance]:
+        """Stop a pod: compute is released and no longer billed, its disk is kept."""
+        return (yield from self._action(instance_id, "stop", {"EXITED"}))
+
+    def start(self, instance_id: str) -> Flow[Instance]:
+        return (yield from self._action(instance_id, "start", {"PROVISIONING", "STARTING",
+                                                              "RUNNING"}))
+
+    def verify(self) -> Flow[None]:
+        response = yield self.request("GET", "/v2/pods")
+        self._field(response, "pods")
+
+    # -- errors ------------------------------------------------------------------
+
+    def map_error(self, response: httpx.Response) -> APIStatusError:
+        title = detail = None
+        errors: list[str] = []
+        try:
+            body = response.json()
+        except ValueError:  # an HTML page from a proxy, an empty 502...
+            body = None
+        if isinstance(body, dict):
+            title, detail = _str(body.get("title")), _str(body.get("detail"))
+            errors = [e for e in body.get("errors") or () if isinstance(e, str)] \
+                if isinstance(body.get("errors"), list) else []
+        status = response.status_code
+        message = detail or title or response.reason_phrase or "request failed"
+        if errors:
+            message = f"{message}: {'; '.join(errors)}"
+        hint = None
+        cls = _BY_STATUS.get(status)
+        if status == 400 and detail and _CAPACITY.search(" ".join(detail.split())):
+            cls = InsufficientCapacityError
+            hint = "try another data center or GPU type"
+        elif status == 402:
+            # Insufficient balance. Not QuotaExceededError: the engine moves on
+            # to the next offer after a quota error, but no RunPod offer can
+            # launch until the account is funded (the spec says "stop").
+            cls = PermissionDeniedError
+            hint = "the RunPod account balance is too low: add funds in the RunPod console"
+        return status_error(self.name, response, message=self._redact(message),
+                            provider_code=self._redact(title) if title else None,
+                            hint=hint, cls=cls)
+
+    # -- helpers -------------------------------------------------------------------
+
+    def _action(self, instance_id: str, action: str, done: set[str]) -> Flow[Instance]:
+        # Repeating stop or start has the same effect (or a 409): idempotent.
+        response = yield self.request("POST", _pod_path(instance_id) + "/action",
+                                      json={"action": action}, kind="idempotent")
+        if response.status_code == 409:
+            # Not valid in the current status. When the pod is already where
+            # the action leads (a retry that had gone through), that is success.
+            current = yield from self.get(instance_id)
+            if current.provider_status in done:
+                return current
+            raise self.map_error(response)
+        return self._instance(response, self._object(response))
+
+    def _object(self, response: httpx.Response) -> dict[str, Any]:
+        self.raise_for_error(response)
+        body = self.json(response)
+        if not isinstance(body, dict):
+            raise self.invalid(response, "the body is not a JSON object")
+        return body
+
+    def _field(self, response: httpx.Response, key: str) -> list[Any]:
+        """The list every v2 list endpoint wraps: ``{"pods": [...]}``."""
+        value = self._object(response).get(key)
+        if not isinstance(value, list):
+            raise self.invalid(response, f"no {key!r} list in the body")
+        return value
+
+    def _read_catalog(self, response: httpx.Response, cloud: str, count: int,
+                      query: OfferQuery) -> tuple[list[Offer], bool]:
+        """Offers of one cloud, and whether the community cloud sells a match too."""
+        offers: list[Offer] = []
+        community = False
+        for raw in self._field(response, "gpus"):
+            try:
+                gpu = self._gpu_of(raw)
+                if _sells(raw, cloud, count, query, gpu):
+                    offers.extend(self._offers_of(raw, gpu, cloud, count, query))
+                community = community or _sells(raw, "COMMUNITY", count, query, gpu)
+            except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
+                ident = raw.get("id") if isinstance(raw, dict) else raw
+                raise self.invalid(response, f"GPU type {ident!r}: "
+                                             f"{type(exc).__name__}: {exc}") from exc
+        return offers, community
+
+    def _gpu_of(self, raw: Any) -> str:
+        """Canonical name of a GpuType: by its id, else its display name."""
+        if not isinstance(raw, dict) or not _str(raw.get("id")):
+            raise ValueError("a GPU type without an id")
+        gpu = normalize_gpu(raw["id"])
+        if gpu_info(gpu) is None and _str(raw.get("name")) and gpu_info(
+                normalize_gpu(raw["name"])) is not None:
+            return normalize_gpu(raw["name"])
+        return gpu
+
+    def _offers_of(self, raw: dict[str, Any], gpu: str, cloud: str, count: int,
+                   query: OfferQuery) -> list[Offer]:
+        key = cloud.lower()
+        name = f"{count}x {raw['id']}" + (COMMUNITY_SUFFIX if cloud == "COMMUNITY" else "")
+        price = _money(raw["price"][key]) * count
+        live: dict[str, bool] = {}
+        for dc in raw.get("dataCenters") or ():
+            if not _str(dc["id"]) or not _str(dc["availability"]):
+                raise ValueError("a data center without id or availability")
+            live[dc["id"]] = dc["availability"] != "NONE"
+        # Data centers the catalog lists that are not in the live list are sold
+        # out right now: still offers, shown as unavailable.
+        catalog = [r for t in self.catalog.types_named(name) for r in t.regions]
+        return [
+            Offer(provider=self.name, instance_type=name, region=region, gpu=gpu,
+                  gpu_count=count, gpu_memory_gb=_int(raw["memory"]), price_per_hour=price,
+                  spot=False, available=live.get(region, False), source="live")
+            for region in dict.fromkeys([*live, *catalog])
+            if query.region is None or region == query.region
+        ]
+
+    def _instance(self, response: httpx.Response, raw: Any) -> Instance:
+        if not isinstance(raw, dict) or not _str(raw.get("id")) or not _str(raw.get("status")):
+            raise self.invalid(response, "a pod without id or status")
+        gpu = raw.get("gpu") if isinstance(raw.get("gpu"), dict) else {}
+        env = raw.get("env") if isinstance(raw.get("env"), dict) else {}
+        gpu_id = _str(gpu.get("id"))
+        count = gpu.get("count", 1) if gpu_id else None
+        itype = None
+        if gpu_id and _is_int(count):
+            itype = f"{count}x {gpu_id}" + (
+                COMMUNITY_SUFFIX if raw.get("cloud") == "COMMUNITY" else "")
+        cost = raw.get("cost")
+        status = raw["status"]
+        try:
+            return Instance(
+                provider=self.name, id=raw["id"], name=_str(raw.get("name")),
+                status=_STATUS.get(status, InstanceStatus.UNKNOWN), provider_status=status,
+                gpu=self._gpu_of(gpu) if gpu_id else None,
+                gpu_count=count if _is_int(count) else None, instance_type=itype,
+                region=_str(raw.get("dataCenterId")),
+                price_per_hour=_money(cost) if _is_number(cost) else None,
+                ip=_ip(raw), created_at=_parse_time(raw.get("createdAt")),
+                shutdown_at=_parse_time(env.get(SHUTDOWN_AT_ENV)),
+                launch_id=_str(env.get(LAUNCH_ID_ENV)),
+            )
+        except ValueError as exc:  # pydantic's ValidationError included
+            raise self.invalid(response, f"pod {raw['id']!r}: {exc}") from exc
+
+    def _redact(self, text: str) -> str:
+        # Problem details echo request values; make sure the key never shows.
+        if self.credential is not None:
+            secret = self.credential.secret.get_secret_value()
+            if secret:
+                text = text.replace(secret, "[secure]")
+        return text
+
+
+def _sells(raw: dict[str, Any], cloud: str, count: int, query: OfferQuery, gpu: str) -> bool:
+    """Whether this GPU type is sold in that cloud, in that count, for the query."""
+    key = cloud.lower()
+    if query.gpu is not None and gpu != query.gpu:
+        return False
+    price = raw["price"].get(key)
+    return (raw[key] is True and _int(raw["maxCount"][key]) >= count
+            and _is_number(price) and price > 0)
+
+
+def _pod_path(instance_id: str) -> str:
+    return f"/v2/pods/{quote(instance_id, safe='')}"
+
+
+def _ip(raw: dict[str, Any]) -> str | None:
+    """The public address of the pod's 22/tcp mapping, else the direct SSH host."""
+    runtime = raw.get("runtime") if isinstance(raw.get("runtime"), dict) else {}
+    for port in runtime.get("ports") or ():
+        if isinstance(port, dict) and port.get("private") == 22 and _str(port.get("ip")):
+            return port["ip"]
+    ssh = raw.get("ssh") if isinstance(raw.get("ssh"), dict) else {}
+    direct = ssh.get("direct") if isinstance(ssh.get("direct"), dict) else {}
+    return _str(direct.get("host"))
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _int(value: Any) -> int:
+    if not _is_int(value):
+        raise TypeError(f"expected an integer, got {value!r}")
+    return value
+
+
+def _money(value: Any) -> Decimal:
+    # JSON numbers arrive as floats; str() gives their shortest repr ("0.44"),
+    # so no binary rounding gets into money.
+    if not _is_number(value):
+        raise TypeError(f"expected a price, got {value!r}")
+    return Decimal(str(value))
+
+
+def _format_time(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(value: Any) -> datetime | None:
+    """A timestamp or deadline read back; someone may have edited it, so never crash."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+__all__ = ["LAUNCH_ID_ENV", "SHUTDOWN_AT_ENV", "RunPodProvider"]

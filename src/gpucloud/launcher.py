@@ -1,0 +1,122 @@
+"""Launching a planned machine: failover on definite refusals, reconcile on
+ambiguous failures, a journal entry for every attempt.
+
+* The launch intent is journaled before the request, the outcome after.
+* No capacity / quota exceeded are definite refusals: nothing was created, so
+  the next offer is tried — first the same instance type in another region of
+  the same provider, then other providers, cheapest first. A quota refusal
+  skips the provider's remaining offers (quota is per account, not per
+  region). At most ``MAX_ATTEMPTS`` launches are sent.
+* A failure after the request may have reached the provider (read timeout,
+  broken connection, 5xx) is ambiguous: the machine may exist. It is never
+  re-sent; the provider is listed (a few times, a few seconds apart, since
+  new machines can take a moment to appear) and a machine carrying this
+  launch id is adopted. Not found: the error is raised with the launch id.
+* Anything else (auth, bad request, a connect error that never left) stops.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .adapters.base import Sleep
+from .engine import Call, Op
+from .errors import (
+    APIConnectionError, APIError, GpuCloudError, InsufficientCapacityError, InternalServerError,
+    QuotaExceededError,
+)
+from .models import Attempt, Instance, Offer, Plan
+
+MAX_ATTEMPTS = 3
+RECONCILE_DELAYS = (0.0, 2.0, 5.0)  # seconds before each look for an ambiguous launch
+
+
+def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
+           ssh_key: str | None, disk_gb: int | None) -> Op:
+    attempts: list[Attempt] = []
+    ctx.last_attempts = attempts
+    queue = [plan.offer, *plan.alternatives]
+    last: GpuCloudError | None = None
+    while queue and len(attempts) < MAX_ATTEMPTS:
+        offer = queue.pop(0)
+        adapter = ctx.adapter(offer.provider)
+        spec = ctx.instance_spec(offer, adapter, name=name, image=image, ssh_key=ssh_key,
+                                 disk_gb=disk_gb, shutdown_at=plan.shutdown_at)
+        ctx.journal.record_intent(
+            launch_id=spec.launch_id, provider=offer.provider, instance_type=offer.instance_type,
+            region=offer.region, name=spec.name, price_per_hour=str(offer.price_per_hour),
+            shutdown_at=plan.shutdown_at)
+        ctx.report(_attempt(offer, "launching", None))
+        try:
+            instance = yield Call(offer.provider, adapter.create(spec))
+            outcome = "created"
+        except (InsufficientCapacityError, QuotaExceededError) as exc:
+            _failed(ctx, attempts, spec.launch_id, offer, exc)
+            queue = _next_candidates(queue, offer, exc)
+            last = exc
+            continue
+        except (APIConnectionError, InternalServerError) as exc:
+            if isinstance(exc, APIConnectionError) and not exc.sent:
+                raise _failed(ctx, attempts, spec.launch_id, offer, exc)
+            # Ambiguous: the machine may exist. Look for it; never re-send.
+            ctx.journal.mark(spec.launch_id, "ambiguous", error=exc.code)
+            found = yield from _find_launch(ctx, offer.provider, spec.launch_id)
+            if found is None:
+                attempts.append(_attempt(offer, "failed", exc))
+                ctx.report(attempts[-1])
+                exc.attempts = attempts
+                exc.hint = (f"the machine may still appear: run `gpucloud list --provider "
+                            f"{offer.provider}` and look for launch id {spec.launch_id}; "
+                            "nothing was retried")
+                raise
+            instance, outcome = found, "adopted"
+        except GpuCloudError as exc:
+            raise _failed(ctx, attempts, spec.launch_id, offer, exc)
+        ctx.journal.mark(spec.launch_id, "delivered", instance_id=instance.id)
+        attempts.append(_attempt(offer, outcome, None))
+        ctx.report(attempts[-1])
+        return instance
+    assert last is not None
+    last.attempts = attempts
+    if queue:
+        last.hint = (f"gave up after {MAX_ATTEMPTS} attempts; {len(queue)} more offers remain: "
+                     "retry, or narrow --provider/--region")
+    raise last
+
+
+def _failed(ctx: Any, attempts: list[Attempt], launch_id: str, offer: Offer,
+            exc: GpuCloudError) -> GpuCloudError:
+    ctx.journal.mark(launch_id, "failed", error=exc.code)
+    attempts.append(_attempt(offer, "failed", exc))
+    ctx.report(attempts[-1])
+    exc.attempts = attempts
+    return exc
+
+
+def _next_candidates(queue: list[Offer], failed: Offer, exc: GpuCloudError) -> list[Offer]:
+    """Same instance type elsewhere first, then the rest, each cheapest first."""
+    if isinstance(exc, QuotaExceededError):
+        queue = [o for o in queue if o.provider != failed.provider]
+    same = [o for o in queue
+            if o.provider == failed.provider and o.instance_type == failed.instance_type]
+    return same + [o for o in queue if o not in same]
+
+
+def _attempt(offer: Offer, outcome: str, exc: GpuCloudError | None) -> Attempt:
+    return Attempt(provider=offer.provider, instance_type=offer.instance_type,
+                   region=offer.region, outcome=outcome,  # type: ignore[arg-type]
+                   error=str(exc) if exc else None, error_code=exc.code if exc else None)
+
+
+def _find_launch(ctx: Any, provider: str, launch_id: str) -> Op:
+    for delay in RECONCILE_DELAYS:
+        if delay:
+            yield Sleep(delay)
+        try:
+            instances: list[Instance] = yield Call(provider, ctx.adapter(provider).list_instances())
+        except APIError:
+            continue
+        found = next((i for i in instances if i.launch_id == launch_id), None)
+        if found is not None:
+            return found
+    return None
