@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import logging as _logging
+
 __version__ = "0.1.0"
+
+# A library stays silent unless the application configures logging
+# (`gpucloud --debug` does); without this, warnings would reach stderr.
+_logging.getLogger("gpucloud").addHandler(_logging.NullHandler())
 
 _LAZY = {
     "Client": "gpucloud.client",

@@ -99,27 +99,44 @@ def _dec(value: Any) -> Decimal | None:
     return Decimal(str(value))
 
 
+def _int(value: Any, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{what} must be a whole number, got {value!r}")
+    return value
+
+
+def _regions(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(r, str) for r in value):
+        raise ValueError(f"regions must be a list of names, got {value!r}")
+    return tuple(value)
+
+
 def parse_catalog(data: dict[str, Any], path: str | None = None) -> ProviderCatalog:
     try:
         types = tuple(
             InstanceType(
                 name=str(t["name"]),
                 gpu=normalize_gpu(str(t["gpu"])),
-                gpu_count=int(t["gpu_count"]),
-                regions=tuple(t.get("regions", ())),
+                gpu_count=_int(t["gpu_count"], "gpu_count") or 0,
+                regions=_regions(t.get("regions", [])),
                 price=_dec(t.get("price")),
                 spot_price=_dec(t.get("spot_price")),
-                gpu_memory_gb=t.get("gpu_memory_gb"),
-                vcpus=t.get("vcpus"),
-                memory_gb=t.get("memory_gb"),
-                disk_gb=t.get("disk_gb"),
+                gpu_memory_gb=_int(t.get("gpu_memory_gb"), "gpu_memory_gb"),
+                vcpus=_int(t.get("vcpus"), "vcpus"),
+                memory_gb=_int(t.get("memory_gb"), "memory_gb"),
+                disk_gb=_int(t.get("disk_gb"), "disk_gb"),
                 disk_price_per_gb_month=_dec(t.get("disk_price_per_gb_month")),
             )
             for t in data.get("instance_types", ())
         )
         for t in types:
-            if any(p is not None and p < 0 for p in (t.price, t.spot_price)):
-                raise ValueError(f"negative price for {t.name}")
+            prices = (t.price, t.spot_price, t.disk_price_per_gb_month)
+            if any(p is not None and (not p.is_finite() or p < 0) for p in prices):
+                raise ValueError(f"price of {t.name} must be a finite, non-negative number")
+            if t.gpu_count < 1:
+                raise ValueError(f"gpu_count of {t.name} must be at least 1")
         if data.get("auth", "api_key") not in ("api_key", "oauth2", "none", "kubeconfig"):
             raise ValueError(f"unknown auth kind {data.get('auth')!r}")
         source = data.get("source", {})
@@ -133,10 +150,11 @@ def parse_catalog(data: dict[str, Any], path: str | None = None) -> ProviderCata
             as_of=str(source["as_of"]) if "as_of" in source else None,
             regions=regions, instance_types=types, path=path,
         )
-    except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
+    except (KeyError, TypeError, ValueError, ArithmeticError, AttributeError) as exc:
+        detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
         raise ConfigurationError(
-            f"invalid provider catalog {path or data.get('name')}: {exc!r}",
-            hint="fix or remove the file; `gpucloud providers` lists the files in use",
+            f"invalid provider catalog {path or data.get('name')}: {detail}",
+            hint="fix the file, or remove it to use the bundled catalog",
         ) from exc
 
 
@@ -168,7 +186,13 @@ def load_catalogs(config_dir: Path | None = None) -> dict[str, ProviderCatalog]:
             files[entry.stem] = entry
     out = {}
     for name, entry in sorted(files.items()):
-        cat = _read(str(entry), entry.read_text(encoding="utf-8"))
+        try:
+            text = entry.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigurationError(f"cannot read {entry}: {exc}",
+                                     hint="fix the file, or remove it to use the bundled catalog"
+                                     ) from exc
+        cat = _read(str(entry), text)
         if cat.name != name:
             raise ConfigurationError(f"{entry} declares name = {cat.name!r}",
                                      hint=f"a file named {name}.toml must say name = {name!r}")

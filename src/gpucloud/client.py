@@ -43,9 +43,11 @@ class _Base:
         if plan is None:
             plan = yield from self._engine.plan(
                 kw["gpu"], kw["count"], kw["provider"], kw["region"], kw["disk_gb"],
-                kw["auto_shutdown"], kw["max_cost"], kw["spot"])
-        return (yield from self._engine.create(plan, name=kw["name"], image=kw["image"],
-                                               ssh_key=kw["ssh_key"], disk_gb=kw["disk_gb"]))
+                kw["auto_shutdown"], kw["max_cost"], kw["spot"], kw["n"])
+        made = yield from self._engine.create(plan, name=kw["name"], image=kw["image"],
+                                              ssh_key=kw["ssh_key"], disk_gb=kw["disk_gb"])
+        # One machine by default (the common case reads naturally); a list for n > 1.
+        return made[0] if plan.instances == 1 and kw["n"] == 1 else made
 
 
 class Client(_Base):
@@ -54,10 +56,10 @@ class Client(_Base):
     def __init__(self, providers: list[str] | None = None, *,
                  credentials: dict[str, str] | None = None,
                  on_attempt: Callable[[Attempt], None] | None = None,
-                 use_keyring: bool = True, sleep: Callable[[float], None] = time.sleep) -> None:
+                 use_keyring: bool = True, sleep: Callable[[float], None] | None = None) -> None:
         super().__init__(providers, credentials=credentials, on_attempt=on_attempt,
                          use_keyring=use_keyring)
-        self._sleep = sleep
+        self._sleep = sleep or time.sleep
         self._sessions: dict[str, Session] = {}
 
     def _session(self, name: str) -> Session:
@@ -100,15 +102,19 @@ class Client(_Base):
 
     def plan(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
              region: str | None = None, disk_gb: int | None = None, auto_shutdown: Any = None,
-             max_cost: Any = None, spot: bool = False) -> Plan:
+             max_cost: Any = None, spot: bool = False, n: int = 1) -> Plan:
         return self._run(self._engine.plan(gpu, count, provider, region, disk_gb,
-                                           auto_shutdown, max_cost, spot))
+                                           auto_shutdown, max_cost, spot, n))
 
     def create(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
                region: str | None = None, name: str | None = None, image: str | None = None,
                ssh_key: str | None = None, disk_gb: int | None = None,
                auto_shutdown: Any = None, max_cost: Any = None, spot: bool = False,
-               plan: Plan | None = None) -> Instance:
+               n: int = 1, plan: Plan | None = None) -> Any:
+        """Create one machine (an Instance), or `n` alike (a list of Instances).
+
+        Plans first (cheapest available offer, estimate, `max_cost`), then
+        launches; see launcher.py for failover and reconcile."""
         kw = dict(locals())
         kw.pop("self")
         return self._run(self._create_op(kw))
@@ -189,16 +195,17 @@ class AsyncClient(_Base):
 
     async def plan(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
                    region: str | None = None, disk_gb: int | None = None,
-                   auto_shutdown: Any = None, max_cost: Any = None, spot: bool = False) -> Plan:
+                   auto_shutdown: Any = None, max_cost: Any = None, spot: bool = False,
+                   n: int = 1) -> Plan:
         return await self._run(self._engine.plan(gpu, count, provider, region, disk_gb,
-                                                 auto_shutdown, max_cost, spot))
+                                                 auto_shutdown, max_cost, spot, n))
 
     async def create(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
                      region: str | None = None, name: str | None = None,
                      image: str | None = None, ssh_key: str | None = None,
                      disk_gb: int | None = None, auto_shutdown: Any = None,
-                     max_cost: Any = None, spot: bool = False,
-                     plan: Plan | None = None) -> Instance:
+                     max_cost: Any = None, spot: bool = False, n: int = 1,
+                     plan: Plan | None = None) -> Any:
         kw = dict(locals())
         kw.pop("self")
         return await self._run(self._create_op(kw))

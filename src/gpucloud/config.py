@@ -9,7 +9,6 @@ config.toml:
 
     [defaults]
     providers = ["lambda", "runpod"]   # what Client() considers by default
-    region = "us-east-1"
 
     [sandbox]                          # knobs of the simulated cloud
     capacity = 4
@@ -67,7 +66,6 @@ def sandbox_db_path() -> Path:
 class Config:
     path: Path
     providers: tuple[str, ...] | None = None
-    region: str | None = None
     sandbox: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -78,13 +76,18 @@ def load_config(path: Path | None = None) -> Config:
         return Config(path=path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigurationError(f"cannot read {path}: {exc}",
                                  hint="fix the file or move it away") from exc
-    defaults = data.get("defaults", {})
+    defaults, sandbox = data.get("defaults", {}), data.get("sandbox", {})
+    for section, value in (("defaults", defaults), ("sandbox", sandbox)):
+        if not isinstance(value, dict):
+            raise ConfigurationError(f"{path}: [{section}] must be a table",
+                                     hint=f"write it as a [{section}] section")
     providers = defaults.get("providers")
     if providers is not None and not (
             isinstance(providers, list) and all(isinstance(p, str) for p in providers)):
-        raise ConfigurationError(f"{path}: defaults.providers must be a list of names")
+        raise ConfigurationError(f"{path}: defaults.providers must be a list of names",
+                                 hint='e.g. providers = ["lambda", "runpod"]')
     return Config(path=path, providers=tuple(providers) if providers is not None else None,
-                  region=defaults.get("region"), sandbox=dict(data.get("sandbox", {})), raw=data)
+                  sandbox=dict(sandbox), raw=data)

@@ -18,7 +18,7 @@ from . import config as config_mod
 from .adapters import adapter_class, adapter_names
 from .adapters.base import Provider
 from .catalog import ProviderCatalog, load_catalogs
-from .credentials import CredentialStore, env_vars, how_to_set
+from .credentials import CredentialStore, env_vars
 from .engine import new_launch_id
 from .errors import ConfigurationError, CredentialsError, SpecError
 from .models import Attempt, InstanceSpec, Offer, ProviderStatus
@@ -121,12 +121,14 @@ class ClientContext:
         if len(with_adapter) == 1 and not any_provider:
             name = with_adapter[0]
             return CredentialsError(f"no credentials for {name}",
-                                    hint=how_to_set(name, self.auth_kind(name)))
+                                    hint=self.credentials.how_to_set(name, self.auth_kind(name)))
         keys = ", ".join(" + ".join(env_vars(n, self.auth_kind(n))) for n in with_adapter)
+        problem = self.credentials.keyring_problem
         return CredentialsError(
             "no credentials for any provider that can create machines",
             hint=f"set {keys} (or `gpucloud auth login NAME`), "
-                 "or try the simulated cloud with --provider sandbox")
+                 "or try the simulated cloud with --provider sandbox"
+                 + (f"; the system keyring is unusable here: {problem}" if problem else ""))
 
     def require_callable(self, name: str) -> None:
         self.check_known(name)
@@ -188,7 +190,7 @@ class ClientContext:
             if not has_adapter:
                 hint = "catalog prices only (adapter not available yet)"
             elif not needs_none and cred is None:
-                hint = how_to_set(name, self.auth_kind(name))
+                hint = self.credentials.how_to_set(name, self.auth_kind(name))
             out.append(ProviderStatus(
                 name=name, display_name=catalog.display_name if catalog else name,
                 credentials=needs_none or cred is not None,

@@ -64,21 +64,18 @@ def _split_pair(value: str) -> tuple[str, str] | None:
     return (client_id.strip(), secret.strip()) if sep and client_id and secret else None
 
 
-def _keyring_get(provider: str) -> str | None:
+def _keyring_get(provider: str) -> tuple[str | None, str | None]:
+    """(stored value, why the keyring could not be read). Never raises: a broken
+    keyring must not stop a listing; the caller reports the problem instead."""
     try:
         import keyring
-        from keyring.errors import KeyringError, NoKeyringError
     except ImportError:  # pragma: no cover - keyring is a dependency
-        return None
+        return None, "the keyring package is not installed"
     try:
-        return keyring.get_password(KEYRING_SERVICE, provider)
-    except NoKeyringError:
-        # A headless machine without a backend: the env var is the way.
-        return None
-    except KeyringError:
-        return None
-    except Exception:  # noqa: BLE001 - a broken backend must not crash a listing
-        return None
+        return keyring.get_password(KEYRING_SERVICE, provider), None
+    except Exception as exc:  # noqa: BLE001 - NoKeyringError, backend failures, ...
+        first = str(exc).split(". ")[0].strip().rstrip(".")
+        return None, f"{type(exc).__name__}" + (f" ({first})" if first else "")
 
 
 class CredentialStore:
@@ -89,6 +86,9 @@ class CredentialStore:
         self._explicit = dict(explicit or {})
         self._environ = os.environ if environ is None else environ
         self._use_keyring = use_keyring
+        # Why the system keyring could not be read, if it could not (headless
+        # machines have no backend): shown in hints instead of failing.
+        self.keyring_problem: str | None = None
 
     def find(self, provider: str, kind: str = "api_key") -> Credential | None:
         if kind == "none":
@@ -101,10 +101,19 @@ class CredentialStore:
             return self._make(provider, kind, ":".join(values) if kind == "oauth2" else values[0],
                               "env:" + ",".join(names))
         if self._use_keyring:
-            stored = _keyring_get(provider)
+            stored, problem = _keyring_get(provider)
+            if problem:
+                self.keyring_problem = problem
             if stored:
                 return self._make(provider, kind, stored, "keyring")
         return None
+
+    def how_to_set(self, provider: str, kind: str = "api_key") -> str:
+        hint = how_to_set(provider, kind)
+        if self.keyring_problem:
+            hint += (f" (the system keyring is unusable here: {self.keyring_problem}; use the "
+                     "environment variables, or install a keyring backend)")
+        return hint
 
     @staticmethod
     def _make(provider: str, kind: str, value: Any, source: str) -> Credential | None:
@@ -121,7 +130,7 @@ class CredentialStore:
         cred = self.find(provider, kind)
         if cred is None:
             raise CredentialsError(f"no credentials for {provider}",
-                                   hint=how_to_set(provider, kind))
+                                   hint=self.how_to_set(provider, kind))
         return cred
 
 

@@ -21,20 +21,16 @@ import secrets
 import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from datetime import timedelta
-from decimal import Decimal
 from typing import Any
 
 from . import pricing
 from .adapters.base import Flow, OfferQuery, Provider, Sleep
 from .errors import (
-    BudgetExceededError, GpuCloudError, InstanceFailedError,
-    InsufficientCapacityError, NoOffersError, SpecError, WaitTimeoutError,
+    GpuCloudError, InstanceFailedError,
+    NoOffersError, SpecError, WaitTimeoutError,
 )
 from .gpus import parse_gpu
-from .credentials import how_to_set
 from .models import AuthStatus, CostEstimate, Instance, InstanceStatus, Offer, Plan
-from .state import utcnow
 
 log = logging.getLogger("gpucloud")
 MAX_FALLBACKS = 20
@@ -93,6 +89,9 @@ class Engine:
         canonical = parse_gpu(gpu)
         check_count(count)
         limit = pricing.to_decimal(max_price, "max price") if max_price is not None else None
+        if limit is not None and limit <= 0:
+            raise SpecError(f"max price must be positive, got {max_price}",
+                            hint="USD per hour for the whole machine, e.g. --max-price 30")
         query = OfferQuery(gpu=canonical, count=count, region=region, spot=spot)
         names = self.ctx.scope(provider)
         if spot and provider is not None and self.ctx.can_call(provider) \
@@ -140,54 +139,14 @@ class Engine:
 
     def plan(self, gpu: str, count: int, provider: str | None = None, region: str | None = None,
              disk_gb: int | None = None, auto_shutdown: Any = None, max_cost: Any = None,
-             spot: bool = False) -> Op:
-        if disk_gb is not None and (not isinstance(disk_gb, int) or disk_gb < 1):
-            raise SpecError(f"disk size must be a positive number of GB, got {disk_gb!r}")
-        offers = yield from self.offers(gpu, count, provider, region, spot, live_only=True)
-        if not offers:
-            raise self._no_launchable(gpu, count, provider, region)
-        candidates = [o for o in offers if o.available]
-        if not candidates:
-            raise InsufficientCapacityError(
-                f"no capacity for {count}x {parse_gpu(gpu)} on "
-                f"{', '.join(sorted({o.provider for o in offers}))} right now",
-                provider=provider or "any", status_code=0,
-                hint="try another region or GPU, or retry later")
-        # Every other available candidate, cheapest first: the plan shows the
-        # first few, and create falls back along them (see launcher.py).
-        offer, alternatives = candidates[0], tuple(candidates[1:MAX_FALLBACKS + 1])
-        cap = pricing.to_decimal(max_cost, "max cost") if max_cost is not None else None
-        if cap is not None and cap <= 0:
-            raise SpecError(f"max cost must be positive, got {max_cost}")
-        notes: list[str] = []
-        now = utcnow()
-        if auto_shutdown is not None:
-            window = pricing.parse_duration(auto_shutdown)
-            estimate = pricing.estimate(offer, pricing.duration_hours(window), disk_gb=disk_gb)
-            shutdown_at, basis = now + window, "auto_shutdown"
-            if cap is not None and estimate.total > cap:
-                raise BudgetExceededError(
-                    f"estimate ${estimate.total} over {auto_shutdown} exceeds --max-cost ${cap}",
-                    hint="shorten --auto-shutdown, raise --max-cost, or pick a cheaper GPU")
-        elif cap is not None:
-            per_hour = pricing.estimate(offer, 1, disk_gb=disk_gb).price_per_hour
-            hours = pricing.hours_for_budget(per_hour, cap)
-            shutdown_at = now + timedelta(seconds=int(hours * 3600))
-            estimate = pricing.estimate(offer, hours, disk_gb=disk_gb)
-            basis = "max_cost"
-            notes.append(f"no --auto-shutdown: the deadline is when spend reaches ${cap} "
-                         f"({hours.quantize(Decimal('0.01'))} h)")
-        else:
-            estimate, shutdown_at, basis = pricing.estimate(offer, 1, disk_gb=disk_gb), None, "per_hour"
-            notes.append("no auto-shutdown: the machine runs (and bills) until you delete it")
-        if not self.ctx.adapter(offer.provider).capabilities.native_shutdown and shutdown_at:
-            notes.append(f"{offer.provider} has no native timer: the deadline is recorded on the "
-                         "machine's tags and in the local journal")
-        return Plan(offer=offer, alternatives=alternatives, estimate=estimate, hours_basis=basis,
-                    shutdown_at=shutdown_at, max_cost=cap, notes=tuple(notes))
+             spot: bool = False, n: int = 1) -> Op:
+        from .planner import plan
 
-    def _no_launchable(self, gpu: str, count: int, provider: str | None,
-                       region: str | None) -> GpuCloudError:
+        return (yield from plan(self, gpu, count, provider, region, disk_gb, auto_shutdown,
+                                max_cost, spot, n))
+
+    def no_launchable(self, gpu: str, count: int, provider: str | None,
+                      region: str | None) -> GpuCloudError:
         names = self.ctx.scope(provider)
         if not any(self.ctx.can_call(n) for n in names):
             return self.ctx.missing_credentials(names, any_provider=provider is None)
@@ -195,11 +154,24 @@ class Engine:
 
     def create(self, plan: Plan, *, name: str | None = None, image: str | None = None,
                ssh_key: str | None = None, disk_gb: int | None = None) -> Op:
+        """plan.instances machines; a failure part-way raises with `.instances` (those made)."""
         from .launcher import launch
 
-        instance = yield from launch(self.ctx, plan, name=name, image=image, ssh_key=ssh_key,
-                                     disk_gb=disk_gb)
-        return self._with_deadline(instance, plan.shutdown_at)
+        made: list[Instance] = []
+        for index in range(plan.instances):
+            machine_name = name if name is None or plan.instances == 1 else f"{name}-{index + 1}"
+            try:
+                instance = yield from launch(self.ctx, plan, name=machine_name, image=image,
+                                             ssh_key=ssh_key, disk_gb=disk_gb)
+            except GpuCloudError as exc:
+                exc.instances = made  # type: ignore[attr-defined]
+                if made:
+                    refs = " ".join(i.ref for i in made)
+                    exc.hint = (f"{len(made)} of {plan.instances} machines were created and are "
+                                f"running: {refs} (`gpucloud delete {refs}` to remove them)")
+                raise
+            made.append(instance)
+        return made
 
     def _with_deadline(self, instance: Instance, shutdown_at: Any) -> Instance:
         if instance.shutdown_at is None and shutdown_at is not None:
@@ -214,9 +186,13 @@ class Engine:
             raise self.ctx.missing_credentials([provider])
         results = yield Gather([Call(n, self.ctx.adapter(n).list_instances()) for n in names])
         out: list[Instance] = []
+        self.ctx.warnings.clear()
+        failed = [r for r in results if isinstance(r, BaseException)]
+        if failed and (provider is not None or len(failed) == len(names)):
+            raise failed[0]  # "no machines" must never mean "could not look"
         for name, result in zip(names, results):
             if isinstance(result, BaseException):
-                if provider is not None or not isinstance(result, GpuCloudError):
+                if not isinstance(result, GpuCloudError):
                     raise result
                 self.ctx.warnings.append(f"{name}: could not list instances ({result})")
                 continue
@@ -262,7 +238,8 @@ class Engine:
                 out.append(AuthStatus(provider=name, source="none needed"))
                 continue
             if name not in checked:
-                out.append(AuthStatus(provider=name, hint=how_to_set(name, kind)))
+                out.append(AuthStatus(provider=name,
+                                      hint=self.ctx.credentials.how_to_set(name, kind)))
                 continue
             result = results[checked.index(name)]
             failed = isinstance(result, BaseException)

@@ -33,8 +33,10 @@ class GpuCloudError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
-        # Filled by Client.create when several offers were tried.
+        # Filled by Client.create: every offer tried, and the machines that
+        # were created before a batch failed part-way (still running).
         self.attempts: list[Any] = []
+        self.instances: list[Any] = []
 
     def __str__(self) -> str:
         return self.message

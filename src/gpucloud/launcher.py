@@ -22,10 +22,11 @@ from typing import Any
 from .adapters.base import Sleep
 from .engine import Call, Op
 from .errors import (
-    APIConnectionError, APIError, GpuCloudError, InsufficientCapacityError, InternalServerError,
+    APIConnectionError, APIError, APIResponseValidationError, GpuCloudError, InsufficientCapacityError, InternalServerError,
     QuotaExceededError,
 )
 from .models import Attempt, Instance, Offer, Plan
+from .planner import deadline_for
 
 MAX_ATTEMPTS = 3
 RECONCILE_DELAYS = (0.0, 2.0, 5.0)  # seconds before each look for an ambiguous launch
@@ -40,12 +41,13 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
     while queue and len(attempts) < MAX_ATTEMPTS:
         offer = queue.pop(0)
         adapter = ctx.adapter(offer.provider)
+        shutdown_at = deadline_for(plan, offer, disk_gb)
         spec = ctx.instance_spec(offer, adapter, name=name, image=image, ssh_key=ssh_key,
-                                 disk_gb=disk_gb, shutdown_at=plan.shutdown_at)
+                                 disk_gb=disk_gb, shutdown_at=shutdown_at)
         ctx.journal.record_intent(
             launch_id=spec.launch_id, provider=offer.provider, instance_type=offer.instance_type,
             region=offer.region, name=spec.name, price_per_hour=str(offer.price_per_hour),
-            shutdown_at=plan.shutdown_at)
+            shutdown_at=shutdown_at)
         ctx.report(_attempt(offer, "launching", None))
         try:
             instance = yield Call(offer.provider, adapter.create(spec))
@@ -55,7 +57,8 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
             queue = _next_candidates(queue, offer, exc)
             last = exc
             continue
-        except (APIConnectionError, InternalServerError) as exc:
+        except (APIConnectionError, InternalServerError, APIResponseValidationError) as exc:
+            # An unreadable answer to a launch is as ambiguous as no answer.
             if isinstance(exc, APIConnectionError) and not exc.sent:
                 raise _failed(ctx, attempts, spec.launch_id, offer, exc)
             # Ambiguous: the machine may exist. Look for it; never re-send.
@@ -75,6 +78,8 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
         ctx.journal.mark(spec.launch_id, "delivered", instance_id=instance.id)
         attempts.append(_attempt(offer, outcome, None))
         ctx.report(attempts[-1])
+        if instance.shutdown_at is None and shutdown_at is not None:
+            instance = instance.model_copy(update={"shutdown_at": shutdown_at})
         return instance
     assert last is not None
     last.attempts = attempts

@@ -156,4 +156,6 @@ class Plan(_Model):
     hours_basis: Literal["auto_shutdown", "max_cost", "per_hour"]
     shutdown_at: datetime | None = None
     max_cost: Decimal | None = None
+    instances: int = 1  # machines to create, each like `offer`
+    total: Decimal  # the estimate for all of them
     notes: tuple[str, ...] = ()

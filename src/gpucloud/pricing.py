@@ -18,7 +18,12 @@ CENT = Decimal("0.01")
 HOURS_PER_MONTH = Decimal(730)  # the usual cloud convention for GB-month prices
 
 
-def to_decimal(value: Any, what: str = "amount") -> Decimal:
+# Beyond these, a number is a typo, not a plan (and would overflow datetimes).
+MAX_AMOUNT = Decimal(10) ** 9
+MAX_HOURS = Decimal(24 * 365 * 10)
+
+
+def to_decimal(value: Any, what: str = "amount", limit: Decimal = MAX_AMOUNT) -> Decimal:
     """Money or hours from user input; floats go through str() so 0.1 stays 0.1."""
     if isinstance(value, Decimal):
         result = value
@@ -28,7 +33,9 @@ def to_decimal(value: Any, what: str = "amount") -> Decimal:
         except (InvalidOperation, ValueError) as exc:
             raise SpecError(f"invalid {what}: {value!r}", hint="use a number such as 200 or 12.5") from exc
     if not result.is_finite():
-        raise SpecError(f"invalid {what}: {value!r}")
+        raise SpecError(f"invalid {what}: {value!r}", hint="use a finite number")
+    if abs(result) > limit:
+        raise SpecError(f"{what} {value} is out of range", hint=f"use at most {limit:,}")
     return result
 
 
@@ -40,9 +47,9 @@ def estimate(offer: Any, hours: Any = 1, *, disk_gb: int | None = None) -> Any:
     """CostEstimate for running `offer` for `hours` (machine, plus disk where billed apart)."""
     from .models import CostEstimate, CostLine
 
-    hours_d = to_decimal(hours, "hours")
+    hours_d = to_decimal(hours, "hours", MAX_HOURS)
     if hours_d <= 0:
-        raise SpecError(f"hours must be positive, got {hours}")
+        raise SpecError(f"hours must be positive, got {hours}", hint="e.g. --hours 72")
     lines = [CostLine(component="GPU instance", price_per_hour=offer.price_per_hour,
                       total=money(offer.price_per_hour * hours_d))]
     notes: list[str] = []
@@ -75,6 +82,18 @@ _UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
 def parse_duration(text: Any) -> timedelta:
     """"4h", "90m", "1h30m", "2d", or a bare number of hours."""
+    try:
+        result = _duration(text)
+    except OverflowError:
+        raise SpecError(f"duration {text!r} is out of range", hint="use at most 10 years") from None
+    if result <= timedelta(0):
+        raise SpecError(f"duration must be positive, got {text!r}", hint="e.g. 4h")
+    if result > timedelta(hours=int(MAX_HOURS)):
+        raise SpecError(f"duration {text!r} is out of range", hint="use at most 10 years")
+    return result
+
+
+def _duration(text: Any) -> timedelta:
     if isinstance(text, timedelta):
         result = text
     elif isinstance(text, (int, float, Decimal)):
@@ -88,8 +107,6 @@ def parse_duration(text: Any) -> timedelta:
             result = timedelta(seconds=float(seconds))
         else:
             raise SpecError(f"invalid duration {text!r}", hint="use e.g. 4h, 90m, 1h30m or 2d")
-    if result <= timedelta(0):
-        raise SpecError(f"duration must be positive, got {text!r}")
     return result
 
 

@@ -94,3 +94,12 @@ def test_headless_machine_says_how_to_fix_it(lambda_api, monkeypatch):
 def test_unknown_and_credential_free_providers(isolated):
     assert invoke("auth", "login", "lamda").exit_code == 2
     assert invoke("auth", "login", "sandbox").exit_code == 2
+
+
+def test_unusable_keyring_is_reported_not_hidden(monkeypatch):
+    keyring.set_keyring(failing_backend.Keyring())
+    data = json.loads(invoke("providers", "--json").stdout)
+    lam = {p["name"]: p for p in data["providers"]}["lambda"]
+    assert lam["credentials"] is False
+    assert "keyring is unusable here: NoKeyringError" in lam["hint"]
+    assert "GPUCLOUD_LAMBDA_API_KEY" in lam["hint"]

@@ -175,3 +175,57 @@ def test_providers_json(cli, monkeypatch):
 def test_gpus_lists_canonical_names(cli):
     data = as_json(cli("gpus", "--json"))
     assert {"H100", "A100-40GB", "A100-80GB"} <= {g["name"] for g in data["gpus"]}
+
+
+@pytest.fixture
+def tty(monkeypatch):
+    from gpucloud.cli import instance_cmds
+
+    monkeypatch.setattr(instance_cmds, "_interactive", lambda: True)
+
+
+def test_confirmation_prompt_yes_creates(cli, tty):
+    result = cli("create", "--gpu", "h100", "--count", "8", "--provider", "sandbox", input="y\n")
+    assert result.exit_code == 0 and "Create this machine at $19.92/hour" in result.stderr
+    assert len(as_json(cli("list", "--json"))["instances"]) == 1
+
+
+def test_confirmation_prompt_no_declines(cli, tty):
+    result = cli("create", "--gpu", "h100", "--count", "8", "--provider", "sandbox", input="n\n")
+    assert result.exit_code == 8 and "declined" in result.stderr
+    assert as_json(cli("list", "--json"))["instances"] == []
+
+
+def test_end_of_input_at_the_prompt_is_an_interruption(cli, tty):
+    result = cli("create", "--gpu", "h100", "--count", "8", "--provider", "sandbox", input="")
+    assert result.exit_code == 130 and "Traceback" not in result.output
+    assert as_json(cli("list", "--json"))["instances"] == []
+
+
+def test_several_machines(cli):
+    data = as_json(cli("create", "--gpu", "h100", "--provider", "sandbox", "--instances", "2",
+                       "--auto-shutdown", "1h", "--max-cost", "10", "--yes", "--json"))
+    assert data["instance"] is None and len(data["instances"]) == 2
+    assert data["plan"]["instances"] == 2
+    assert Decimal(data["plan"]["total"]) == 2 * Decimal(data["plan"]["estimate"]["total"])
+    over = as_json(cli("create", "--gpu", "h100", "--provider", "sandbox", "--instances", "3",
+                       "--auto-shutdown", "2h", "--max-cost", "10", "--yes", "--json"))
+    assert over["error"]["exit_code"] == 7  # 3 x 2 h x $2.49 > $10, though one would fit
+
+
+def test_wait_timeout_still_reports_the_machine(cli, monkeypatch):
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_BOOT_SECONDS", "3600")
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    data = as_json(cli("create", "--gpu", "h100", "--provider", "sandbox", "--yes", "--wait",
+                       "--timeout", "5", "--json"))
+    assert data["error"]["exit_code"] == 9
+    [machine] = data["instances"]
+    assert machine["status"] == "pending" and machine["ref"].startswith("sandbox/")
+
+
+def test_delete_goes_on_after_a_failure(cli):
+    made = as_json(cli("create", "--gpu", "h100", "--provider", "sandbox", "--yes", "--json"))
+    ref = made["instance"]["ref"]
+    data = as_json(cli("delete", "sandbox/sbx-missing", ref, "--yes", "--json"))
+    assert data["error"]["exit_code"] == 5 and data["deleted"] == [ref]
+    assert as_json(cli("get", ref, "--json"))["status"] in ("terminating", "terminated")

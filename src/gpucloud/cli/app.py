@@ -31,14 +31,15 @@ class GpuCloudGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except GpuCloudError as exc:
-            fail(exit_code_for(exc), exc.code, exc.message, exc.hint, as_json)
+            fail(exit_code_for(exc), exc.code, exc.message, exc.hint, as_json, _details(exc))
         except _UsageError as exc:
             if not as_json:
                 raise
             fail(2, "usage", exc.format_message(), None, True)
-        except KeyboardInterrupt:
-            fail(130, "interrupted", "interrupted", None, as_json)
-        except (typer.Exit, typer.Abort):
+        except (KeyboardInterrupt, typer.Abort):
+            # Ctrl-C (or end of input) at a prompt: nothing more was done.
+            fail(130, "interrupted", "interrupted: nothing more was done", None, as_json)
+        except typer.Exit:
             raise
         except Exception as exc:  # noqa: BLE001 - a bug: no traceback unless --debug
             if logging.getLogger("gpucloud").isEnabledFor(logging.DEBUG):
@@ -47,9 +48,26 @@ class GpuCloudGroup(TyperGroup):
                  "this is a bug in gpucloud; rerun with --debug for the traceback", as_json)
 
 
-def fail(code: int, name: str, message: str, hint: str | None, as_json: bool) -> None:
+def _details(exc: GpuCloudError) -> dict[str, Any]:
+    """What a script needs to clean up after a failure: machines made, offers tried."""
+    out: dict[str, Any] = {}
+    if exc.instances:
+        out["instances"] = [i.model_dump(mode="json") for i in exc.instances]
+    if exc.attempts:
+        out["attempts"] = [a.model_dump(mode="json") for a in exc.attempts]
+    deleted = getattr(exc, "deleted", None)
+    if deleted is not None:
+        out["deleted"] = deleted
+    return out
+
+
+def fail(code: int, name: str, message: str, hint: str | None, as_json: bool,
+         extra: dict[str, Any] | None = None) -> None:
+    """Report an error and exit. `extra` adds top-level keys beside "error" under --json
+    (e.g. the machine a failed --wait leaves behind)."""
     if as_json:
-        payload = {"error": {"code": name, "message": message, "hint": hint, "exit_code": code}}
+        payload = {"error": {"code": name, "message": message, "hint": hint, "exit_code": code},
+                   **(extra or {})}
         sys.stdout.write(json.dumps(payload) + "\n")
     else:
         sys.stderr.write(f"error: {message}\n")

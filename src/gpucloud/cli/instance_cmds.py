@@ -11,11 +11,15 @@ from . import output, params
 from .app import app, fail
 
 
+def _interactive() -> bool:
+    return sys.stdin.isatty()
+
+
 def _confirm(question: str, yes: bool, as_json: bool, what: str) -> None:
     """Ask, unless --yes; never prompt under --json or without a terminal."""
     if yes:
         return
-    if as_json or not sys.stdin.isatty():
+    if as_json or not _interactive():
         fail(8, "confirmation_required", f"{what} needs confirmation",
              "pass --yes to confirm without a prompt", as_json)
     if not typer.confirm(question, default=False, err=True):
@@ -25,6 +29,8 @@ def _confirm(question: str, yes: bool, as_json: bool, what: str) -> None:
 def plan_text(plan: Any) -> str:
     o = plan.offer
     lines = ["Plan:", output.estimate_text(plan.estimate)]
+    if plan.instances > 1:
+        lines.append(f"  x {plan.instances} machines = {output.usd(plan.total)} USD")
     if plan.shutdown_at:
         lines.append(f"  auto-shutdown at {output.iso(plan.shutdown_at)}")
     lines.extend(f"  note: {n}" for n in plan.notes)
@@ -32,12 +38,15 @@ def plan_text(plan: Any) -> str:
         lines.append("Next cheapest:")
         lines.extend(f"  {a.provider} {a.instance_type} {a.region}  {output.usd(a.price_per_hour)}/h"
                      for a in plan.alternatives[:3])
-        if len(plan.alternatives) > 3:
-            lines.append(f"  ... {len(plan.alternatives) - 3} more, tried in turn if one has "
-                         "no capacity")
+        top = max(a.price_per_hour for a in plan.alternatives[:MAX_SHOWN_FALLBACKS])
+        lines.append(f"  if an offer has no capacity, the next is tried (at most "
+                     f"{MAX_SHOWN_FALLBACKS + 1} launches, up to {output.usd(top)}/h)")
     if o.simulated:
         lines.append("SANDBOX: a simulated cloud; no real GPU is created and nothing is billed.")
     return "\n".join(lines)
+
+
+MAX_SHOWN_FALLBACKS = 2  # launcher.MAX_ATTEMPTS - 1, without importing the launcher
 
 
 @app.command()
@@ -46,6 +55,8 @@ def create(
     count: int = params.COUNT,
     provider: Optional[str] = params.PROVIDER,
     region: Optional[str] = params.REGION,
+    instances: int = typer.Option(1, "--instances", "-n", min=1,
+                                  help="Number of machines, each with COUNT GPUs."),
     name: Optional[str] = typer.Option(None, "--name", help="Machine name."),
     image: Optional[str] = typer.Option(None, "--image",
                                         help="OS image (VM clouds) or container image."),
@@ -68,6 +79,7 @@ def create(
     Shows the plan and cost estimate first, then asks for confirmation.
     """
     from ..client import Client
+    from ..errors import GpuCloudError
 
     def show_attempt(attempt: Any) -> None:
         if json_output:
@@ -80,7 +92,7 @@ def create(
 
     client = Client(on_attempt=show_attempt)
     plan = client.plan(gpu=gpu, count=count, provider=provider, region=region, disk_gb=disk_gb,
-                       auto_shutdown=auto_shutdown, max_cost=max_cost, spot=spot)
+                       auto_shutdown=auto_shutdown, max_cost=max_cost, spot=spot, n=instances)
     if not json_output:
         output.out(plan_text(plan))
     if dry_run:
@@ -89,23 +101,31 @@ def create(
         else:
             output.out("dry run: nothing was created")
         return
-    _confirm(f"Create this machine at {output.usd(plan.estimate.price_per_hour)}/hour?",
-             yes, json_output, "creating a machine")
-    instance = client.create(gpu=gpu, count=count, name=name, image=image, ssh_key=ssh_key,
-                             disk_gb=disk_gb, plan=plan)
+    many = f"{instances} machines" if instances > 1 else "this machine"
+    _confirm(f"Create {many} at {output.usd(plan.estimate.price_per_hour)}/hour each?",
+             yes, json_output, "creating machines")
+    made = client.create(gpu=gpu, count=count, name=name, image=image, ssh_key=ssh_key,
+                         disk_gb=disk_gb, n=instances, plan=plan)
+    made = made if isinstance(made, list) else [made]
     if wait:
-        if not json_output:
-            output.err(f"waiting for {instance.ref} to be running (at most {timeout} s)...")
-        instance = client.wait(instance, until="running", timeout=timeout)
+        try:
+            for index, instance in enumerate(made):
+                if not json_output:
+                    output.err(f"waiting for {instance.ref} to be running (at most {timeout} s)...")
+                made[index] = client.wait(instance, until="running", timeout=timeout)
+        except GpuCloudError as exc:
+            exc.instances = made  # a script must learn what to clean up
+            raise
     if json_output:
-        output.emit_json({"instance": output.dump(instance), "plan": output.dump(plan),
+        output.emit_json({"instance": output.dump(made[0]) if instances == 1 else None,
+                          "instances": [output.dump(i) for i in made],
+                          "plan": output.dump(plan),
                           "attempts": [output.dump(a) for a in client.last_attempts]})
         return
-    output.out(f"created {instance.ref} ({instance.status.value})")
-    output.out(output.instance_text(instance))
-    output.out(f"delete it with: gpucloud delete {instance.ref}")
-
-
+    for instance in made:
+        output.out(f"created {instance.ref} ({instance.status.value})")
+        output.out(output.instance_text(instance))
+    output.out(f"delete with: gpucloud delete {' '.join(i.ref for i in made)}")
 @app.command("list")
 def list_(
     provider: Optional[str] = params.PROVIDER,
@@ -152,17 +172,31 @@ def delete(
     """Delete (terminate) machines. Their disks are gone for good."""
     from ..client import Client
     from ..engine import split_ref
+    from ..errors import GpuCloudError
 
     for ref in refs:
         split_ref(ref)  # reject malformed refs before asking anything
     _confirm(f"Delete {', '.join(refs)}? This cannot be undone.", yes, json_output,
              "deleting machines")
     client = Client()
-    deleted = []
-    for ref in refs:
-        client.delete(ref)
+    deleted: list[str] = []
+    failures = []
+    for ref in refs:  # one failure must not leave the others running
+        try:
+            client.delete(ref)
+        except GpuCloudError as exc:
+            failures.append(exc)
+            if not json_output:
+                output.err(f"error: {ref}: {exc}")
+            continue
         deleted.append(ref)
         if not json_output:
             output.out(f"deleting {ref}")
+    if failures:
+        first = failures[0]
+        first.deleted = deleted  # type: ignore[attr-defined]
+        if len(failures) > 1:
+            first.message = f"{len(failures)} of {len(refs)} deletes failed; first: {first}"
+        raise first
     if json_output:
         output.emit_json({"deleted": deleted})

@@ -38,8 +38,11 @@ def iso(value: datetime | None) -> str | None:
 
 
 def usd(value: Decimal | None, places: int = 2) -> str:
+    """Dollars with cents; more places only where cents would hide the amount."""
     if value is None:
         return "-"
+    while places < 4 and value != value.quantize(Decimal(1).scaleb(-places)):
+        places += 1
     return f"${value:,.{places}f}"
 
 
@@ -92,16 +95,17 @@ def estimate_text(estimate: Any) -> str:
     lines = [f"{o.gpu_count}x {o.gpu} on {o.provider} ({o.instance_type}, {o.region})"
              + ("  [SIMULATED]" if o.simulated else "")]
     for line in estimate.breakdown:
-        lines.append(f"  {line.component:<20} {usd(line.price_per_hour, 4)}/h  "
+        lines.append(f"  {line.component:<20} {usd(line.price_per_hour)}/h  "
                      f"x {_hours(estimate.hours)} h = {usd(line.total)}")
-    lines.append(f"  {'total':<20} {usd(estimate.price_per_hour, 4)}/h  "
+    lines.append(f"  {'total':<20} {usd(estimate.price_per_hour)}/h  "
                  f"x {_hours(estimate.hours)} h = {usd(estimate.total)} {estimate.currency}")
     lines.extend(f"  note: {n}" for n in estimate.notes)
     return "\n".join(lines)
 
 
 def _hours(value: Decimal) -> str:
-    text = f"{value.quantize(Decimal('0.01'))}"
+    places = "0.01" if value >= 1 else "0.0001"
+    text = f"{value.quantize(Decimal(places))}"
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 

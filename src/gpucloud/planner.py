@@ -1,0 +1,100 @@
+"""Planning a create: which offer, what it will cost, when it must stop.
+
+Nothing is spent here. The plan carries the cheapest available live offer,
+the other candidates create may fall back on (only those that also fit
+``max_cost``), the estimate, and the deadline:
+
+* ``auto_shutdown`` fixes the deadline; with ``max_cost`` the estimate over
+  that window (times the number of machines) must fit, or BudgetExceededError.
+* ``max_cost`` alone: each machine's deadline is when its share of the cap is
+  spent; computed again for whichever offer is finally launched
+  (``deadline_for``), since a fallback may cost more per hour.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from . import pricing
+from .engine import MAX_FALLBACKS, Op
+from .errors import BudgetExceededError, InsufficientCapacityError, SpecError
+from .gpus import parse_gpu
+from .models import Offer, Plan
+from .state import utcnow
+
+MAX_INSTANCES = 100
+
+
+def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | None,
+         disk_gb: int | None, auto_shutdown: Any, max_cost: Any, spot: bool, n: int) -> Op:
+    if disk_gb is not None and (isinstance(disk_gb, bool) or not isinstance(disk_gb, int)
+                                or disk_gb < 1):
+        raise SpecError(f"disk size must be a positive number of GB, got {disk_gb!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_INSTANCES:
+        raise SpecError(f"number of machines must be 1 to {MAX_INSTANCES}, got {n!r}",
+                        hint="--instances is the number of machines; --count the GPUs on each")
+    cap = pricing.to_decimal(max_cost, "max cost") if max_cost is not None else None
+    if cap is not None and cap <= 0:
+        raise SpecError(f"max cost must be positive, got {max_cost}",
+                        hint="USD for the whole run, e.g. --max-cost 200")
+    window = pricing.parse_duration(auto_shutdown) if auto_shutdown is not None else None
+
+    offers = yield from engine.offers(gpu, count, provider, region, spot, live_only=True)
+    if not offers:
+        raise engine.no_launchable(gpu, count, provider, region)
+    candidates = [o for o in offers if o.available]
+    if not candidates:
+        raise InsufficientCapacityError(
+            f"no capacity for {count}x {parse_gpu(gpu)} on "
+            f"{', '.join(sorted({o.provider for o in offers}))} right now",
+            provider=provider or "any", status_code=0,
+            hint="try another region or GPU, or retry later")
+    offer = candidates[0]
+    notes: list[str] = []
+    per_machine = f" per machine, {n} machines" if n > 1 else ""
+    if window is not None:
+        hours = pricing.duration_hours(window)
+        estimate = pricing.estimate(offer, hours, disk_gb=disk_gb)
+        shutdown_at, basis = utcnow() + window, "auto_shutdown"
+        if cap is not None and estimate.total * n > cap:
+            raise BudgetExceededError(
+                f"estimate ${estimate.total * n} over {auto_shutdown}{per_machine} exceeds "
+                f"--max-cost ${cap}",
+                hint="shorten --auto-shutdown, raise --max-cost, or pick a cheaper GPU")
+        fits = [o for o in candidates[1:]
+                if cap is None or pricing.estimate(o, hours, disk_gb=disk_gb).total * n <= cap]
+    elif cap is not None:
+        hours = budget_hours(offer, cap / n, disk_gb)
+        shutdown_at = utcnow() + timedelta(seconds=int(hours * 3600))
+        estimate = pricing.estimate(offer, hours, disk_gb=disk_gb)
+        basis = "max_cost"
+        notes.append(f"no --auto-shutdown: the deadline is when spend reaches "
+                     f"${pricing.money(cap / n)}{' per machine' if n > 1 else ''} "
+                     f"({hours.quantize(Decimal('0.01'))} h)")
+        fits = list(candidates[1:])
+    else:
+        estimate, shutdown_at, basis = pricing.estimate(offer, 1, disk_gb=disk_gb), None, "per_hour"
+        notes.append("no auto-shutdown: the machine runs until you delete it"
+                     + ("" if offer.simulated else ", and bills by the hour"))
+        fits = list(candidates[1:])
+    if shutdown_at and not engine.ctx.adapter(offer.provider).capabilities.native_shutdown:
+        notes.append(f"{offer.provider} has no native timer: the deadline is recorded on the "
+                     "machine and in the local journal")
+    return Plan(offer=offer, alternatives=tuple(fits[:MAX_FALLBACKS]), estimate=estimate,
+                hours_basis=basis, shutdown_at=shutdown_at, max_cost=cap, instances=n,
+                total=pricing.money(estimate.total * n), notes=tuple(notes))
+
+
+def budget_hours(offer: Offer, budget: Decimal, disk_gb: int | None) -> Decimal:
+    per_hour = pricing.estimate(offer, 1, disk_gb=disk_gb).price_per_hour
+    return min(pricing.hours_for_budget(per_hour, budget), pricing.MAX_HOURS)
+
+
+def deadline_for(plan: Plan, offer: Offer, disk_gb: int | None) -> datetime | None:
+    """The deadline of a machine launched on `offer` (a fallback may cost more)."""
+    if plan.hours_basis == "max_cost" and plan.max_cost is not None:
+        hours = budget_hours(offer, plan.max_cost / plan.instances, disk_gb)
+        return utcnow() + timedelta(seconds=int(hours * 3600))
+    return plan.shutdown_at
