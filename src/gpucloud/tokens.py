@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import collections
 import logging
 import threading
 import time
@@ -107,6 +108,9 @@ class RefreshingTokenAuth(httpx.Auth):
         self.leeway = leeway
         self.clock = clock
         self._token: Token | None = None
+        # Tokens just replaced: an error about a request sent with one of them
+        # may still quote it, so redact() scrubs these too.
+        self._retired: collections.deque[Token] = collections.deque(maxlen=4)
         self._lock = threading.Lock()
         self._async_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary())
@@ -132,14 +136,14 @@ class RefreshingTokenAuth(httpx.Auth):
         self._token = token
 
     def redact(self, text: str) -> str:
-        """``text`` with the current access and refresh tokens replaced by [secure]."""
-        token = self._token
-        if token is None:
-            return text
-        for secret in (token.access_token, token.refresh_token):
-            value = secret.get_secret_value() if secret is not None else ""
-            if value:
-                text = text.replace(value, "[secure]")
+        """``text`` with the current (and recently replaced) tokens replaced by [secure]."""
+        for token in (self._token, *self._retired):
+            if token is None:
+                continue
+            for secret in (token.access_token, token.refresh_token):
+                value = secret.get_secret_value() if secret is not None else ""
+                if value:
+                    text = text.replace(value, "[secure]")
         return text
 
     # -- the flows -------------------------------------------------------------
@@ -248,6 +252,8 @@ class RefreshingTokenAuth(httpx.Auth):
         return self._store(self.source.parse(response, now), "initial grant")
 
     def _store(self, token: Token, how: str) -> Token:
+        if self._token is not None:
+            self._retired.append(self._token)
         self._token = token
         if token.expires_at is None:
             log.debug("token obtained by %s (no expiry given)", how)

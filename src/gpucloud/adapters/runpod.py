@@ -275,7 +275,7 @@ class RunPodProvider(Provider):
     def _offers_of(self, raw: dict[str, Any], gpu: str, cloud: str, count: int,
                    query: OfferQuery) -> list[Offer]:
         key = cloud.lower()
-        name = f"{count}x {raw['id']}" + (COMMUNITY_SUFFIX if cloud == "COMMUNITY" else "")
+        name = f"{count}x {raw['id']}" + ""
         price = _money(raw["price"][key]) * count
         live: dict[str, bool] = {}
         for dc in raw.get("dataCenters") or ():
@@ -335,9 +335,9 @@ def _sells(raw: dict[str, Any], cloud: str, count: int, query: OfferQuery, gpu: 
     key = cloud.lower()
     if query.gpu is not None and gpu != query.gpu:
         return False
-    price = raw["price"].get(key)
-    return (raw[key] is True and _int(raw["maxCount"][key]) >= count
-            and _is_number(price) and price > 0)
+    if raw[key] is not True:
+        return False
+    return _int(raw["maxCount"][key]) >= count and _money(raw["price"][key]) > 0
 
 
 def _pod_path(instance_id: str) -> str:
