@@ -323,6 +323,11 @@ def build_entries(provider: str, rows: list[dict[str, str]]) -> dict[Entry, set[
                                      "add it to RUNPOD_GPU_TYPE_IDS")
                 raw_names.append(gpu_type_id)
                 name = f"{count}x {gpu_type_id}"
+            elif provider == "vastai":
+                # SkyPilot's "8x-H100_SXM-32-65536" ends in the cores and RAM of the
+                # search it ran; live hosts differ, so the name keeps count and GPU only
+                # (what the adapter names live offers: "8x-H100_SXM").
+                name = "-".join(name.split("-")[:2])
             gpu = canonical_gpu(raw_names, mem, what)
             price = dec(row["Price"], f"{what} Price")
             spot = dec(row.get("SpotPrice", ""), f"{what} SpotPrice")

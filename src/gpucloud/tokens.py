@@ -40,7 +40,6 @@ import time
 import weakref
 from collections.abc import AsyncGenerator, Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 from pydantic import SecretStr

@@ -15,6 +15,7 @@ from gpucloud.errors import (
     RateLimitError,
 )
 from gpucloud.models import Instance, InstanceStatus, Offer
+from gpucloud.tokens import TOKEN_REQUEST_EXTENSION
 
 from . import fixtures as fixture_pkg
 from .harness import ContractFixture, Route, op_flow
@@ -57,7 +58,11 @@ class Server:
         self.sent.append(request)
         if self.fixture.auth_header is not None:
             name, value = self.fixture.auth_header
-            assert request.headers.get(name) == value, f"{name} missing or wrong"
+            if request.extensions.get(TOKEN_REQUEST_EXTENSION):
+                # A token grant authenticates with its body and carries no bearer.
+                assert name not in request.headers, f"{name} sent to the token endpoint"
+            else:
+                assert request.headers.get(name) == value, f"{name} missing or wrong"
         if self.fixture.spec is not None:
             from tests.openapi_check import validate_request
 

@@ -138,7 +138,7 @@ def test_runpod_names_are_count_and_gpu_type_id(catalogs):
 def test_vastai_regions_are_country_codes(catalogs):
     for t in catalogs["vastai"].instance_types:
         assert all(re.fullmatch(r"[A-Z]{2}", r) for r in t.regions), (t.name, t.regions)
-    [h100] = catalogs["vastai"].types_named("8x-H100_SXM-32-65536")
+    [h100] = catalogs["vastai"].types_named("8x-H100_SXM")
     assert h100.gpu_memory_gb == 80  # GpuInfo holds the total; per GPU here
 
 

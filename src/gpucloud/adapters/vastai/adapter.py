@@ -1,0 +1,339 @@
+"""Vast.ai (console.vast.ai), the marketplace API.
+
+Contract: Vast's official OpenAPI 3.1 "Vast.ai API" 1.0.0 (tests/fixtures/vastai/
+openapi.json is the trimmed copy every test request is validated against),
+plus the docs and the official client (vast-cli) where the spec is silent or
+wrong; see specs/CONTRACTS.md section 3.
+
+What shapes this adapter:
+
+* An offer is one host's ask, rented by its id (``Offer.offer_id``); there are
+  no orderable instance types. Names follow SkyPilot's Vast catalog
+  (``{num_gpus}x-{gpu_name, spaces as _}-{cpu_cores}-{cpu_ram MB}``) so that
+  live offers and providers/vastai.toml read alike.
+* The ask price excludes storage: ``dph_total`` = ``dph_base`` + the disk the
+  search was priced with. Offers carry the machine-only price and
+  ``disk_price_per_gb_month`` (``storage_cost``) so the estimate adds disk.
+* No idempotency key: the launch id (and the deadline) travel in the label,
+  which ``list_instances`` reads back and which can be edited later; a copy of
+  both goes into the container's environment.
+* No Retry-After on 429 and per-endpoint minimum intervals (see min_interval).
+* Paths end in "/" like vast-cli's; the spec omits the slash.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+from typing import Any, ClassVar
+
+import httpx
+
+from ..._http import status_error
+from ...errors import (
+    APIStatusError,
+    AuthenticationError,
+    BadRequestError,
+    InsufficientCapacityError,
+    InternalServerError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitError,
+    SpecError,
+)
+from ...models import Instance, InstanceSpec, InstanceStatus, Offer
+from ..base import Capabilities, Flow, OfferQuery, Provider
+from ._wire import (
+    BILLING_HINT,
+    DEFAULT_DISK_GB,
+    ENV_LAUNCH_ID,
+    ENV_SHUTDOWN_AT,
+    MAX_PAGES,
+    PAGE_LIMIT,
+    as_int,
+    as_str,
+    checked_id,
+    country_code,
+    env_of,
+    error_fields,
+    format_time,
+    gpu_of,
+    instance_type_name,
+    is_int,
+    is_num,
+    make_label,
+    map_status,
+    money,
+    parse_label,
+    parse_time,
+    ram_gb,
+    search_body,
+)
+
+log = logging.getLogger("gpucloud.vastai")
+
+
+class VastProvider(Provider):
+    name = "vastai"
+    # spot: interruptible instances are bid-priced; a bid machine is stopped as
+    # soon as someone outbids it, and the engine has no bid support yet.
+    capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
+                                needs_ssh_key=False, native_shutdown=False)
+    # Vast enforces a minimum interval per endpoint and identity. Per request
+    # kind, the strictest interval among the endpoints of that kind: reads
+    # 2 s (GET instances, show instance), launch 4.5 s (create's 429
+    # threshold), idempotent 3 s (DELETE instance; PUT state is 1 s),
+    # unsafe 1 s (POST ssh key). Sources: the spec's 429 examples and
+    # docs/api-reference/rate-limit-endpoint-method-data.mdx.
+    min_interval: ClassVar[dict[str, float]] = {
+        "read": 2.0, "launch": 4.5, "idempotent": 3.0, "unsafe": 1.0}
+
+    # -- flows -----------------------------------------------------------------
+
+    def offers(self, query: OfferQuery) -> Flow[list[Offer]]:
+        if query.spot:
+            return []
+        response = yield self.request("POST", "/api/v0/bundles/", json=search_body(query),
+                                      kind="read")
+        body = self._body(response)
+        raw = body.get("offers")
+        if isinstance(raw, dict):  # the spec's own example shows one object, not a list
+            raw = [raw]
+        if not isinstance(raw, list):
+            raise self.invalid(response, "no 'offers' list")
+        out: list[Offer] = []
+        for item in raw:
+            try:
+                offer = self._offer(item)
+            except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
+                ident = item.get("id") if isinstance(item, dict) else None
+                raise self.invalid(response, f"offer {ident!r}: {exc}") from exc
+            if (query.gpu is None or offer.gpu == query.gpu) \
+                    and (query.count is None or offer.gpu_count == query.count) \
+                    and (query.region is None or offer.region == query.region):
+                out.append(offer)
+        return out
+
+    def create(self, spec: InstanceSpec) -> Flow[Instance]:
+        offer = spec.offer
+        if offer.offer_id is None:
+            raise SpecError("Vast offers must come from a live search",
+                            hint="run `gpucloud offers --provider vastai` with credentials set")
+        if not offer.offer_id.isdigit():
+            raise SpecError(f"not a Vast ask id: {offer.offer_id!r}")
+        if not spec.launch_id or any(c.isspace() for c in spec.launch_id):
+            raise SpecError(f"invalid launch id {spec.launch_id!r}")
+        image = spec.image or self.catalog.default_image
+        if not image:
+            raise SpecError("Vast needs a container image", hint="pass --image")
+        if spec.ssh_public_key:
+            # Registered before the launch: an account key is put on every new machine.
+            yield from self._ensure_ssh_key(spec.ssh_public_key)
+
+        deadline = format_time(spec.shutdown_at) if spec.shutdown_at else None
+        env = {ENV_LAUNCH_ID: spec.launch_id}
+        if deadline:
+            env[ENV_SHUTDOWN_AT] = deadline
+        body = {
+            "image": image,
+            "disk": spec.disk_gb or offer.disk_gb or DEFAULT_DISK_GB,
+            "label": make_label(spec.launch_id, deadline, spec.name),
+            "env": env,
+            "runtype": "ssh_direct",
+        }
+        response = yield self.request("PUT", f"/api/v0/asks/{offer.offer_id}/", json=body,
+                                      kind="launch")
+        reply = self._body(response)
+        new = reply.get("new_contract")
+        if not is_int(new):
+            raise self.invalid(response, "no new_contract in the reply; the machine may exist, "
+                                         f"look for launch id {spec.launch_id}")
+        instance_id = str(new)
+        # Billed from here on: never raise now, or the caller would launch a second one.
+        try:
+            return (yield from self.get(instance_id))
+        except Exception as exc:  # noqa: BLE001 - any failure of the read-back
+            log.warning("vastai: rented %s but could not read it back: %s", instance_id, exc)
+            return Instance(
+                provider=self.name, id=instance_id, name=spec.name,
+                status=InstanceStatus.PENDING, gpu=offer.gpu, gpu_count=offer.gpu_count,
+                instance_type=offer.instance_type, region=offer.region,
+                price_per_hour=offer.price_per_hour, launch_id=spec.launch_id,
+                shutdown_at=parse_time(deadline))
+
+    def list_instances(self) -> Flow[list[Instance]]:
+        out: list[Instance] = []
+        token: str | None = None
+        for _ in range(MAX_PAGES):
+            params: dict[str, Any] = {"limit": PAGE_LIMIT,
+                                      "order_by": '[{"col":"id","dir":"asc"}]'}
+            if token:
+                params["after_token"] = token
+            response = yield self.request("GET", "/api/v1/instances/", params=params)
+            body = self._body(response)
+            page = body.get("instances")
+            if not isinstance(page, list):
+                raise self.invalid(response, "no 'instances' list")
+            out.extend(self._instance(response, raw) for raw in page)
+            following = body.get("next_token")
+            if not following:
+                return out
+            if not isinstance(following, str) or following == token:
+                raise self.invalid(response, "next_token does not advance")
+            token = following
+        raise self.invalid(response, f"more than {MAX_PAGES} pages of instances")
+
+    def get(self, instance_id: str) -> Flow[Instance]:
+        response = yield self.request("GET", f"/api/v0/instances/{checked_id(instance_id)}/")
+        raw = self._body(response).get("instances")
+        if raw is None:
+            raise status_error(self.name, response, message=f"no instance {instance_id}",
+                               cls=NotFoundError)
+        return self._instance(response, raw)
+
+    def delete(self, instance_id: str) -> Flow[None]:
+        response = yield self.request("DELETE", f"/api/v0/instances/{checked_id(instance_id)}/",
+                                      kind="idempotent")
+        self._body(response)
+
+    def stop(self, instance_id: str) -> Flow[Instance]:
+        return (yield from self._set_state(instance_id, "stopped"))
+
+    def start(self, instance_id: str) -> Flow[Instance]:
+        return (yield from self._set_state(instance_id, "running"))
+
+    def verify(self) -> Flow[None]:
+        response = yield self.request("GET", "/api/v1/instances/", params={"limit": 1})
+        self._body(response)
+
+    # -- errors ------------------------------------------------------------------
+
+    def map_error(self, response: httpx.Response) -> APIStatusError:
+        code, message = error_fields(response)
+        status = response.status_code
+        text = (message or "").lower()
+        hint = None
+        cls: type[APIStatusError] | None
+        if status == 429 or code == "rate_limit_exceeded":
+            cls = RateLimitError
+        elif status == 401 or code == "auth_error" or "invalid user key" in text:
+            cls = AuthenticationError  # the search answers a bad key with 404
+        elif status == 403:
+            cls = PermissionDeniedError
+        elif code == "no_such_ask" or "no_such_ask" in text or status == 410:
+            # 404/410 on create: another renter took the host first.
+            cls = InsufficientCapacityError
+        elif code in ("insufficient_credit", "insufficient_balance") \
+                or "insufficient credit" in text or "insufficient balance" in text:
+            cls, hint = PermissionDeniedError, BILLING_HINT
+        elif code in ("not_found", "no_such_instance") or status == 404:
+            cls = NotFoundError
+        elif status >= 500:
+            cls = InternalServerError
+        elif code in ("invalid_args", "invalid_price", "invalid_request", "invalid_token",
+                      "no_ssh_key", "no_ssh_key_for_vm") or status == 400:
+            # invalid_token is the list's bad after_token (400), not a bad key.
+            cls = BadRequestError
+        else:
+            cls = None
+        return status_error(self.name, response,
+                            message=self._redact(message or response.reason_phrase or "failed"),
+                            provider_code=code, hint=hint, cls=cls)
+
+    # -- helpers -------------------------------------------------------------------
+
+    def _body(self, response: httpx.Response) -> dict[str, Any]:
+        """A success body as a JSON object; ``success: false`` with a 2xx is an error too."""
+        self.raise_for_error(response)
+        body = self.json(response)
+        if not isinstance(body, dict):
+            raise self.invalid(response, "the body is not a JSON object")
+        if body.get("success") is False:
+            raise self.map_error(response)
+        return body
+
+    def _set_state(self, instance_id: str, state: str) -> Flow[Instance]:
+        response = yield self.request("PUT", f"/api/v0/instances/{checked_id(instance_id)}/",
+                                      json={"state": state}, kind="idempotent")
+        self._body(response)
+        return (yield from self.get(instance_id))
+
+    def _ensure_ssh_key(self, public_key: str) -> Flow[None]:
+        wanted = tuple(public_key.split()[:2])
+        response = yield self.request("GET", "/api/v0/ssh/")
+        self.raise_for_error(response)
+        keys = self.json(response)
+        if isinstance(keys, dict):  # vast-cli treats the reply as an object: accept both
+            keys = next((v for v in keys.values() if isinstance(v, list)), [])
+        if not isinstance(keys, list):
+            raise self.invalid(response, "the SSH key list is not a list")
+        for key in keys:
+            text = (key.get("key") or key.get("public_key")) if isinstance(key, dict) else None
+            if isinstance(text, str) and tuple(text.split()[:2]) == wanted:
+                return
+        response = yield self.request("POST", "/api/v0/ssh/",
+                                      json={"ssh_key": public_key.strip()}, kind="unsafe")
+        self._body(response)
+
+    def _offer(self, raw: Any) -> Offer:
+        if not isinstance(raw, dict):
+            raise TypeError("an offer is not an object")
+        ask = as_int(raw["id"])
+        count = as_int(raw["num_gpus"])
+        gpu_name = raw["gpu_name"]
+        if not isinstance(gpu_name, str) or not gpu_name.strip():
+            raise ValueError("no gpu_name")
+        search = raw.get("search") if isinstance(raw.get("search"), dict) else {}
+        # Machine only: dph_total also holds the searched disk (storage_total_cost).
+        base = raw["dph_base"] if raw.get("dph_base") is not None else search["gpuCostPerHour"]
+        storage = raw.get("storage_cost")
+        memory = ram_gb(raw.get("gpu_ram"))
+        return Offer(
+            provider=self.name,
+            instance_type=instance_type_name(count, gpu_name),
+            region=country_code(raw.get("geolocation")) or "unknown",
+            gpu=gpu_of(gpu_name, raw.get("gpu_ram")), gpu_count=count, gpu_memory_gb=memory,
+            vcpus=int(raw["cpu_cores_effective"]) if is_num(raw.get("cpu_cores_effective"))
+            else None,
+            memory_gb=ram_gb(raw.get("cpu_ram")), disk_gb=DEFAULT_DISK_GB,
+            price_per_hour=money(base), spot=False, available=True, source="live",
+            disk_price_per_gb_month=money(storage) if storage is not None else None,
+            offer_id=str(ask),
+        )
+
+    def _instance(self, response: httpx.Response, raw: Any) -> Instance:
+        if not isinstance(raw, dict) or not is_int(raw.get("id")):
+            raise self.invalid(response, "an instance without an integer id")
+        label = raw.get("label") if isinstance(raw.get("label"), str) else None
+        env = env_of(raw.get("extra_env"))
+        launch_id, deadline, name = parse_label(label)
+        gpu_name = raw.get("gpu_name") if isinstance(raw.get("gpu_name"), str) else None
+        count = raw.get("num_gpus") if is_int(raw.get("num_gpus")) else None
+        actual = raw.get("actual_status")
+        try:
+            return Instance(
+                provider=self.name, id=str(raw["id"]), name=name,
+                status=map_status(actual, raw.get("intended_status"), raw.get("status_msg")),
+                provider_status=actual if isinstance(actual, str) else None,
+                gpu=gpu_of(gpu_name, raw.get("gpu_ram")) if gpu_name else None, gpu_count=count,
+                instance_type=instance_type_name(count, gpu_name) if gpu_name and count
+                else None,
+                region=country_code(raw.get("geolocation")) or as_str(raw.get("country_code")),
+                price_per_hour=money(raw["dph_total"]) if is_num(raw.get("dph_total"))
+                else None,
+                ip=(as_str(raw.get("public_ipaddr")) or "").strip() or None,
+                created_at=datetime.fromtimestamp(raw["start_date"], timezone.utc)
+                if is_num(raw.get("start_date")) else None,
+                shutdown_at=parse_time(deadline or env.get(ENV_SHUTDOWN_AT)),
+                launch_id=launch_id or env.get(ENV_LAUNCH_ID),
+            )
+        except (ValueError, ArithmeticError, OverflowError, OSError) as exc:
+            raise self.invalid(response, f"instance {raw['id']!r}: {exc}") from exc
+
+    def _redact(self, text: str) -> str:
+        if self.credential is not None:
+            secret = self.credential.secret.get_secret_value()
+            if secret:
+                text = text.replace(secret, "[secure]")
+        return text
+

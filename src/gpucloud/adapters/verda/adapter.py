@@ -1,0 +1,351 @@
+"""Verda (formerly DataCrunch) Public API, https://api.verda.com/v1.
+
+Contract: the official SDKs (no OpenAPI document exists; CONTRACTS.md section 4
+and tests/fixtures/verda/SOURCE.txt). Bodies are bare JSON; errors are
+``{"code", "message"}``; prices are JSON strings.
+
+What shapes this adapter:
+
+* OAuth2 client credentials: ``auth()`` is one ``RefreshingTokenAuth`` per
+  provider instance, so every session shares one token (refreshed ahead of
+  expiry, once under concurrency; see gpucloud.tokens).
+* Offers join ``/instance-types`` (prices) with ``/instance-availability``
+  (where each type can be launched now); spot is a separate availability
+  list and ``spot_price``. Create sends ``is_spot`` accordingly.
+* ``POST /instances`` answers with the new id as plain text. There is no
+  idempotency key, so the launch id and the deadline travel in the
+  instance description, where ``list_instances`` reads them back.
+* SSH keys are referred to by id; a public key is registered once (matched by
+  its key text) and reused. The API accepts a launch without keys, but such a
+  VM cannot be logged in to, so gpucloud requires one (needs_ssh_key).
+* Terminate is ``PUT /instances {"action": "delete"}``. Shutdown/start exist
+  as actions but the Provider protocol has no stop/start yet: stop_start=False.
+* No rate limits are documented.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ..._http import status_error
+from ...errors import APIStatusError, ConfigurationError, CredentialsError, SpecError
+from ...gpus import gpu_info, normalize_gpu
+from ...models import Instance, InstanceSpec, InstanceStatus, Offer
+from ...tokens import RefreshingTokenAuth
+from ..base import Capabilities, Flow, OfferQuery, Provider, _user_agent
+from . import _wire as wire
+
+log = logging.getLogger("gpucloud.verda")
+
+MIN_OS_VOLUME_GB = 50  # dstack: Verda images need 50 GB
+
+
+class VerdaProvider(Provider):
+    name = "verda"
+    capabilities = Capabilities(spot=True, stop_start=False, custom_disk=True,
+                                needs_ssh_key=True, native_shutdown=False)
+
+    def __init__(self, catalog: Any, credential: Any = None) -> None:
+        super().__init__(catalog, credential)
+        self._auth: RefreshingTokenAuth | None = None
+        self._auth_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"VerdaProvider(credential={self.credential!r})"
+
+    # -- plumbing ----------------------------------------------------------------
+
+    def auth(self) -> RefreshingTokenAuth | None:
+        """One token for every session of this provider (None without a credential)."""
+        if self.credential is None:
+            return None
+        with self._auth_lock:
+            if self._auth is None:
+                if not self.credential.client_id:
+                    from ...credentials import how_to_set
+
+                    raise CredentialsError("verda needs a client id and a client secret",
+                                           hint=how_to_set("verda", "oauth2"))
+                source = wire.VerdaTokenSource(
+                    self.base_url, self.credential.client_id, self.credential.secret,
+                    self.map_error, headers={"User-Agent": _user_agent()})
+                self._auth = RefreshingTokenAuth(source)
+            return self._auth
+
+    @property
+    def token_expires_at(self) -> float | None:
+        """When the current access token expires (epoch s), for `gpucloud auth status`."""
+        return self._auth.token_expires_at if self._auth is not None else None
+
+    # -- flows -------------------------------------------------------------------
+
+    def offers(self, query: OfferQuery) -> Flow[list[Offer]]:
+        response = yield self.request("GET", "/instance-types", params={"currency": "usd"})
+        types = self._body(response, list)
+        spot = "true" if query.spot else "false"
+        # sdk-python sends isSpot, the Go SDK is_spot: send both, whichever the server reads.
+        response = yield self.request("GET", "/instance-availability",
+                                      params={"is_spot": spot, "isSpot": spot})
+        live: dict[str, set[str]] = {}
+        for entry in self._body(response, list):
+            location = wire.text(entry.get("location_code")) if isinstance(entry, dict) else None
+            names = entry.get("availabilities") if isinstance(entry, dict) else None
+            if location is None or not isinstance(names, list):
+                raise self.invalid(response, "an availability entry without location_code "
+                                             "or availabilities")
+            live.setdefault(location, set()).update(n for n in names if isinstance(n, str))
+        out: list[Offer] = []
+        for item in types:
+            try:
+                out.extend(self._offers_of(item, query, live))
+            except (AttributeError, KeyError, TypeError, ValueError, ArithmeticError) as exc:
+                name = item.get("instance_type") if isinstance(item, dict) else None
+                raise self.invalid(response, f"instance type {name!r}: {exc}") from exc
+        return out
+
+    def create(self, spec: InstanceSpec) -> Flow[Instance]:
+        offer = spec.offer
+        # Everything that can be refused locally is refused before any request.
+        if not spec.image:
+            raise SpecError("verda needs an OS image to launch",
+                            hint="pass --image (e.g. ubuntu-24.04-cuda-12.8-open-docker)")
+        if not spec.ssh_key_name and not spec.ssh_public_key:
+            raise ConfigurationError(
+                "verda needs an SSH key to launch (a VM without one cannot be logged in to)",
+                hint="pass --ssh-key NAME_OR_PATH or create ~/.ssh/id_ed25519.pub")
+        if spec.disk_gb is not None and spec.disk_gb < MIN_OS_VOLUME_GB:
+            raise SpecError(f"verda OS volumes are at least {MIN_OS_VOLUME_GB} GB; "
+                            f"{spec.disk_gb} GB was asked for")
+        key_id = yield from self._ssh_key_id(spec.ssh_key_name, spec.ssh_public_key)
+        host = wire.hostname(spec.name, spec.launch_id)
+        # The body sdk-python builds, field for field.
+        body: dict[str, Any] = {
+            "instance_type": offer.instance_type,
+            "image": spec.image,
+            "ssh_key_ids": [key_id],
+            "startup_script_id": None,
+            "hostname": host,
+            "description": wire.describe(spec.launch_id, spec.shutdown_at),
+            "location_code": offer.region,
+            "os_volume": {"name": f"{host}-os", "size": spec.disk_gb} if spec.disk_gb else None,
+            "volumes": [],
+            "existing_volumes": [],
+            "is_spot": offer.spot,
+            "coupon": None,
+        }
+        response = yield self.request("POST", "/instances", json=body, kind="launch")
+        self.raise_for_error(response)
+        instance_id = wire.plain_id(response)
+        if instance_id is None:
+            raise self.invalid(response, "no instance id in the reply")
+
+        # The machine exists and is billed from here on. If reading it back
+        # fails, still report it as created: raising now would make the caller
+        # believe the launch failed and try another offer, i.e. a second machine.
+        try:
+            return (yield from self.get(instance_id))
+        except Exception as exc:  # noqa: BLE001 - any failure of the read-back, see above
+            log.warning("verda: launched %s but could not read it back: %s", instance_id, exc)
+            return Instance(
+                provider=self.name, id=instance_id, name=host, status=InstanceStatus.PENDING,
+                gpu=offer.gpu, gpu_count=offer.gpu_count, instance_type=offer.instance_type,
+                region=offer.region, price_per_hour=offer.price_per_hour,
+                launch_id=spec.launch_id, shutdown_at=wire.parse_time(
+                    wire.format_time(spec.shutdown_at) if spec.shutdown_at else None),
+            )
+
+    def list_instances(self) -> Flow[list[Instance]]:
+        response = yield self.request("GET", "/instances")
+        return [self._instance(response, raw) for raw in self._body(response, list)]
+
+    def get(self, instance_id: str) -> Flow[Instance]:
+        response = yield self.request("GET", f"/instances/{quote(instance_id, safe='')}")
+        return self._instance(response, self._body(response, dict))
+
+    def delete(self, instance_id: str) -> Flow[None]:
+        # The body sdk-python's action() sends, plus delete_permanently (dstack):
+        # volume_ids null deletes the OS volume and detaches the rest.
+        response = yield self.request(
+            "PUT", "/instances", kind="idempotent",
+            json={"id": [instance_id], "action": "delete", "volume_ids": None,
+                  "delete_permanently": True})
+        self.raise_for_error(response)
+        if response.status_code == 207:  # multi-status: one item per id
+            self._check_multi_status(response, instance_id)
+
+    def verify(self) -> Flow[None]:
+        # Getting a token proves the client pair; a cheap read proves it is usable.
+        response = yield self.request("GET", "/locations")
+        self._body(response, list)
+
+    # -- errors ------------------------------------------------------------------
+
+    def map_error(self, response: httpx.Response) -> APIStatusError:
+        code = message = None
+        try:
+            body = response.json()
+        except ValueError:  # an HTML page from a proxy, an empty 502...
+            body = None
+        if isinstance(body, dict):
+            code = wire.text(body.get("code"))
+            message = wire.text(body.get("message"))
+        if message is None and body is None and response.text.strip() and \
+                len(response.text) < 300 and "<" not in response.text:
+            message = response.text.strip()  # a plain-text error line
+        cls = wire.error_class(response.status_code, code, message)
+        return status_error(
+            self.name, response,
+            message=self._redact(message or response.reason_phrase or "request failed"),
+            provider_code=code, hint=wire.HINTS.get(code or ""), cls=cls,
+        )
+
+    # -- helpers -------------------------------------------------------------------
+
+    def _body(self, response: httpx.Response, expected: type) -> Any:
+        self.raise_for_error(response)
+        body = self.json(response)
+        if not isinstance(body, expected):
+            raise self.invalid(response, f"the body is not a JSON {expected.__name__}")
+        return body
+
+    def _offers_of(self, item: Any, query: OfferQuery, live: dict[str, set[str]]) -> list[Offer]:
+        name = wire.text(item["instance_type"])
+        if name is None:
+            raise ValueError("no instance_type")
+        gpu_count = wire.integer(item["gpu"]["number_of_gpus"])
+        if gpu_count is None:
+            raise TypeError("gpu.number_of_gpus is not an integer")
+        if gpu_count == 0 or (query.count is not None and gpu_count != query.count):
+            return []  # CPU-only types, or another count
+        total_memory = wire.size_gb(item.get("gpu_memory"))
+        per_gpu = total_memory // gpu_count if total_memory else None
+        gpu = _gpu_name(item, per_gpu)
+        if query.gpu is not None and gpu != query.gpu:
+            return []
+        price = wire.money(item.get("spot_price") if query.spot else item.get("price_per_hour"))
+        if price is None or price == 0:
+            return []  # not sold this way (no spot price for this type)
+        here = [loc for loc, names in live.items() if name in names]
+        # Catalog locations the type is sold in but has no capacity in right
+        # now are still offers, shown as unavailable.
+        catalog = [r for t in self.catalog.types_named(name) for r in t.regions
+                   if not query.spot or t.spot_price is not None]
+        info = gpu_info(gpu)
+        return [
+            Offer(provider=self.name, instance_type=name, region=region, gpu=gpu,
+                  gpu_count=gpu_count, gpu_memory_gb=per_gpu or (info.memory_gb if info else None),
+                  vcpus=wire.integer((item.get("cpu") or {}).get("number_of_cores")),
+                  memory_gb=wire.size_gb(item.get("memory")),
+                  disk_gb=wire.size_gb(item.get("storage")), price_per_hour=price,
+                  spot=query.spot, available=region in here, source="live")
+            for region in dict.fromkeys([*sorted(here), *catalog])
+            if query.region is None or region == query.region
+        ]
+
+    def _ssh_key_id(self, name: str | None, public_key: str | None) -> Flow[str]:
+        """The id of a registered key: found by key text (or by name/id), else registered."""
+        response = yield self.request("GET", "/sshkeys")
+        keys = self._body(response, list)
+        if not all(isinstance(k, dict) and wire.text(k.get("id")) for k in keys):
+            raise self.invalid(response, "an SSH key entry without an id")
+        if public_key is None:
+            for key in keys:
+                if name in (key.get("name"), key.get("id")):
+                    return key["id"]
+            raise ConfigurationError(f"no SSH key named {name!r} is registered with verda",
+                                     hint="pass the path of a public key file to register it")
+        wanted = wire.key_fields(public_key)
+        if len(wanted) < 2:
+            raise ConfigurationError("the SSH public key is not 'TYPE BASE64 [comment]'")
+        for key in keys:
+            if wire.key_fields(wire.text(key.get("key")) or "") == wanted:
+                return key["id"]
+        if not name:
+            name = "gpucloud-" + hashlib.sha256(" ".join(wanted).encode()).hexdigest()[:16]
+        response = yield self.request("POST", "/sshkeys", kind="unsafe",
+                                      json={"name": name, "key": public_key.strip()})
+        self.raise_for_error(response)
+        key_id = wire.plain_id(response)
+        if key_id is None:
+            raise self.invalid(response, "no SSH key id in the reply")
+        return key_id
+
+    def _check_multi_status(self, response: httpx.Response, instance_id: str) -> None:
+        items = self.json(response)
+        if not isinstance(items, list):
+            raise self.invalid(response, "a 207 reply that is not a list")
+        for item in items:
+            if not isinstance(item, dict):
+                continue
+            if item.get("instanceId", item.get("instance_id", item.get("id"))) != instance_id:
+                continue
+            status = item.get("statusCode")
+            failed = item.get("error") or (isinstance(status, int) and status >= 400) \
+                or str(item.get("status", "")).lower() in ("error", "failed")
+            if not failed:
+                return
+            code = status if isinstance(status, int) and status >= 400 else 400
+            detail = item.get("error")
+            if isinstance(detail, dict):
+                body = detail
+            else:
+                body = {"message": detail if isinstance(detail, str) and detail
+                        else f"the delete action failed (status {item.get('status')!r})"}
+            raise self.map_error(httpx.Response(code, json=body, request=response.request))
+        raise self.invalid(response, f"the 207 reply does not mention {instance_id!r}")
+
+    def _instance(self, response: httpx.Response, raw: Any) -> Instance:
+        if not isinstance(raw, dict) or not wire.text(raw.get("id")) \
+                or not wire.text(raw.get("status")):
+            raise self.invalid(response, "an instance without id or status")
+        gpu_block = raw.get("gpu") if isinstance(raw.get("gpu"), dict) else {}
+        count = wire.integer(gpu_block.get("number_of_gpus"))
+        total_memory = wire.size_gb(raw.get("gpu_memory"))
+        gpu = _gpu_name(raw, total_memory // count if total_memory and count else None) \
+            if count else None
+        launch_id, deadline = wire.read_description(raw.get("description"))
+        status = raw["status"]
+        try:
+            return Instance(
+                provider=self.name, id=raw["id"], name=wire.text(raw.get("hostname")),
+                status=wire.STATUS.get(status, InstanceStatus.UNKNOWN), provider_status=status,
+                gpu=gpu, gpu_count=count, instance_type=wire.text(raw.get("instance_type")),
+                region=wire.text(raw.get("location")),
+                price_per_hour=wire.money(raw.get("price_per_hour")),
+                ip=wire.text(raw.get("ip")), created_at=wire.parse_time(raw.get("created_at")),
+                launch_id=launch_id, shutdown_at=deadline,
+            )
+        except (TypeError, ValueError) as exc:  # pydantic's ValidationError included
+            raise self.invalid(response, f"instance {raw['id']!r}: {exc}") from exc
+
+    def _redact(self, text: str) -> str:
+        # Verda has no reason to echo a secret, but a message is shown to users
+        # and logged: make sure it can never carry the client secret or a token.
+        if self.credential is not None:
+            secret = self.credential.secret.get_secret_value()
+            if secret:
+                text = text.replace(secret, "[secure]")
+        return self._auth.redact(text) if self._auth is not None else text
+
+
+def _gpu_name(item: dict[str, Any], per_gpu_memory: int | None) -> str:
+    """Canonical GPU name from the description ("1x H100 SXM5 80GB") or the model."""
+    description = wire.text((item.get("gpu") or {}).get("description")) or ""
+    model = wire.text(item.get("model")) or ""
+    candidates = [description]
+    if model and per_gpu_memory:
+        candidates.append(f"{model} {per_gpu_memory}GB")
+    candidates.append(model)
+    for candidate in candidates:
+        if candidate and gpu_info(normalize_gpu(candidate)) is not None:
+            return normalize_gpu(candidate)
+    return normalize_gpu(description or model or "unknown")
+
+
+__all__ = ["VerdaProvider"]
