@@ -40,6 +40,7 @@ from gpucloud.errors import (
     InternalServerError,
     NotFoundError,
     PermissionDeniedError,
+    QuotaExceededError,
     RateLimitError,
     SpecError,
 )
@@ -733,9 +734,9 @@ def test_a_bad_pagination_token_is_a_bad_request_not_a_bad_key(api, run, provide
     {"success": False, "msg": "Insufficient credit"},
     {"success": False, "error": "insufficient_balance", "msg": "Not enough"},
 ])
-def test_insufficient_credit_is_permission_denied_with_a_hint(api, run, provider, payload):
+def test_insufficient_credit_moves_failover_on_with_a_hint(api, run, provider, payload):
     exc = fail_with(api, run, provider, "create", reply(402, payload))
-    assert type(exc) is PermissionDeniedError
+    assert type(exc) is QuotaExceededError  # per-provider, like quota: another cloud may take it
     assert "cloud.vast.ai/billing" in exc.hint
 
 

@@ -38,6 +38,7 @@ from ...errors import (
     InternalServerError,
     NotFoundError,
     PermissionDeniedError,
+    QuotaExceededError,
     RateLimitError,
     SpecError,
 )
@@ -225,7 +226,8 @@ class VastProvider(Provider):
             cls = InsufficientCapacityError
         elif code in ("insufficient_credit", "insufficient_balance") \
                 or "insufficient credit" in text or "insufficient balance" in text:
-            cls, hint = PermissionDeniedError, BILLING_HINT
+            # Like quota: this provider can't take it, another one may (failover goes on).
+            cls, hint = QuotaExceededError, BILLING_HINT
         elif code in ("not_found", "no_such_instance") or status == 404:
             cls = NotFoundError
         elif status >= 500:
