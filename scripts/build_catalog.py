@@ -126,9 +126,9 @@ PROVIDERS: dict[str, dict[str, Any]] = {
             "type's region list (4x NVIDIA A40) may be cut short. Names are '<count>x <GpuType "
             "id>', the id and count that the REST v2 create-pod call takes as gpu.id and "
             "gpu.count; regions are RunPod data-center ids (dataCenterIds). Prices are USD per "
-            "hour for the whole pod (SkyPilot: per-GPU securePrice times count). spot_price is "
-            "SkyPilot's secureSpotPrice times count, equal to price in every row; REST v2 "
-            "offers no spot pods. vcpus and memory_gb are SkyPilot's fixed defaults per GPU "
+            "hour for the whole pod (SkyPilot: per-GPU securePrice times count). No spot_price "
+            "is written: SkyPilot's equals price in every row, and REST v2 offers no spot "
+            "pods. vcpus and memory_gb are SkyPilot's fixed defaults per GPU "
             "type, not live values; gpu_memory_gb comes from GpuInfo, whose SizeInMiB field "
             "holds GB in this file."
         ),
@@ -333,6 +333,8 @@ def build_entries(provider: str, rows: list[dict[str, str]]) -> dict[Entry, set[
             spot = dec(row.get("SpotPrice", ""), f"{what} SpotPrice")
             if price is None and spot is None:
                 raise BuildError(f"{what}: neither Price nor SpotPrice")
+            if provider == "runpod":
+                spot = None  # REST v2 sells no spot pods: a catalog spot row would mislead
             entry = Entry(
                 name=name, gpu=gpu, gpu_count=count, gpu_memory_gb=mem,
                 vcpus=integral(row["vCPUs"], what), memory_gb=integral(row["MemoryGiB"], what),

@@ -131,6 +131,14 @@ class Client(_Base):
     def wait(self, ref: Any, until: str = "running", timeout: float = 600) -> Instance:
         return self._run(self._engine.wait(ref, until, timeout))
 
+    def stop(self, ref: Any) -> Instance:
+        """Power a machine off, keeping its disk (providers with stop/start only)."""
+        return self._run(self._engine.power(ref, "stop"))
+
+    def start(self, ref: Any) -> Instance:
+        """Power a stopped machine on again: billing resumes."""
+        return self._run(self._engine.power(ref, "start"))
+
     def verify(self, provider: str) -> Any:
         """Check a provider's credential with a cheap read; returns the token expiry if known."""
         return self._run(self._engine.verify(provider))
@@ -221,6 +229,12 @@ class AsyncClient(_Base):
 
     async def wait(self, ref: Any, until: str = "running", timeout: float = 600) -> Instance:
         return await self._run(self._engine.wait(ref, until, timeout))
+
+    async def stop(self, ref: Any) -> Instance:
+        return await self._run(self._engine.power(ref, "stop"))
+
+    async def start(self, ref: Any) -> Instance:
+        return await self._run(self._engine.power(ref, "start"))
 
     async def verify(self, provider: str) -> Any:
         return await self._run(self._engine.verify(provider))

@@ -252,6 +252,17 @@ class Engine:
                 token_expires_at=None if failed else _expiry(self.ctx.adapter(name))))
         return out
 
+    def power(self, ref: Any, action: str) -> Op:
+        """stop or start a machine, where the provider can."""
+        provider, ident = split_ref(ref)
+        self.ctx.require_callable(provider)
+        adapter = self.ctx.adapter(provider)
+        if not adapter.capabilities.stop_start:
+            raise SpecError(f"{provider} cannot stop and start machines through its API",
+                            hint=f"`gpucloud delete {provider}/{ident}` ends it (and its billing)")
+        instance = yield Call(provider, getattr(adapter, action)(ident))
+        return self._known_deadline(instance)
+
     def wait(self, ref: Any, until: str = "running", timeout: float = 600,
              poll: float = 2.0, max_poll: float = 15.0) -> Op:
         target = InstanceStatus(until)

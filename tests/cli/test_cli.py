@@ -229,3 +229,10 @@ def test_delete_goes_on_after_a_failure(cli):
     data = as_json(cli("delete", "sandbox/sbx-missing", ref, "--yes", "--json"))
     assert data["error"]["exit_code"] == 5 and data["deleted"] == [ref]
     assert as_json(cli("get", ref, "--json"))["status"] in ("terminating", "terminated")
+
+
+def test_stop_where_unsupported_is_a_clear_error(cli):
+    made = as_json(cli("create", "--gpu", "h100", "--provider", "sandbox", "--yes", "--json"))
+    data = as_json(cli("stop", made["instance"]["ref"], "--json"))
+    assert data["error"]["exit_code"] == 2 and "cannot stop" in data["error"]["message"]
+    assert "gpucloud delete" in data["error"]["hint"]

@@ -15,7 +15,10 @@ if TYPE_CHECKING:
 
 BUILTIN: dict[str, str] = {
     "lambda": "gpucloud.adapters.lambdalabs:LambdaProvider",
+    "runpod": "gpucloud.adapters.runpod:RunPodProvider",
     "sandbox": "gpucloud.adapters.sandbox:SandboxProvider",
+    "vastai": "gpucloud.adapters.vastai:VastProvider",
+    "verda": "gpucloud.adapters.verda:VerdaProvider",
 }
 
 

@@ -169,6 +169,13 @@ class Provider:
     def delete(self, instance_id: str) -> Flow[None]:
         raise NotImplementedError
 
+    def stop(self, instance_id: str) -> Flow[Instance]:
+        """Power off, keeping the disk (only where capabilities.stop_start)."""
+        raise NotImplementedError
+
+    def start(self, instance_id: str) -> Flow[Instance]:
+        raise NotImplementedError
+
     def verify(self) -> Flow[None]:
         """A cheap authenticated read that proves the credential works."""
         yield from self.list_instances()

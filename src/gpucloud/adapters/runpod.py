@@ -49,6 +49,7 @@ from ..errors import (
     InsufficientCapacityError,
     NotFoundError,
     PermissionDeniedError,
+    QuotaExceededError,
     RateLimitError,
     SpecError,
 )
@@ -195,8 +196,8 @@ class RunPodProvider(Provider):
             body = None
         if isinstance(body, dict):
             title, detail = _str(body.get("title")), _str(body.get("detail"))
-            errors = [e for e in body.get("errors") or () if isinstance(e, str)] \
-                if isinstance(body.get("errors"), list) else []
+            listed = body.get("errors")  # 422: one entry per violation
+            errors = [e for e in listed if isinstance(e, str)] if isinstance(listed, list) else []
         status = response.status_code
         message = detail or title or response.reason_phrase or "request failed"
         if errors:
@@ -207,10 +208,10 @@ class RunPodProvider(Provider):
             cls = InsufficientCapacityError
             hint = "try another data center or GPU type"
         elif status == 402:
-            # Insufficient balance. Not QuotaExceededError: the engine moves on
-            # to the next offer after a quota error, but no RunPod offer can
-            # launch until the account is funded (the spec says "stop").
-            cls = PermissionDeniedError
+            # Insufficient balance: no RunPod candidate will succeed until the
+            # account is funded, but another provider may. Like a quota refusal,
+            # the launcher then skips RunPod's other offers and goes on.
+            cls = QuotaExceededError
             hint = "the RunPod account balance is too low: add funds in the RunPod console"
         return status_error(self.name, response, message=self._redact(message),
                             provider_code=self._redact(title) if title else None,
@@ -275,8 +276,9 @@ class RunPodProvider(Provider):
     def _offers_of(self, raw: dict[str, Any], gpu: str, cloud: str, count: int,
                    query: OfferQuery) -> list[Offer]:
         key = cloud.lower()
-        name = f"{count}x {raw['id']}" + ""
+        name = f"{count}x {raw['id']}" + (COMMUNITY_SUFFIX if cloud == "COMMUNITY" else "")
         price = _money(raw["price"][key]) * count
+        memory = _int(raw["memory"])
         live: dict[str, bool] = {}
         for dc in raw.get("dataCenters") or ():
             if not _str(dc["id"]) or not _str(dc["availability"]):
@@ -287,7 +289,7 @@ class RunPodProvider(Provider):
         catalog = [r for t in self.catalog.types_named(name) for r in t.regions]
         return [
             Offer(provider=self.name, instance_type=name, region=region, gpu=gpu,
-                  gpu_count=count, gpu_memory_gb=_int(raw["memory"]), price_per_hour=price,
+                  gpu_count=count, gpu_memory_gb=memory, price_per_hour=price,
                   spot=False, available=live.get(region, False), source="live")
             for region in dict.fromkeys([*live, *catalog])
             if query.region is None or region == query.region

@@ -200,3 +200,50 @@ def delete(
         raise first
     if json_output:
         output.emit_json({"deleted": deleted})
+
+
+@app.command()
+def stop(
+    refs: List[str] = typer.Argument(..., help="provider/id of each machine to stop."),
+    json_output: bool = params.JSON,
+) -> None:
+    """Power machines off, keeping their disks (RunPod, Vast.ai). Disks may still bill."""
+    from ..client import Client
+
+    client = Client()
+    stopped = [client.stop(ref) for ref in refs]
+    if json_output:
+        output.emit_json({"instances": [output.dump(i) for i in stopped]})
+        return
+    for instance in stopped:
+        output.out(f"{instance.ref}: {instance.status.value}")
+
+
+@app.command()
+def start(
+    refs: List[str] = typer.Argument(..., help="provider/id of each machine to start."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    json_output: bool = params.JSON,
+) -> None:
+    """Power stopped machines on again; billing resumes at their hourly price."""
+    from ..client import Client
+    from ..engine import split_ref
+
+    for ref in refs:
+        split_ref(ref)
+    client = Client()
+    machines = [client.get(ref) for ref in refs]
+    prices = [m.price_per_hour for m in machines if m.price_per_hour is not None]
+    price = f"{output.usd(sum(prices))}/hour" if prices else "their hourly price"
+    if not json_output:
+        for machine in machines:
+            output.out(f"{machine.ref}: {machine.status.value}, "
+                       f"{output.usd(machine.price_per_hour)}/h when running")
+    _confirm(f"Start {len(refs)} machine(s), billing {price}?", yes, json_output,
+             "starting machines")
+    started = [client.start(ref) for ref in refs]
+    if json_output:
+        output.emit_json({"instances": [output.dump(i) for i in started]})
+        return
+    for instance in started:
+        output.out(f"{instance.ref}: {instance.status.value}")
