@@ -38,6 +38,11 @@ class _Base:
     def providers(self) -> list[ProviderStatus]:
         return self._ctx.statuses()
 
+    @property
+    def keyring_problem(self) -> str | None:
+        """Why the system keyring could not be read (e.g. no backend), if it could not."""
+        return self._ctx.credentials.keyring_problem
+
     def _create_op(self, kw: dict[str, Any]) -> Op:
         plan = kw.pop("plan", None)
         if plan is None:

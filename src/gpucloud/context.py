@@ -18,7 +18,7 @@ from . import config as config_mod
 from .adapters import adapter_class, adapter_names
 from .adapters.base import Provider
 from .catalog import ProviderCatalog, load_catalogs
-from .credentials import CredentialStore, env_vars
+from .credentials import CredentialStore, env_vars, how_to_set
 from .engine import new_launch_id
 from .errors import ConfigurationError, CredentialsError, SpecError
 from .models import Attempt, InstanceSpec, Offer, ProviderStatus
@@ -190,7 +190,7 @@ class ClientContext:
             if not has_adapter:
                 hint = "catalog prices only (adapter not available yet)"
             elif not needs_none and cred is None:
-                hint = self.credentials.how_to_set(name, self.auth_kind(name))
+                hint = how_to_set(name, self.auth_kind(name))
             out.append(ProviderStatus(
                 name=name, display_name=catalog.display_name if catalog else name,
                 credentials=needs_none or cred is not None,

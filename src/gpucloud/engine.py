@@ -25,6 +25,7 @@ from typing import Any
 
 from . import pricing
 from .adapters.base import Flow, OfferQuery, Provider, Sleep
+from .credentials import how_to_set
 from .errors import (
     GpuCloudError, InstanceFailedError,
     NoOffersError, SpecError, WaitTimeoutError,
@@ -238,8 +239,7 @@ class Engine:
                 out.append(AuthStatus(provider=name, source="none needed"))
                 continue
             if name not in checked:
-                out.append(AuthStatus(provider=name,
-                                      hint=self.ctx.credentials.how_to_set(name, kind)))
+                out.append(AuthStatus(provider=name, hint=how_to_set(name, kind)))
                 continue
             result = results[checked.index(name)]
             failed = isinstance(result, BaseException)

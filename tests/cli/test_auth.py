@@ -101,5 +101,9 @@ def test_unusable_keyring_is_reported_not_hidden(monkeypatch):
     data = json.loads(invoke("providers", "--json").stdout)
     lam = {p["name"]: p for p in data["providers"]}["lambda"]
     assert lam["credentials"] is False
-    assert "keyring is unusable here: NoKeyringError" in lam["hint"]
+    assert data["keyring_problem"].startswith("NoKeyringError")
     assert "GPUCLOUD_LAMBDA_API_KEY" in lam["hint"]
+    text = invoke("providers").stdout
+    assert text.count("keyring is unusable here (NoKeyringError") == 1
+    missing = invoke("get", "lambda/x")
+    assert missing.exit_code == 3 and "keyring is unusable here" in missing.stderr

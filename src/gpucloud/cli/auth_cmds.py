@@ -75,9 +75,11 @@ def status(json_output: bool = params.JSON) -> None:
     """Per provider: where the credential comes from and whether it works."""
     from ..client import Client
 
-    statuses = Client().auth_status()
+    client = Client()
+    statuses = client.auth_status()
     if json_output:
-        output.emit_json({"providers": [output.dump(s) for s in statuses]})
+        output.emit_json({"providers": [output.dump(s) for s in statuses],
+                          "keyring_problem": client.keyring_problem})
         return
     rows = []
     for s in statuses:
@@ -87,6 +89,9 @@ def status(json_output: bool = params.JSON) -> None:
                      output.iso(s.token_expires_at) or "-", note])
     output.out(output.table(["PROVIDER", "CREDENTIAL FROM", "WORKS", "TOKEN EXPIRES", "NOTE"],
                             rows))
+    if client.keyring_problem:
+        output.out(f"note: the system keyring is unusable here ({client.keyring_problem}): use "
+                   "the environment variables, or install a keyring backend")
 
 
 @auth.command()

@@ -92,12 +92,18 @@ def providers(json_output: bool = params.JSON) -> None:
     """Known providers, whether credentials are found, and where from."""
     from ..client import Client
 
-    statuses = Client().providers()
+    client = Client()
+    statuses = client.providers()
+    problem = client.keyring_problem
     if json_output:
-        output.emit_json({"providers": [output.dump(s) for s in statuses]})
+        output.emit_json({"providers": [output.dump(s) for s in statuses],
+                          "keyring_problem": problem})
         return
     output.out(output.table(
         ["PROVIDER", "NAME", "CREDENTIALS", "FROM", "CATALOG AS OF", "NOTE"],
         [[s.name, s.display_name, "yes" if s.credentials else "no", s.source or "-",
           s.catalog_as_of or "-", s.hint or ("simulated, nothing billed" if s.simulated else "")]
          for s in statuses]))
+    if problem:
+        output.out(f"note: the system keyring is unusable here ({problem}): use the environment "
+                   "variables, or install a keyring backend")
