@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 import httpx
@@ -191,3 +192,25 @@ __all__ = [
     "APIStatusError", "Capabilities", "Flow", "KIND_EXTENSION", "OfferQuery",
     "Provider", "RequestKind", "Sleep",
 ]
+
+
+def format_utc(moment: datetime) -> str:
+    """ISO-8601 UTC with "Z", to the second: how deadlines travel in tags, labels
+    and env (short, and sorts as text). A naive time is taken as UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_utc(value: Any) -> datetime | None:
+    """An ISO-8601 time read back from a provider, aware UTC; None for anything
+    else (tags and labels are user-editable, so never crash)."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)

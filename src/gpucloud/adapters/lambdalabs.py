@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
@@ -44,7 +43,7 @@ from ..errors import (
 )
 from ..gpus import gpu_info, normalize_gpu
 from ..models import Instance, InstanceSpec, InstanceStatus, Offer
-from .base import Capabilities, Flow, OfferQuery, Provider
+from .base import Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
 
 LAUNCH_ID_TAG = "gpucloud-launch-id"
 SHUTDOWN_AT_TAG = "gpucloud-shutdown-at"
@@ -118,7 +117,7 @@ class LambdaProvider(Provider):
             key_name = spec.ssh_key_name
 
         tags = [{"key": LAUNCH_ID_TAG, "value": spec.launch_id}]
-        deadline = _format_time(spec.shutdown_at) if spec.shutdown_at else None
+        deadline = format_utc(spec.shutdown_at) if spec.shutdown_at else None
         if deadline:
             tags.append({"key": SHUTDOWN_AT_TAG, "value": deadline})
         # quantity left out: gone from the 1.8.3 schema; the default is one machine.
@@ -152,7 +151,7 @@ class LambdaProvider(Provider):
                 status=InstanceStatus.PENDING, gpu=offer.gpu, gpu_count=offer.gpu_count,
                 instance_type=offer.instance_type, region=offer.region,
                 price_per_hour=offer.price_per_hour, launch_id=spec.launch_id,
-                shutdown_at=_parse_time(deadline),
+                shutdown_at=parse_utc(deadline),
             )
 
     def list_instances(self) -> Flow[list[Instance]]:
@@ -310,7 +309,7 @@ class LambdaProvider(Provider):
                 instance_type=_str(itype.get("name")), region=_str(region.get("name")),
                 price_per_hour=Decimal(cents) / 100 if _is_int(cents) else None,
                 ip=_str(raw.get("ip")), launch_id=_str(tags.get(LAUNCH_ID_TAG)),
-                shutdown_at=_parse_time(tags.get(SHUTDOWN_AT_TAG)),
+                shutdown_at=parse_utc(tags.get(SHUTDOWN_AT_TAG)),
             )
         except ValueError as exc:  # pydantic's ValidationError included
             raise self.invalid(response, f"instance {raw['id']!r}: {exc}") from exc
@@ -345,25 +344,8 @@ def _key_fields(public_key: str) -> tuple[str, ...]:
     return tuple(public_key.split()[:2])
 
 
-def _format_time(moment: datetime) -> str:
-    # Tag values are free text up to 128 characters; ISO-8601 UTC with "Z",
-    # to the second, is short and sorts as text.
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _parse_time(value: Any) -> datetime | None:
-    """A deadline tag read back; someone may have edited it, so never crash."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
 
 
 __all__ = ["LAUNCH_ID_TAG", "SHUTDOWN_AT_TAG", "LambdaProvider"]

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import re
-from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
@@ -55,7 +54,7 @@ from ..errors import (
 )
 from ..gpus import gpu_info, normalize_gpu
 from ..models import Instance, InstanceSpec, InstanceStatus, Offer
-from .base import Capabilities, Flow, OfferQuery, Provider
+from .base import Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
 
 LAUNCH_ID_ENV = "GPUCLOUD_LAUNCH_ID"
 SHUTDOWN_AT_ENV = "GPUCLOUD_SHUTDOWN_AT"
@@ -126,7 +125,7 @@ class RunPodProvider(Provider):
             raise SpecError("RunPod pods need a container image", hint="pass --image")
         env = {LAUNCH_ID_ENV: spec.launch_id}
         if spec.shutdown_at is not None:
-            env[SHUTDOWN_AT_ENV] = _format_time(spec.shutdown_at)
+            env[SHUTDOWN_AT_ENV] = format_utc(spec.shutdown_at)
         body: dict[str, Any] = {
             "name": spec.name,
             "image": image,
@@ -159,7 +158,7 @@ class RunPodProvider(Provider):
                 provider=self.name, id=raw["id"], name=spec.name, status=InstanceStatus.PENDING,
                 gpu=offer.gpu, gpu_count=offer.gpu_count, instance_type=offer.instance_type,
                 region=offer.region, price_per_hour=offer.price_per_hour,
-                launch_id=spec.launch_id, shutdown_at=_parse_time(env.get(SHUTDOWN_AT_ENV)))
+                launch_id=spec.launch_id, shutdown_at=parse_utc(env.get(SHUTDOWN_AT_ENV)))
 
     def list_instances(self) -> Flow[list[Instance]]:
         response = yield self.request("GET", "/v2/pods")
@@ -316,8 +315,8 @@ class RunPodProvider(Provider):
                 gpu_count=count if _is_int(count) else None, instance_type=itype,
                 region=_str(raw.get("dataCenterId")),
                 price_per_hour=_money(cost) if _is_number(cost) else None,
-                ip=_ip(raw), created_at=_parse_time(raw.get("createdAt")),
-                shutdown_at=_parse_time(env.get(SHUTDOWN_AT_ENV)),
+                ip=_ip(raw), created_at=parse_utc(raw.get("createdAt")),
+                shutdown_at=parse_utc(env.get(SHUTDOWN_AT_ENV)),
                 launch_id=_str(env.get(LAUNCH_ID_ENV)),
             )
         except ValueError as exc:  # pydantic's ValidationError included
@@ -383,23 +382,8 @@ def _money(value: Any) -> Decimal:
     return Decimal(str(value))
 
 
-def _format_time(moment: datetime) -> str:
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _parse_time(value: Any) -> datetime | None:
-    """A timestamp or deadline read back; someone may have edited it, so never crash."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
 
 
 __all__ = ["LAUNCH_ID_ENV", "SHUTDOWN_AT_ENV", "RunPodProvider"]

@@ -7,7 +7,6 @@ spells a Vast field, a Vast GPU name or the gpucloud label format lives here.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
@@ -16,7 +15,7 @@ import httpx
 from ...errors import SpecError
 from ...gpus import gpu_info, normalize_gpu
 from ...models import InstanceStatus
-from ..base import OfferQuery
+from ..base import OfferQuery, format_utc, parse_utc  # noqa: F401  (re-exported)
 
 # Disk (GB) an offer is priced with and a machine gets when --disk is not
 # given. Vast's own default (8 GB) does not hold the default vastai/pytorch
@@ -207,21 +206,4 @@ def ram_gb(mb: Any) -> int | None:
     return round(mb / 1024) if is_num(mb) and mb > 0 else None
 
 
-def format_time(moment: datetime) -> str:
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: Any) -> datetime | None:
-    """A deadline read back; labels are user-editable, so never crash."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
 

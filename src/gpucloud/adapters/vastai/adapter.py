@@ -57,7 +57,7 @@ from ._wire import (
     country_code,
     env_of,
     error_fields,
-    format_time,
+    format_utc,
     gpu_of,
     instance_type_name,
     is_int,
@@ -66,7 +66,7 @@ from ._wire import (
     map_status,
     money,
     parse_label,
-    parse_time,
+    parse_utc,
     ram_gb,
     search_body,
 )
@@ -131,7 +131,7 @@ class VastProvider(Provider):
             # Registered before the launch: an account key is put on every new machine.
             yield from self._ensure_ssh_key(spec.ssh_public_key)
 
-        deadline = format_time(spec.shutdown_at) if spec.shutdown_at else None
+        deadline = format_utc(spec.shutdown_at) if spec.shutdown_at else None
         env = {ENV_LAUNCH_ID: spec.launch_id}
         if deadline:
             env[ENV_SHUTDOWN_AT] = deadline
@@ -160,7 +160,7 @@ class VastProvider(Provider):
                 status=InstanceStatus.PENDING, gpu=offer.gpu, gpu_count=offer.gpu_count,
                 instance_type=offer.instance_type, region=offer.region,
                 price_per_hour=offer.price_per_hour, launch_id=spec.launch_id,
-                shutdown_at=parse_time(deadline))
+                shutdown_at=parse_utc(deadline))
 
     def list_instances(self) -> Flow[list[Instance]]:
         out: list[Instance] = []
@@ -326,7 +326,7 @@ class VastProvider(Provider):
                 ip=(as_str(raw.get("public_ipaddr")) or "").strip() or None,
                 created_at=datetime.fromtimestamp(raw["start_date"], timezone.utc)
                 if is_num(raw.get("start_date")) else None,
-                shutdown_at=parse_time(deadline or env.get(ENV_SHUTDOWN_AT)),
+                shutdown_at=parse_utc(deadline or env.get(ENV_SHUTDOWN_AT)),
                 launch_id=launch_id or env.get(ENV_LAUNCH_ID),
             )
         except (ValueError, ArithmeticError, OverflowError, OSError) as exc:

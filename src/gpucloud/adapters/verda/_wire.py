@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -30,7 +30,7 @@ from ...errors import (
 )
 from ...models import InstanceStatus
 from ...tokens import TOKEN_REQUEST_EXTENSION, Token, TokenSource
-from ..base import KIND_EXTENSION
+from ..base import KIND_EXTENSION, format_utc, parse_utc  # noqa: F401  (re-exported)
 
 TOKEN_PATH = "/oauth2/token"
 
@@ -193,23 +193,8 @@ def money(value: Any) -> Decimal | None:
     return price
 
 
-def parse_time(value: Any) -> datetime | None:
-    """ISO-8601 to aware UTC; anything else (the SDK fixture's joke string) is None."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
 
 
-def format_time(moment: datetime) -> str:
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # The launch id and deadline travel in the description (Verda has no labels
@@ -221,7 +206,7 @@ _SHUTDOWN_AT = re.compile(r"\bshutdown_at=([0-9T:+.Z-]+)")
 def describe(launch_id: str, shutdown_at: datetime | None) -> str:
     parts = [f"launch_id={launch_id}"]
     if shutdown_at is not None:
-        parts.append(f"shutdown_at={format_time(shutdown_at)}")
+        parts.append(f"shutdown_at={format_utc(shutdown_at)}")
     return "gpucloud " + "; ".join(parts)
 
 
@@ -231,7 +216,7 @@ def read_description(value: Any) -> tuple[str | None, datetime | None]:
     launch = _LAUNCH_ID.search(value)
     deadline = _SHUTDOWN_AT.search(value)
     return (launch.group(1) if launch else None,
-            parse_time(deadline.group(1)) if deadline else None)
+            parse_utc(deadline.group(1)) if deadline else None)
 
 
 _HOST_INVALID = re.compile(r"[^a-z0-9-]+")

@@ -156,8 +156,8 @@ class VerdaProvider(Provider):
                 provider=self.name, id=instance_id, name=host, status=InstanceStatus.PENDING,
                 gpu=offer.gpu, gpu_count=offer.gpu_count, instance_type=offer.instance_type,
                 region=offer.region, price_per_hour=offer.price_per_hour,
-                launch_id=spec.launch_id, shutdown_at=wire.parse_time(
-                    wire.format_time(spec.shutdown_at) if spec.shutdown_at else None),
+                launch_id=spec.launch_id, shutdown_at=wire.parse_utc(
+                    wire.format_utc(spec.shutdown_at) if spec.shutdown_at else None),
             )
 
     def list_instances(self) -> Flow[list[Instance]]:
@@ -318,7 +318,7 @@ class VerdaProvider(Provider):
                 gpu=gpu, gpu_count=count, instance_type=wire.text(raw.get("instance_type")),
                 region=wire.text(raw.get("location")),
                 price_per_hour=wire.money(raw.get("price_per_hour")),
-                ip=wire.text(raw.get("ip")), created_at=wire.parse_time(raw.get("created_at")),
+                ip=wire.text(raw.get("ip")), created_at=wire.parse_utc(raw.get("created_at")),
                 launch_id=launch_id, shutdown_at=deadline,
             )
         except (TypeError, ValueError) as exc:  # pydantic's ValidationError included
