@@ -135,6 +135,15 @@ class Provider:
 
         return status_error(self.name, response, message=response.reason_phrase)
 
+    def redact(self, text: str) -> str:
+        """A provider message is shown to users and logged: it must never carry our
+        secret, whatever the provider chose to echo."""
+        if self.credential is not None:
+            secret = self.credential.secret.get_secret_value()
+            if secret:
+                text = text.replace(secret, "[secure]")
+        return text
+
     def json(self, response: httpx.Response) -> Any:
         try:
             return response.json()

@@ -193,8 +193,8 @@ class LambdaProvider(Provider):
             cls = _ERRORS.get(code) if code else None
         return status_error(
             self.name, response,
-            message=self._redact(message or response.reason_phrase or "request failed"),
-            provider_code=code, hint=self._redact(suggestion) if suggestion else None, cls=cls,
+            message=self.redact(message or response.reason_phrase or "request failed"),
+            provider_code=code, hint=self.redact(suggestion) if suggestion else None, cls=cls,
         )
 
     # -- helpers -------------------------------------------------------------------
@@ -314,14 +314,6 @@ class LambdaProvider(Provider):
         except ValueError as exc:  # pydantic's ValidationError included
             raise self.invalid(response, f"instance {raw['id']!r}: {exc}") from exc
 
-    def _redact(self, text: str) -> str:
-        # Lambda has no reason to echo the key, but a message is shown to
-        # users and logged: make sure it can never carry it.
-        if self.credential is not None:
-            secret = self.credential.secret.get_secret_value()
-            if secret:
-                text = text.replace(secret, "[secure]")
-        return text
 
 
 def _str(value: Any) -> str | None:

@@ -212,8 +212,8 @@ class RunPodProvider(Provider):
             # the launcher then skips RunPod's other offers and goes on.
             cls = QuotaExceededError
             hint = "the RunPod account balance is too low: add funds in the RunPod console"
-        return status_error(self.name, response, message=self._redact(message),
-                            provider_code=self._redact(title) if title else None,
+        return status_error(self.name, response, message=self.redact(message),
+                            provider_code=self.redact(title) if title else None,
                             hint=hint, cls=cls)
 
     # -- helpers -------------------------------------------------------------------
@@ -322,13 +322,6 @@ class RunPodProvider(Provider):
         except ValueError as exc:  # pydantic's ValidationError included
             raise self.invalid(response, f"pod {raw['id']!r}: {exc}") from exc
 
-    def _redact(self, text: str) -> str:
-        # Problem details echo request values; make sure the key never shows.
-        if self.credential is not None:
-            secret = self.credential.secret.get_secret_value()
-            if secret:
-                text = text.replace(secret, "[secure]")
-        return text
 
 
 def _sells(raw: dict[str, Any], cloud: str, count: int, query: OfferQuery, gpu: str) -> bool:

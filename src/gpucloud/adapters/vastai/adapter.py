@@ -239,7 +239,7 @@ class VastProvider(Provider):
         else:
             cls = None
         return status_error(self.name, response,
-                            message=self._redact(message or response.reason_phrase or "failed"),
+                            message=self.redact(message or response.reason_phrase or "failed"),
                             provider_code=code, hint=hint, cls=cls)
 
     # -- helpers -------------------------------------------------------------------
@@ -332,10 +332,4 @@ class VastProvider(Provider):
         except (ValueError, ArithmeticError, OverflowError, OSError) as exc:
             raise self.invalid(response, f"instance {raw['id']!r}: {exc}") from exc
 
-    def _redact(self, text: str) -> str:
-        if self.credential is not None:
-            secret = self.credential.secret.get_secret_value()
-            if secret:
-                text = text.replace(secret, "[secure]")
-        return text
 

@@ -201,7 +201,7 @@ class VerdaProvider(Provider):
         cls = wire.error_class(response.status_code, code, message)
         return status_error(
             self.name, response,
-            message=self._redact(message or response.reason_phrase or "request failed"),
+            message=self.redact(message or response.reason_phrase or "request failed"),
             provider_code=code, hint=wire.HINTS.get(code or ""), cls=cls,
         )
 
@@ -324,13 +324,9 @@ class VerdaProvider(Provider):
         except (TypeError, ValueError) as exc:  # pydantic's ValidationError included
             raise self.invalid(response, f"instance {raw['id']!r}: {exc}") from exc
 
-    def _redact(self, text: str) -> str:
-        # Verda has no reason to echo a secret, but a message is shown to users
-        # and logged: make sure it can never carry the client secret or a token.
-        if self.credential is not None:
-            secret = self.credential.secret.get_secret_value()
-            if secret:
-                text = text.replace(secret, "[secure]")
+    def redact(self, text: str) -> str:
+        # Tokens too: the client secret is not the only thing worth hiding here.
+        text = super().redact(text)
         return self._auth.redact(text) if self._auth is not None else text
 
 
