@@ -1,0 +1,149 @@
+"""Shared test support for the Verda adapter tests (test_verda_*.py): respx
+answers at the HTTP transport (the OAuth2 token endpoint included) with the SDK
+and gpuhunt bodies in tests/fixtures/verda, and flows run through the real
+driver (retries, auth). No OpenAPI document exists for Verda: request bodies are
+checked against the bodies the official Python SDK builds.
+
+The fixtures api, provider and run are defined as api_fixture, provider_fixture
+and run_fixture, so that importing them into a test module shadows no test
+argument."""
+
+from __future__ import annotations
+
+import copy
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import respx
+from pydantic import SecretStr
+
+from gpucloud._http import Session
+from gpucloud.adapters.verda import VerdaProvider
+from gpucloud.catalog import load_catalogs
+from gpucloud.credentials import Credential
+from gpucloud.models import InstanceSpec, Offer
+from gpucloud.tokens import TOKEN_REQUEST_EXTENSION
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "verda"
+API = "https://api.verda.com/v1"
+CLIENT_ID = "client-id"
+CLIENT_SECRET = "client-secret"
+INSTANCE_ID = "deadc0de-a5d2-4972-ae4e-d429115d055b"
+KEY_ID = "12345dc1-a5d2-4972-ae4e-d429115d055b"
+PUBLIC_KEY = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICN+lJwsONkwrdsSnQsu1ydUkIuIg5oOC+Eslvmtt60T"
+              " me@laptop")
+SSH_KEYS = [{"id": KEY_ID, "name": "laptop", "key": PUBLIC_KEY.rsplit(" ", 1)[0] + " old-comment"}]
+
+
+def body(name: str) -> Any:
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+def instance_body(**changes: Any) -> dict[str, Any]:
+    raw = copy.deepcopy(body("get_instance_200_sdk_fixture"))
+    raw.update(changes)
+    return raw
+
+
+def reply(status: int = 200, payload: Any = None, *, text: str | None = None,
+          headers: dict[str, str] | None = None) -> Any:
+    """A factory, so that a route answering several times never reuses a Response."""
+    def build(request: httpx.Request) -> httpx.Response:
+        if text is not None:
+            return httpx.Response(status, text=text, headers=headers)
+        if payload is None:
+            return httpx.Response(status, headers=headers)
+        return httpx.Response(status, json=payload, headers=headers)
+    return build
+
+
+def error(code: str, message: str) -> dict[str, str]:
+    return {"code": code, "message": message}
+
+
+class FakeVerda:
+    """respx routes for the API and the token endpoint; records every request."""
+
+    def __init__(self, router: respx.MockRouter) -> None:
+        self.router = router
+        self.requests: list[httpx.Request] = []
+        self.grants: list[dict[str, Any]] = []
+        self.token_answers: list[Any] = []
+        # The SDK fixture's shape, with values that cannot be mistaken for words.
+        router.post(f"{API}/oauth2/token").mock(side_effect=self._token)
+
+    def _token(self, request: httpx.Request) -> httpx.Response:
+        assert request.extensions.get(TOKEN_REQUEST_EXTENSION) is True
+        assert "authorization" not in request.headers
+        assert request.headers["content-type"] == "application/json"
+        self.grants.append(json.loads(request.content))
+        if self.token_answers:
+            return self.token_answers.pop(0)(request)
+        n = len(self.grants)
+        token = body("oauth2_token_200_sdk_fixture")
+        token.update(access_token=f"verda-access-{n}", refresh_token=f"verda-refresh-{n}")
+        return httpx.Response(200, json=token)
+
+    def on(self, method: str, path: str, *answers: Any) -> respx.Route:
+        queue = list(answers)
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            self.requests.append(request)
+            answer = queue.pop(0) if len(queue) > 1 else queue[0]
+            if isinstance(answer, Exception):
+                raise answer
+            return answer(request)
+
+        return self.router.route(method=method, url=API + path).mock(side_effect=handler)
+
+
+@pytest.fixture(name="api")
+def api_fixture():
+    with respx.mock(assert_all_called=False, assert_all_mocked=True) as router:
+        yield FakeVerda(router)
+
+
+@pytest.fixture(name="provider")
+def provider_fixture() -> VerdaProvider:
+    return VerdaProvider(load_catalogs()["verda"],
+                         Credential("verda", SecretStr(CLIENT_SECRET), "test", client_id=CLIENT_ID))
+
+
+@pytest.fixture(name="run")
+def run_fixture(provider):
+    session = Session(provider, sleep=lambda s: None)
+    yield session.run
+    session.close()
+
+
+def make_spec(**changes: Any) -> InstanceSpec:
+    offer = Offer(provider="verda", instance_type="1V100.6V", region="FIN-01", gpu="V100",
+                  gpu_count=1, price_per_hour=Decimal("0.89"), source="live", available=True)
+    fields: dict[str, Any] = {
+        "offer": offer, "launch_id": "gc-0123456789", "name": "gpucloud-v100-gc-0123456789",
+        "image": "ubuntu-24.04-cuda-12.8-open-docker", "ssh_public_key": PUBLIC_KEY,
+        "ssh_key_name": "gpucloud-3f2a", "disk_gb": 50}
+    fields.update(changes)
+    return InstanceSpec(**fields)
+
+
+def launch_routes(api: FakeVerda, *answers: Any) -> tuple[respx.Route, respx.Route]:
+    api.on("GET", "/sshkeys", reply(200, SSH_KEYS))
+    launch = api.on("POST", "/instances", *(answers or (reply(202, text=INSTANCE_ID),)))
+    get = api.on("GET", f"/instances/{INSTANCE_ID}", reply(200, body("get_instance_200_sdk_fixture")))
+    return launch, get
+
+
+def offer_routes(api: FakeVerda) -> tuple[respx.Route, respx.Route]:
+    types = api.on("GET", "/instance-types", reply(200, body("list_instance_types_200")))
+    avail = api.on("GET", "/instance-availability",
+                   reply(200, body("list_instance_availability_200")))
+    return types, avail
+
+
+def by_key(offers: list[Offer]) -> dict[tuple[str, str], Offer]:
+    return {(o.instance_type, o.region): o for o in offers}

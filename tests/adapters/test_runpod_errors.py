@@ -1,0 +1,164 @@
+"""RunPod adapter (REST v2), contract-tested (error mapping, retries,
+Retry-After, the API key's secrecy, and capabilities): respx answers at the
+HTTP transport with the spec's example bodies in tests/fixtures/runpod, every
+request the adapter sends is validated against the trimmed official OpenAPI
+document and must carry the Bearer key, and flows run through the real driver.
+Shared helpers and fixtures live in tests/adapters/_runpod_support.py."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from gpucloud._http import DEFAULT_POLICY
+from gpucloud.adapters.runpod import RunPodProvider
+from gpucloud.errors import (
+    APIStatusError,
+    AuthenticationError,
+    BadRequestError,
+    InsufficientCapacityError,
+    InternalServerError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitError,
+)
+from tests.adapters._runpod_support import (  # noqa: F401 (fixtures)
+    KEY,
+    POD,
+    POD_ID,
+    api,
+    body,
+    make_spec,
+    problem,
+    provider,
+    reply,
+    run,
+    sleeps,
+)
+
+# -- errors ----------------------------------------------------------------------------
+
+
+ERRORS = [
+    ("v2_error_400_badRequest", BadRequestError),
+    ("v2_error_400_no_capacity", InsufficientCapacityError),
+    ("v2_error_401_missingBearerToken", AuthenticationError),
+    ("v2_error_403_insufficientAccess", PermissionDeniedError),
+    ("v2_error_404_notFound", NotFoundError),
+    ("v2_error_405_methodNotAllowed", APIStatusError),
+    ("v2_error_422_validationFailed", BadRequestError),
+    ("v2_error_429_rateLimited", RateLimitError),
+]
+
+
+@pytest.mark.parametrize("name,cls", ERRORS)
+def test_every_example_error_body_maps_to_its_class(api, run, provider, name, cls):
+    error = body(name)
+    api.on("POST", "/v2/pods", reply(error["status"], error))
+    with pytest.raises(APIStatusError) as info:
+        run(provider.create(make_spec()))
+    exc = info.value
+    assert type(exc) is cls
+    assert (exc.status_code, exc.provider_code, exc.provider) == (
+        error["status"], error["title"], "runpod")
+    assert error["detail"] in str(exc)
+
+
+@pytest.mark.parametrize("detail", [
+    body("v2_error_400_no_capacity")["detail"],
+    "There are no instances currently available",
+    "create pod: There are no\n  instances currently available",
+    "Not enough capacity for 8x NVIDIA H100 80GB HBM3 in US-KS-2",
+    "insufficient GPU capacity",
+    "This GPU and data center combination could not be placed.",
+    "No GPUs available in the requested data center",
+])
+def test_capacity_400s_are_recognised_by_their_detail(api, run, provider, detail):
+    api.on("POST", "/v2/pods", problem(400, "Bad Request", detail))
+    with pytest.raises(InsufficientCapacityError):
+        run(provider.create(make_spec()))
+
+
+@pytest.mark.parametrize("status,detail,cls", [
+    (400, "gpu and cpu are mutually exclusive", BadRequestError),
+    (400, "persistent mount capacity must be at least 10 GB", BadRequestError),
+    (400, "allowedCudaVersions and minCudaVersion are mutually exclusive", BadRequestError),
+    # Capacity words outside a 400 keep the status's meaning: a 5xx on a
+    # launch stays ambiguous and is reconciled, never taken as "nothing made".
+    (500, "There are no instances currently available", InternalServerError),
+    (403, "no longer any instances available in this pool", PermissionDeniedError),
+])
+def test_other_details_keep_their_status_class(api, run, provider, status, detail, cls):
+    api.on("POST", "/v2/pods", problem(status, "Error", detail))
+    with pytest.raises(APIStatusError) as info:
+        run(provider.create(make_spec()))
+    assert type(info.value) is cls
+
+
+def test_non_json_502_maps_by_status_and_reads_are_retried(api, run, provider):
+    route = api.on("GET", POD, reply(502, text="<html><body>502 Bad Gateway</body></html>",
+                                     headers={"content-type": "text/html"}))
+    with pytest.raises(InternalServerError) as info:
+        run(provider.get(POD_ID))
+    assert info.value.status_code == 502 and info.value.provider_code is None
+    assert "Bad Gateway" in str(info.value)
+    assert route.call_count == DEFAULT_POLICY.max_retries + 1
+
+
+def test_non_json_400_is_a_bad_request(api, run, provider):
+    api.on("POST", "/v2/pods", reply(400, text="nope"))
+    with pytest.raises(BadRequestError):
+        run(provider.create(make_spec()))
+
+
+def test_429_waits_for_retry_after(api, run, provider, sleeps):
+    route = api.on("GET", "/v2/pods", reply(429, body("v2_error_429_rateLimited"), headers={
+        "Retry-After": "12", "RateLimit": '"minute";r=0;t=12',
+        "RateLimit-Policy": '"minute";q=60;w=60'}), reply(200, body("v2_list_pods_200_pods")))
+    assert len(run(provider.list_instances())) == 1
+    assert route.call_count == 2 and sleeps == [12.0]
+
+
+def test_429_exhausted_is_a_rate_limit_error(api, run, provider):
+    route = api.on("GET", "/v2/pods", reply(429, body("v2_error_429_rateLimited"),
+                                            headers={"Retry-After": "2"}))
+    with pytest.raises(RateLimitError) as info:
+        run(provider.list_instances())
+    assert info.value.retry_after == 2.0
+    assert "minute window" in str(info.value)
+    assert route.call_count == DEFAULT_POLICY.max_retries + 1
+
+
+@pytest.mark.parametrize("response", [
+    reply(401, body("v2_error_401_missingBearerToken")),
+    problem(400, f"Bad {KEY}", f"invalid key {KEY}", errors=[f"$.env: {KEY}"]),
+    problem(400, "Bad Request", f"no longer any instances available for {KEY}"),
+    reply(500, text=f"trace: Authorization: Bearer {KEY}"),
+    reply(200, {"nope": KEY}),
+    httpx.ReadTimeout("timed out"),
+])
+def test_the_api_key_never_appears_in_errors(api, run, provider, response):
+    api.on("POST", "/v2/pods", response)
+    with pytest.raises(Exception) as info:
+        run(provider.create(make_spec()))
+    exc = info.value
+    visible = " ".join([str(exc), repr(exc), str(getattr(exc, "hint", "")), repr(exc.args),
+                        str(getattr(exc, "provider_code", "")), repr(vars(exc).get("request"))])
+    assert KEY not in visible
+    assert KEY not in repr(provider) and KEY not in repr(provider.credential)
+
+
+def test_requests_carry_the_bearer_key(api, run, provider):
+    route = api.on("GET", "/v2/pods", reply(200, body("v2_list_pods_200_pods")))
+    run(provider.list_instances())
+    request = route.calls.last.request
+    assert request.headers["Authorization"] == f"Bearer {KEY}"
+    assert request.headers["Accept"] == "application/json"
+    assert request.url.host == "api.runpod.io" and request.url.path.startswith("/v2/")
+
+
+def test_capabilities():
+    caps = RunPodProvider.capabilities
+    assert (caps.spot, caps.stop_start, caps.custom_disk, caps.needs_ssh_key,
+            caps.native_shutdown) == (False, True, True, False, False)
+    assert RunPodProvider.name == "runpod" and RunPodProvider.min_interval == {}

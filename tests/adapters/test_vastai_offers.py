@@ -1,0 +1,248 @@
+"""Vast.ai adapter, contract-tested (the trimmed spec and offers): 
+respx answers at the HTTP transport with bodies derived from the official
+OpenAPI document (tests/fixtures/vastai), every request the adapter sends is
+validated against the trimmed spec and checked for the Bearer key, and flows
+run through the real driver (retries, pacing, auth). Shared helpers and
+fixtures live in tests/adapters/_vastai_support.py."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import pytest
+
+from gpucloud import pricing
+from gpucloud.adapters.base import OfferQuery
+from gpucloud.adapters.vastai import (
+    DEFAULT_DISK_GB,
+    VAST_GPU_NAMES,
+    instance_type_name,
+    search_body,
+)
+from gpucloud.catalog import load_catalogs
+from gpucloud.errors import APIResponseValidationError
+from tests.adapters._vastai_support import (  # noqa: F401 (fixtures)
+    API,
+    ASK,
+    LIST,
+    SHOWN,
+    SPEC,
+    api_fixture,
+    body,
+    example_offer,
+    provider_fixture,
+    reply,
+    run_fixture,
+    sent,
+    sleeps_fixture,
+)
+from tests.openapi_check import request_errors, validate_request, validate_response
+
+# -- the trimmed spec --------------------------------------------------------------
+
+
+def search_request(payload: dict[str, Any]) -> httpx.Request:
+    return httpx.Request("POST", f"{API}/api/v0/bundles/", json=payload,
+                         headers={"Authorization": "Bearer x"})
+
+
+@pytest.mark.parametrize("kind", ["on-demand", "ondemand", "bid", "reserved"])
+def test_spec_accepts_both_on_demand_spellings(kind):
+    validate_request(SPEC, search_request({"type": kind, "limit": 5}))
+
+
+@pytest.mark.parametrize("payload", [{"type": "spot"}, {"limit": "many"},
+                                     {"order": [["dph_total", "asc"]]}])
+def test_spec_rejects_bad_searches(payload):
+    with pytest.raises(AssertionError):
+        validate_request(SPEC, search_request(payload))
+
+
+def test_spec_rejects_a_request_without_the_key():
+    request = httpx.Request("GET", f"{API}{LIST}")
+    with pytest.raises(AssertionError):
+        validate_request(SPEC, request)
+
+
+@pytest.mark.parametrize("env,ok", [({"A": "b"}, True), ("-e A=b", True), (["A=b"], False)])
+def test_spec_create_env_is_an_object_or_a_string(env, ok):
+    request = httpx.Request("PUT", f"{API}/api/v0/asks/{ASK}/", headers={"Authorization": "Bearer x"},
+                            json={"image": "vastai/pytorch", "env": env})
+    assert (request_errors(SPEC, request) == []) is ok
+
+
+@pytest.mark.parametrize("name,method,path,status", [
+    ("search_offers_200_wrapped_list", "POST", "/api/v0/bundles/", 200),
+    ("create_instance_200_from_schema_examples", "PUT", f"/api/v0/asks/{ASK}/", 200),
+    ("create_instance_400_from_schema_examples", "PUT", f"/api/v0/asks/{ASK}/", 400),
+    ("create_instance_403_from_schema_examples", "PUT", f"/api/v0/asks/{ASK}/", 403),
+    ("create_instance_404_from_schema_examples", "PUT", f"/api/v0/asks/{ASK}/", 404),
+    ("create_instance_410_from_schema_examples", "PUT", f"/api/v0/asks/{ASK}/", 410),
+    ("create_instance_429_from_schema_examples", "PUT", f"/api/v0/asks/{ASK}/", 429),
+    ("create_ssh_key_200_from_schema_examples", "POST", "/api/v0/ssh/", 200),
+    ("destroy_instance_200_from_schema_examples", "DELETE", f"/api/v0/instances/{SHOWN}/", 200),
+    ("destroy_instance_400_from_schema_examples", "DELETE", f"/api/v0/instances/{SHOWN}/", 400),
+    ("destroy_instance_404_from_schema_examples", "DELETE", f"/api/v0/instances/{SHOWN}/", 404),
+    ("destroy_instance_429_from_schema_examples", "DELETE", f"/api/v0/instances/{SHOWN}/", 429),
+    ("list_instances_v1_200_from_schema_examples", "GET", LIST, 200),
+    ("show_instance_200_from_schema_examples", "GET", f"/api/v0/instances/{SHOWN}/", 200),
+    ("show_instance_401", "GET", f"/api/v0/instances/{SHOWN}/", 401),
+])
+def test_fixture_bodies_match_the_spec(name, method, path, status):
+    payload = body(name)
+    if name.startswith("show_instance_200"):
+        # The spec's per-property example for os_version is the number 18.04; its
+        # schema says string. Everything else in the assembled example is on-spec.
+        assert payload["instances"]["os_version"] == 18.04
+        payload["instances"]["os_version"] = "18.04"
+    request = httpx.Request(method, API + path, headers={"Authorization": "Bearer x"})
+    validate_response(SPEC, request, httpx.Response(status, json=payload, request=request))
+
+
+def test_the_spec_example_search_reply_is_off_spec():
+    # The spec's example shows "offers" as one object; its schema says a list.
+    request = search_request({})
+    with pytest.raises(AssertionError):
+        validate_response(SPEC, request, httpx.Response(
+            200, json=body("search_offers_200_as_in_spec"), request=request))
+
+
+# -- offers ------------------------------------------------------------------------
+
+
+def search(api, run, provider, offers: list[dict[str, Any]] | dict[str, Any], **query: Any):
+    route = api.on("POST", "/api/v0/bundles/", reply(200, {"offers": offers}))
+    return run(provider.offers(OfferQuery(**query))), route
+
+
+def test_search_body_is_built_from_the_query(api, run, provider):
+    _, route = search(api, run, provider, [], gpu="H100", count=8, region="US")
+    assert sent(route) == {
+        "verified": {"eq": True}, "rentable": {"eq": True}, "rented": {"eq": False},
+        "direct_port_count": {"gte": 1}, "disk_space": {"gte": 32},
+        "type": "on-demand", "limit": 64, "order": [["dph_total", "asc"], ["score", "desc"]],
+        "allocated_storage": 32,
+        "gpu_name": {"in": ["H100 SXM", "H100 PCIE", "H100 NVL"]},
+        "num_gpus": {"eq": 8}, "geolocation": {"in": ["US"]},
+    }
+    assert route.calls.last.request.url.path == "/api/v0/bundles/"
+
+
+def test_search_without_filters_asks_for_every_gpu():
+    payload = search_body(OfferQuery())
+    assert not {"gpu_name", "num_gpus", "geolocation", "gpu_ram"} & set(payload)
+
+
+@pytest.mark.parametrize("gpu,names,ram", [
+    ("A100-80GB", ["A100 SXM4", "A100 PCIE"], {"gte": 61440}),
+    ("A100-40GB", ["A100 SXM4", "A100 PCIE"], {"lt": 61440}),
+    ("RTX4090", ["RTX 4090"], None),
+    ("MI300X", ["MI300X"], None),  # not in the table: searched under its own name
+])
+def test_search_names_and_memory_per_gpu(gpu, names, ram):
+    payload = search_body(OfferQuery(gpu=gpu))
+    assert payload["gpu_name"] == {"in": names}
+    assert payload.get("gpu_ram") == ram
+
+
+def test_offer_fields_from_the_spec_example(api, run, provider):
+    [offer], _ = search(api, run, provider, [example_offer()])
+    assert offer.model_dump() == {
+        "provider": "vastai", "instance_type": "4x-Imaginary_RTX_9999",
+        "region": "AT", "gpu": "Imaginary RTX 9999", "gpu_count": 4, "gpu_memory_gb": 24,
+        "vcpus": 32, "memory_gb": 64, "disk_gb": DEFAULT_DISK_GB,
+        # dph_base, the machine alone; dph_total (0.234567) also holds the disk.
+        "price_per_hour": Decimal("0.123456"), "spot": False, "available": True,
+        "source": "live", "simulated": False, "disk_price_per_gb_month": Decimal("0.987654"),
+        "as_of": None, "offer_id": ASK,
+    }
+
+
+def test_prices_are_exact_decimals(api, run, provider):
+    [offer], _ = search(api, run, provider, [example_offer(dph_base=1.1, storage_cost=0.3)])
+    assert offer.price_per_hour == Decimal("1.1") and str(offer.price_per_hour) == "1.1"
+    assert str(offer.disk_price_per_gb_month) == "0.3"
+
+
+def test_price_falls_back_to_the_search_breakdown(api, run, provider):
+    raw = example_offer(search={"gpuCostPerHour": 2.5, "diskHour": 0.01, "totalHour": 2.51})
+    del raw["dph_base"]
+    [offer], _ = search(api, run, provider, [raw])
+    assert offer.price_per_hour == Decimal("2.5")
+
+
+def test_the_estimate_adds_the_disk(api, run, provider):
+    [offer], _ = search(api, run, provider, [example_offer(dph_base=2, storage_cost=0.15)])
+    estimate = pricing.estimate(offer, hours=10)
+    machine, disk = estimate.breakdown
+    assert (machine.component, machine.price_per_hour) == ("GPU instance", Decimal(2))
+    assert disk.component == f"disk ({DEFAULT_DISK_GB} GB)"
+    assert disk.price_per_hour == Decimal("0.15") * DEFAULT_DISK_GB / pricing.HOURS_PER_MONTH
+    assert estimate.total == pricing.money((Decimal(2) + disk.price_per_hour) * 10)
+    assert "storage is billed on top of the machine price" in estimate.notes
+    bigger = pricing.estimate(offer, hours=10, disk_gb=200)
+    assert bigger.breakdown[1].component == "disk (200 GB)" and bigger.total > estimate.total
+
+
+@pytest.mark.parametrize("geolocation,region", [
+    ("Texas, US", "US"), ("Texas, US, NA", "US"), ("Atlantis, AT", "AT"), ("SE", "SE"),
+    ("California, United States", "unknown"), (None, "unknown"),
+])
+def test_region_is_the_country_code(api, run, provider, geolocation, region):
+    [offer], _ = search(api, run, provider, [example_offer(geolocation=geolocation)])
+    assert offer.region == region
+
+
+def test_offers_are_filtered_by_gpu_count_and_region(api, run, provider):
+    asks = [
+        example_offer(id=1, gpu_name="A100 SXM4", gpu_ram=81920, num_gpus=8, geolocation="Ohio, US"),
+        example_offer(id=2, gpu_name="A100 SXM4", gpu_ram=40960, num_gpus=8, geolocation="Ohio, US"),
+        example_offer(id=3, gpu_name="A100 PCIE", gpu_ram=81920, num_gpus=4, geolocation="Ohio, US"),
+        example_offer(id=4, gpu_name="A100 PCIE", gpu_ram=81920, num_gpus=8, geolocation="Oslo, NO"),
+    ]
+    offers, _ = search(api, run, provider, asks, gpu="A100-80GB", count=8, region="US")
+    assert [(o.offer_id, o.gpu, o.instance_type) for o in offers] == [
+        ("1", "A100-80GB", "8x-A100_SXM4")]
+
+
+def test_the_spec_example_shape_of_one_object_is_accepted(api, run, provider):
+    offers, _ = search(api, run, provider, example_offer())
+    assert [o.offer_id for o in offers] == [ASK]
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda o: o.pop("id"),
+    lambda o: o.update(num_gpus="8"),
+    lambda o: o.update(gpu_name=None),
+    lambda o: o.update(dph_base="cheap"),
+    lambda o: o.update(dph_base=-1),
+    lambda o: o.update(storage_cost=True),
+])
+def test_malformed_offers_raise_validation_error(api, run, provider, mutate):
+    raw = example_offer()
+    mutate(raw)
+    with pytest.raises(APIResponseValidationError):
+        search(api, run, provider, [raw])
+
+
+def test_a_reply_without_offers_is_invalid(api, run, provider):
+    api.on("POST", "/api/v0/bundles/", reply(200, {"success": True}))
+    with pytest.raises(APIResponseValidationError):
+        run(provider.offers(OfferQuery()))
+
+
+def test_spot_offers_are_empty_without_a_request(api, run, provider):
+    route = api.on("POST", "/api/v0/bundles/", reply(200, {"offers": []}))
+    assert run(provider.offers(OfferQuery(spot=True))) == []
+    assert route.call_count == 0
+
+
+def test_live_names_follow_the_catalog_naming():
+    catalog = load_catalogs()["vastai"]
+    assert instance_type_name(8, "H100 SXM") in {t.name for t in catalog.instance_types}
+    # Every GPU spelling in the catalog is one the search asks for.
+    for row in catalog.instance_types:
+        vast_name = row.name.split("-", 1)[1].rsplit("-", 2)[0].replace("_", " ")
+        assert vast_name in VAST_GPU_NAMES[row.gpu], row.name
