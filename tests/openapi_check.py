@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl
 
 import httpx
@@ -139,3 +140,35 @@ def validate_response(spec_path: str | Path, request: httpx.Request,
         raise AssertionError(
             f"response {response.status_code} to {_describe(request)} does not match "
             f"{Path(spec_path).name}:\n" + "\n".join(errors))
+
+
+class SpecCheckedAPI:
+    """respx routes that validate every request against ``spec``, then answer in turn.
+
+    Subclass per provider with ``spec = <path>``. ``on(method, path, *answers)``
+    answers with each callable (request -> Response) in turn, repeating the
+    last; an exception instance is raised instead (transport errors).
+    """
+
+    spec: Path
+
+    def __init__(self, router: Any) -> None:
+        self.router = router
+        self.requests: list[httpx.Request] = []
+        self.violations: list[str] = []
+
+    def on(self, method: str, path: str, *answers: Any) -> Any:
+        queue = list(answers)
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            self.requests.append(request)
+            errors = request_errors(self.spec, request)
+            if errors:
+                self.violations.extend(errors)
+                raise AssertionError("\n".join(errors))
+            answer = queue.pop(0) if len(queue) > 1 else queue[0]
+            if isinstance(answer, Exception):
+                raise answer
+            return answer(request)
+
+        return self.router.route(method=method, path=path).mock(side_effect=handler)

@@ -24,7 +24,7 @@ from gpucloud.adapters.lambdalabs import LambdaProvider
 from gpucloud.catalog import InstanceType, ProviderCatalog
 from gpucloud.credentials import Credential
 from gpucloud.models import InstanceSpec, Offer
-from tests.openapi_check import request_errors
+from tests.openapi_check import SpecCheckedAPI
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "lambda"
 SPEC = FIXTURES / "openapi.json"
@@ -73,29 +73,8 @@ def reply(status: int = 200, payload: Any = None, *, text: str | None = None,
     return build
 
 
-class FakeAPI:
-    """respx routes that validate every request against the spec, then answer in turn."""
-
-    def __init__(self, router: respx.MockRouter) -> None:
-        self.router = router
-        self.requests: list[httpx.Request] = []
-        self.violations: list[str] = []
-
-    def on(self, method: str, path: str, *answers: Any) -> respx.Route:
-        queue = list(answers)
-
-        def handler(request: httpx.Request) -> httpx.Response:
-            self.requests.append(request)
-            errors = request_errors(SPEC, request)
-            if errors:
-                self.violations.extend(errors)
-                raise AssertionError("\n".join(errors))
-            answer = queue.pop(0) if len(queue) > 1 else queue[0]
-            if isinstance(answer, Exception):
-                raise answer
-            return answer(request)
-
-        return self.router.route(method=method, path=path).mock(side_effect=handler)
+class FakeAPI(SpecCheckedAPI):
+    spec = SPEC
 
 
 @pytest.fixture
