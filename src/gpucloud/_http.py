@@ -48,8 +48,6 @@ from .errors import (
 log = logging.getLogger("gpucloud.http")
 T = TypeVar("T")
 
-SECRET_HEADERS = {"authorization", "x-api-key", "cookie", "set-cookie", "proxy-authorization"}
-
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -88,8 +86,6 @@ class RateLimiter:
             return start - now
 
 
-def redact_headers(headers: Any) -> dict[str, str]:
-    return {k: ("[secure]" if k.lower() in SECRET_HEADERS else v) for k, v in dict(headers).items()}
 
 
 def retry_after(response: httpx.Response) -> float | None:

@@ -41,8 +41,6 @@ class Credential:
                 f"source={self.source!r}, client_id={self.client_id!r})")
 
 
-def env_var(provider: str) -> str:
-    return f"GPUCLOUD_{provider.upper()}_API_KEY"
 
 
 def env_vars(provider: str, kind: str = "api_key") -> tuple[str, ...]:
@@ -125,13 +123,6 @@ class CredentialStore:
                 f"{provider} needs a client id and a client secret ({source})",
                 hint=how_to_set(provider, kind))
         return Credential(provider, SecretStr(str(pair[1])), source, client_id=str(pair[0]))
-
-    def require(self, provider: str, kind: str = "api_key") -> Credential:
-        cred = self.find(provider, kind)
-        if cred is None:
-            raise CredentialsError(f"no credentials for {provider}",
-                                   hint=self.how_to_set(provider, kind))
-        return cred
 
 
 class BearerAuth(httpx.Auth):

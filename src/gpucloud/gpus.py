@@ -161,6 +161,3 @@ def gpu_info(name: str) -> GPU | None:
     """The catalogue entry of a canonical name (None for raw provider names)."""
     return _BY_NAME.get(name)
 
-
-def known_gpus() -> list[str]:
-    return [g.name for g in GPUS]

@@ -27,10 +27,6 @@ class InstanceStatus(str, enum.Enum):
     FAILED = "failed"
     UNKNOWN = "unknown"
 
-    @property
-    def is_final(self) -> bool:
-        return self in (InstanceStatus.TERMINATED, InstanceStatus.FAILED)
-
 
 class Offer(_Model):
     """One machine shape a provider sells, in one region, at one price."""

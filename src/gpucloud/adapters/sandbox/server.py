@@ -325,13 +325,12 @@ class SandboxCloud:
             raise ApiError(422, "invalid_request",
                            'body must be {"shutdown_at": ISO-8601 | null}')
         shutdown_us = None if body["shutdown_at"] is None else parse_time(body["shutdown_at"])
-        return self._write(instance_id, "shutdown_us", shutdown_us, only_live=True)
+        return self._write(instance_id, "shutdown_us", shutdown_us)
 
     def _delete(self, instance_id: str) -> dict[str, Any]:
-        return self._write(instance_id, "deleted_us", None, only_live=False)
+        return self._write(instance_id, "deleted_us", None)
 
-    def _write(self, instance_id: str, column: str, value: int | None,
-               *, only_live: bool) -> dict[str, Any]:
+    def _write(self, instance_id: str, column: str, value: int | None) -> dict[str, Any]:
         with self._write_lock() as db:
             now = self._now()
             row = self._row(db, instance_id, now)
