@@ -21,7 +21,6 @@ yields. Logs show method, URL path, status and timing; never headers.
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import random
 import threading
@@ -33,17 +32,7 @@ from typing import Any, TypeVar
 import httpx
 
 from .adapters.base import KIND_EXTENSION, Flow, Sleep
-from .errors import (
-    APIConnectionError,
-    APIStatusError,
-    APITimeoutError,
-    AuthenticationError,
-    ConflictError,
-    InternalServerError,
-    NotFoundError,
-    PermissionDeniedError,
-    RateLimitError,
-)
+from .http_errors import retry_after, status_error, transport_error
 
 log = logging.getLogger("gpucloud.http")
 T = TypeVar("T")
@@ -88,70 +77,8 @@ class RateLimiter:
 
 
 
-def retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        parsed = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None  # unreadable: fall back to our own backoff
-    return max(0.0, parsed.timestamp() - time.time())
-
-
 def request_kind(request: httpx.Request) -> str:
     return request.extensions.get(KIND_EXTENSION, "read" if request.method == "GET" else "unsafe")
-
-
-def status_error(
-    provider: str,
-    response: httpx.Response,
-    *,
-    message: str,
-    provider_code: str | None = None,
-    hint: str | None = None,
-    cls: type[APIStatusError] | None = None,
-) -> APIStatusError:
-    """The generic status -> class mapping; adapters refine it with their codes."""
-    status = response.status_code
-    if cls is None:
-        # 400/422 stay generic: only an adapter knows whether its provider's
-        # 400 means "bad parameters" or something it has no code for yet.
-        cls = {401: AuthenticationError, 403: PermissionDeniedError, 404: NotFoundError,
-               409: ConflictError, 429: RateLimitError}.get(status)
-        if cls is None:
-            cls = InternalServerError if status >= 500 else APIStatusError
-    if cls is AuthenticationError:
-        ours = f"`gpucloud providers` shows where the {provider} key comes from"
-        hint = f"{hint.rstrip('.')}; {ours}" if hint else f"check the API key: {ours}"
-    request_id = response.headers.get("x-request-id") or response.headers.get("request-id")
-    kwargs: dict[str, Any] = dict(
-        provider=provider, status_code=status, provider_code=provider_code,
-        request_id=request_id, request=response.request, hint=hint,
-    )
-    text = f"{provider}: {message} (HTTP {status}{', ' + provider_code if provider_code else ''})"
-    if cls is RateLimitError:
-        return RateLimitError(text, retry_after=retry_after(response), **kwargs)
-    return cls(text, **kwargs)
-
-
-def _transport_error(provider: str, request: httpx.Request, exc: Exception) -> APIConnectionError:
-    sent = not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
-    where = f"{request.method} {request.url.host}{request.url.path}"
-    if isinstance(exc, httpx.TimeoutException):
-        return APITimeoutError(
-            f"{provider}: timed out on {where}", provider=provider, request=request, sent=sent,
-            hint="the provider may still have acted on it" if sent else "check your network",
-        )
-    return APIConnectionError(
-        f"{provider}: connection failed on {where}: {type(exc).__name__}",
-        provider=provider, request=request, sent=sent,
-        hint="the provider may still have acted on it" if sent else "check your network",
-    )
 
 
 def with_policy(
@@ -187,7 +114,7 @@ def with_policy(
             try:
                 response = yield request
             except httpx.TransportError as exc:
-                failure = _transport_error(provider, request, exc)
+                failure = transport_error(provider, request, exc)
                 log.debug("%s %s %s -> %s", provider, request.method, request.url.path,
                           type(exc).__name__)
                 retryable = not failure.sent or kind in ("read", "idempotent")

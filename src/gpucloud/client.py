@@ -15,7 +15,8 @@ from typing import Any
 from ._http import AsyncSession, Session, adrive, drive
 from .adapters.base import Sleep
 from .context import ClientContext
-from .engine import Call, Engine, Gather, Op
+from .engine import Engine
+from .ops import Call, Gather, Op
 from .models import Attempt, AuthStatus, Instance, Offer, Plan, ProviderStatus
 
 class _Base:

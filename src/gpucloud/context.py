@@ -19,7 +19,7 @@ from .adapters import adapter_class, adapter_names
 from .adapters.base import Provider
 from .catalog import ProviderCatalog, load_catalogs
 from .credentials import CredentialStore, env_vars, how_to_set
-from .engine import new_launch_id
+from .ops import new_launch_id
 from .errors import ConfigurationError, CredentialsError, SpecError
 from .models import Attempt, InstanceSpec, Offer, ProviderStatus
 from .state import Journal

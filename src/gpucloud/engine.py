@@ -17,63 +17,23 @@ money rules below exist once:
 from __future__ import annotations
 
 import logging
-import secrets
 import time
-from collections.abc import Generator
-from dataclasses import dataclass, field
 from typing import Any
 
 from . import pricing
-from .adapters.base import Flow, OfferQuery, Provider, Sleep
+from .adapters.base import OfferQuery, Provider, Sleep
 from .credentials import how_to_set
 from .errors import (
     GpuCloudError, InstanceFailedError,
     NoOffersError, SpecError, WaitTimeoutError,
 )
 from .gpus import parse_gpu
+from .launcher import launch
+from .ops import Call, Gather, Op, check_count, sort_offers, split_ref
+from .planner import plan as make_plan
 from .models import AuthStatus, CostEstimate, Instance, InstanceStatus, Offer, Plan
 
 log = logging.getLogger("gpucloud")
-MAX_FALLBACKS = 20
-Op = Generator[Any, Any, Any]
-
-
-@dataclass
-class Call:
-    provider: str
-    flow: Flow[Any]
-
-
-@dataclass
-class Gather:
-    calls: list[Call] = field(default_factory=list)
-
-
-def new_launch_id() -> str:
-    return "gc-" + secrets.token_hex(5)
-
-
-def check_count(count: int) -> int:
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise SpecError(f"count must be a positive number of GPUs, got {count!r}",
-                        hint="count is the number of GPUs on one machine, e.g. --count 8")
-    return count
-
-
-def sort_offers(offers: list[Offer]) -> list[Offer]:
-    return sorted(offers, key=lambda o: (o.price_per_hour, o.available is False,
-                                         o.provider, o.region, o.instance_type))
-
-
-def split_ref(ref: Any) -> tuple[str, str]:
-    if isinstance(ref, Instance):
-        return ref.provider, ref.id
-    text = str(ref)
-    provider, sep, ident = text.partition("/")
-    if not sep or not provider or not ident:
-        raise SpecError(f"invalid instance reference {text!r}",
-                        hint="use provider/id as shown by `gpucloud list`, e.g. lambda/0920582c")
-    return provider, ident
 
 
 class Engine:
@@ -141,9 +101,7 @@ class Engine:
     def plan(self, gpu: str, count: int, provider: str | None = None, region: str | None = None,
              disk_gb: int | None = None, auto_shutdown: Any = None, max_cost: Any = None,
              spot: bool = False, n: int = 1) -> Op:
-        from .planner import plan
-
-        return (yield from plan(self, gpu, count, provider, region, disk_gb, auto_shutdown,
+        return (yield from make_plan(self, gpu, count, provider, region, disk_gb, auto_shutdown,
                                 max_cost, spot, n))
 
     def no_launchable(self, gpu: str, count: int, provider: str | None,
@@ -156,8 +114,6 @@ class Engine:
     def create(self, plan: Plan, *, name: str | None = None, image: str | None = None,
                ssh_key: str | None = None, disk_gb: int | None = None) -> Op:
         """plan.instances machines; a failure part-way raises with `.instances` (those made)."""
-        from .launcher import launch
-
         made: list[Instance] = []
         for index in range(plan.instances):
             machine_name = name if name is None or plan.instances == 1 else f"{name}-{index + 1}"
@@ -299,4 +255,4 @@ def _expiry(adapter: Provider) -> Any:
     return expires
 
 
-__all__ = ["Call", "CostEstimate", "Engine", "Gather", "Provider"]
+__all__ = ["Engine"]

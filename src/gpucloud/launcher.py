@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from .adapters.base import Sleep
-from .engine import Call, Op
+from .ops import Call, Op
 from .errors import (
     APIConnectionError, APIError, APIResponseValidationError, GpuCloudError, InsufficientCapacityError, InternalServerError,
     QuotaExceededError,

@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from . import pricing
-from .engine import MAX_FALLBACKS, Op
+from .ops import MAX_FALLBACKS, Op
 from .errors import BudgetExceededError, InsufficientCapacityError, SpecError
 from .gpus import parse_gpu
 from .models import Offer, Plan

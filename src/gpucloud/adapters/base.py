@@ -131,7 +131,7 @@ class Provider:
 
     def map_error(self, response: httpx.Response) -> APIError:
         """Translate an error response into the hierarchy (one function per adapter)."""
-        from .._http import status_error
+        from ..http_errors import status_error
 
         return status_error(self.name, response, message=response.reason_phrase)
 

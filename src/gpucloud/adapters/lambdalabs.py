@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 import httpx
 
-from .._http import status_error
+from ..http_errors import status_error
 from ..errors import (
     APIStatusError,
     AuthenticationError,

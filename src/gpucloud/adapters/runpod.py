@@ -38,7 +38,7 @@ from urllib.parse import quote
 
 import httpx
 
-from .._http import status_error
+from ..http_errors import status_error
 from ..errors import (
     APIResponseValidationError,
     APIStatusError,

@@ -171,7 +171,7 @@ def delete(
 ) -> None:
     """Delete (terminate) machines. Their disks are gone for good."""
     from ..client import Client
-    from ..engine import split_ref
+    from ..ops import split_ref
     from ..errors import GpuCloudError
 
     for ref in refs:
@@ -227,7 +227,7 @@ def start(
 ) -> None:
     """Power stopped machines on again; billing resumes at their hourly price."""
     from ..client import Client
-    from ..engine import split_ref
+    from ..ops import split_ref
 
     for ref in refs:
         split_ref(ref)

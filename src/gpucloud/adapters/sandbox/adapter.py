@@ -85,7 +85,7 @@ class SandboxProvider(Provider):
     # -- errors -------------------------------------------------------------------
 
     def map_error(self, response: httpx.Response) -> APIError:
-        from ..._http import status_error
+        from ...http_errors import status_error
 
         code, message = None, response.reason_phrase or "error"
         try:

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 
 import httpx
 
-from ..._http import status_error
+from ...http_errors import status_error
 from ...errors import (
     APIStatusError,
     AuthenticationError,

@@ -33,7 +33,7 @@ from urllib.parse import quote
 
 import httpx
 
-from ..._http import status_error
+from ...http_errors import status_error
 from ...errors import APIStatusError, ConfigurationError, CredentialsError, SpecError
 from ...gpus import gpu_info, normalize_gpu
 from ...models import Instance, InstanceSpec, InstanceStatus, Offer

@@ -1,0 +1,61 @@
+"""The primitives operations are made of, below the engine, the planner and the
+launcher (so none of them imports another for these): the instructions an
+operation yields (``Call``, ``Gather``; ``Sleep`` from adapters.base), and the
+small pure helpers every operation shares."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .adapters.base import Flow, Sleep
+from .errors import SpecError
+from .models import Instance, Offer
+
+MAX_FALLBACKS = 20
+Op = Generator[Any, Any, Any]
+
+
+@dataclass
+class Call:
+    provider: str
+    flow: Flow[Any]
+
+
+@dataclass
+class Gather:
+    calls: list[Call] = field(default_factory=list)
+
+
+def new_launch_id() -> str:
+    return "gc-" + secrets.token_hex(5)
+
+
+def check_count(count: int) -> int:
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise SpecError(f"count must be a positive number of GPUs, got {count!r}",
+                        hint="count is the number of GPUs on one machine, e.g. --count 8")
+    return count
+
+
+def sort_offers(offers: list[Offer]) -> list[Offer]:
+    return sorted(offers, key=lambda o: (o.price_per_hour, o.available is False,
+                                         o.provider, o.region, o.instance_type))
+
+
+def split_ref(ref: Any) -> tuple[str, str]:
+    if isinstance(ref, Instance):
+        return ref.provider, ref.id
+    text = str(ref)
+    provider, sep, ident = text.partition("/")
+    if not sep or not provider or not ident:
+        raise SpecError(f"invalid instance reference {text!r}",
+                        hint="use provider/id as shown by `gpucloud list`, e.g. lambda/0920582c")
+    return provider, ident
+
+
+
+__all__ = ["Call", "Gather", "MAX_FALLBACKS", "Op", "Sleep", "check_count", "new_launch_id",
+           "sort_offers", "split_ref"]
