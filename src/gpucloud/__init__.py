@@ -37,7 +37,7 @@ _ERRORS = (
     "BudgetExceededError", "ConfirmationRequired", "NoOffersError", "APIError", "APIConnectionError",
     "APITimeoutError", "APIStatusError", "AuthenticationError", "PermissionDeniedError",
     "NotFoundError", "BadRequestError", "ConflictError", "RateLimitError", "InternalServerError",
-    "APIResponseValidationError", "InsufficientCapacityError", "QuotaExceededError",
+    "APIResponseValidationError", "InsufficientCapacityError", "OfferRefusedError", "QuotaExceededError",
     "WaitError", "InstanceFailedError", "WaitTimeoutError",
 )
 _LAZY.update({name: "gpucloud.errors" for name in _ERRORS})

@@ -32,9 +32,14 @@ from typing import Any, TypeVar
 import httpx
 
 from .adapters.base import KIND_EXTENSION, Flow, Sleep
+from .errors import APIResponseValidationError, GpuCloudError
 from .http_errors import retry_after, status_error, transport_error
 
 log = logging.getLogger("gpucloud.http")
+# What parsing a malformed reply raises inside an adapter (pydantic's
+# ValidationError is a ValueError; InvalidOperation an ArithmeticError).
+UNEXPECTED_SHAPE = (ValueError, TypeError, LookupError, AttributeError, ArithmeticError,
+                    RecursionError)
 T = TypeVar("T")
 
 
@@ -94,11 +99,24 @@ def with_policy(
     """
     value: Any = None
     error: BaseException | None = None
+    last: httpx.Response | None = None
     while True:
         try:
             item = flow.throw(error) if error is not None else flow.send(value)
         except StopIteration as stop:
             return stop.value
+        except UNEXPECTED_SHAPE as exc:
+            # An adapter choking on a reply ("tags": 5, a nesting bomb, a number
+            # too large for a date) is the provider's unexpected shape, not our
+            # bug: never exit 1, and the caller (create) still knows its launch id.
+            if last is None or isinstance(exc, GpuCloudError):
+                raise
+            raise APIResponseValidationError(
+                f"{provider}: unexpected response to {last.request.method} "
+                f"{last.request.url.path} (HTTP {last.status_code}): {type(exc).__name__}",
+                provider=provider, request=last.request,
+                hint="the provider's reply did not have the documented shape; "
+                     "rerun with --debug to see which request") from exc
         value, error = None, None
         if isinstance(item, Sleep):
             yield item
@@ -135,7 +153,7 @@ def with_policy(
                 yield Sleep(min(delay, policy.retry_after_max))
                 attempt += 1
                 continue
-            value = response
+            value = last = response
             break
 
 

@@ -9,7 +9,7 @@
           BadRequestError, AuthenticationError, PermissionDeniedError, NotFoundError,
           ConflictError, RateLimitError, InternalServerError
         APIResponseValidationError
-        InsufficientCapacityError, QuotaExceededError
+        InsufficientCapacityError (OfferRefusedError), QuotaExceededError
       WaitError -> InstanceFailedError, WaitTimeoutError
 
 Every error carries a one-line ``message`` and an optional ``hint``. The CLI
@@ -103,6 +103,9 @@ class APIError(GpuCloudError):
         self.provider = provider
         # The httpx.Request; its headers are never rendered (they hold the key).
         self.request = request
+        # The client-generated launch id when the error belongs to a create:
+        # the machine may exist and carries this id (reconcile looks for it).
+        self.launch_id: str | None = None
 
 
 class APIConnectionError(APIError):
@@ -182,6 +185,14 @@ class InternalServerError(APIStatusError):
 
 class InsufficientCapacityError(APIStatusError):
     code = "no_capacity"
+
+
+class OfferRefusedError(InsufficientCapacityError):
+    """This one offer cannot be launched by this account (a pool it may not use,
+    a host that refused the rental) while other offers may work: failover moves
+    on to the next candidate, as for no capacity."""
+
+    code = "offer_refused"
 
 
 class QuotaExceededError(APIStatusError):
