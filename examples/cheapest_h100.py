@@ -9,6 +9,8 @@ availability.
 
 from __future__ import annotations
 
+import sys
+
 from gpucloud import Client
 
 
@@ -25,8 +27,8 @@ def main() -> None:
     estimate = client.estimate(gpu="h100", count=8, hours=72)
     print(f"cheapest for 72 h: {estimate.offer.provider} {estimate.offer.instance_type}, "
           f"${estimate.total} {estimate.currency}")
-    for warning in client.warnings:
-        print(f"warning: {warning}")
+    for warning in client.warnings:  # e.g. a provider that could not be reached
+        print(f"warning: {warning}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from .adapters.base import Provider
 from .catalog import ProviderCatalog, load_catalogs
 from .credentials import CredentialStore, env_vars, how_to_set
 from .ops import new_launch_id
-from .errors import ConfigurationError, CredentialsError, SpecError
+from .errors import ConfigurationError, CredentialsError, GpuCloudError, SpecError
 from .models import Attempt, InstanceSpec, Offer, ProviderStatus
 from .state import Journal
 
@@ -69,6 +69,8 @@ class ClientContext:
         self.providers = list(providers) if providers else None
         self.on_attempt = on_attempt
         self.warnings: list[str] = []
+        # Why a provider in scope gave no live offers in the last offers() call.
+        self.failures: dict[str, GpuCloudError] = {}
         self.last_attempts: list[Attempt] = []
         self._adapters: dict[str, Provider] = {}
         self._journal: Journal | None = None

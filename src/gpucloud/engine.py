@@ -24,8 +24,8 @@ from . import pricing
 from .adapters.base import OfferQuery, Provider, Sleep
 from .credentials import how_to_set
 from .errors import (
-    GpuCloudError, InstanceFailedError,
-    NoOffersError, SpecError, WaitTimeoutError,
+    AuthenticationError, GpuCloudError, InstanceFailedError, NoOffersError,
+    PermissionDeniedError, SpecError, WaitTimeoutError,
 )
 from .gpus import parse_gpu
 from .launcher import launch
@@ -63,22 +63,53 @@ class Engine:
         results = yield Gather([Call(n, self.ctx.adapter(n).offers(query)) for n in live])
         offers: list[Offer] = []
         self.ctx.warnings.clear()
+        self.ctx.failures.clear()
+        what = f"{count}x {canonical}" + (f" in {region}" if region else "")
         for name in names:
             if name in live:
                 result = results[live.index(name)]
                 if not isinstance(result, BaseException):
                     offers.extend(result)
                     continue
-                if provider is not None or not isinstance(result, GpuCloudError):
+                if not isinstance(result, GpuCloudError):
                     raise result
+                self.ctx.failures[name] = result
+                if isinstance(result, (AuthenticationError, PermissionDeniedError)):
+                    # Rejected credentials are the user's to fix, never papered
+                    # over with list prices (DESIGN: "errors tell the truth").
+                    if len(live) == 1:
+                        raise result
+                    self.ctx.warnings.append(f"{name}: credentials rejected ({result}); "
+                                             "its offers are not shown")
+                    continue
                 self.ctx.warnings.append(f"{name}: live prices unavailable ({result}); "
                                          "showing catalog prices")
-            if not live_only:
-                offers.extend(self.ctx.catalogs[name].offers(
-                    gpu=canonical, count=count, region=region, spot=spot))
+                # An unreachable provider still shows its list prices, in every
+                # command alike; create refuses to launch them (launcher).
+                offers.extend(self._catalog(name, canonical, count, region, spot))
+                continue
+            if live_only:
+                continue
+            rows = self._catalog(name, canonical, count, region, spot)
+            if not rows and not self.ctx.catalogs[name].simulated:
+                self.ctx.warnings.append(
+                    f"{name}: no {what} in the bundled catalog"
+                    + ("" if self.ctx.has_credentials(name) or not self.ctx.has_adapter(name)
+                       else "; add credentials for live offers"))
+            offers.extend(rows)
+        if live and len(self.ctx.failures) == len(live) and not offers:
+            # Nobody could be asked and no list price stands in: say why, never
+            # "no offer" (a network or credential failure is not a sold-out cloud).
+            raise next(iter(self.ctx.failures.values()))
         if limit is not None:
             offers = [o for o in offers if o.price_per_hour <= limit]
         return sort_offers(offers)
+
+    def _catalog(self, name: str, gpu: str, count: int, region: str | None,
+                 spot: bool) -> list[Offer]:
+        rows: list[Offer] = self.ctx.catalogs[name].offers(gpu=gpu, count=count, region=region,
+                                                            spot=spot)
+        return rows
 
     def estimate(self, gpu: str, count: int, hours: Any = 1, provider: str | None = None,
                  region: str | None = None, disk_gb: int | None = None) -> Op:

@@ -36,7 +36,9 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
            ssh_key: str | None, disk_gb: int | None) -> Op:
     attempts: list[Attempt] = []
     ctx.last_attempts = attempts
-    queue = [plan.offer, *plan.alternatives]
+    queue = [o for o in (plan.offer, *plan.alternatives) if o.source == "live"]
+    if not queue:
+        raise _unreachable(ctx, plan.offer)
     last: GpuCloudError | None = None
     while queue and len(attempts) < MAX_ATTEMPTS:
         offer = queue.pop(0)
@@ -87,6 +89,18 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
         last.hint = (f"gave up after {MAX_ATTEMPTS} attempts; {len(queue)} more offers remain: "
                      "retry, or narrow --provider/--region")
     raise last
+
+
+def _unreachable(ctx: Any, offer: Offer) -> GpuCloudError:
+    """A plan made of list prices only: the provider could not be asked, so
+    nothing can be launched; say why rather than "no offer"."""
+    failure = ctx.failures.get(offer.provider)
+    if isinstance(failure, GpuCloudError):
+        return failure
+    return APIConnectionError(
+        f"{offer.provider}: live offers could not be fetched, so nothing can be launched",
+        provider=offer.provider,
+        hint="the plan shows catalog prices only; check your network and credentials, then retry")
 
 
 def _failed(ctx: Any, attempts: list[Attempt], launch_id: str, offer: Offer,

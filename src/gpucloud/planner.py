@@ -44,7 +44,10 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
     offers = yield from engine.offers(gpu, count, provider, region, spot, live_only=True)
     if not offers:
         raise engine.no_launchable(gpu, count, provider, region)
-    candidates = [o for o in offers if o.available]
+    # Live offers with capacity first. Without any, an unreachable provider's
+    # list prices still make a plan (a dry run shows it, warned); create
+    # refuses to launch a catalog row and reports why the provider failed.
+    candidates = [o for o in offers if o.available] or [o for o in offers if o.source == "catalog"]
     if not candidates:
         raise InsufficientCapacityError(
             f"no capacity for {count}x {parse_gpu(gpu)} on "

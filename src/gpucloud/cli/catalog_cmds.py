@@ -65,12 +65,15 @@ def estimate(
     """Estimate the cost of the cheapest matching machine over HOURS."""
     from ..client import Client
 
-    result = Client().estimate(gpu=gpu, count=count, hours=hours, provider=provider,
-                               region=region, disk_gb=disk_gb)
+    client = Client()
+    result = client.estimate(gpu=gpu, count=count, hours=hours, provider=provider,
+                             region=region, disk_gb=disk_gb)
     if json_output:
-        output.emit_json(output.dump(result))
-    else:
-        output.out(output.estimate_text(result))
+        output.emit_json({**output.dump(result), "warnings": client.warnings})
+        return
+    for warning in client.warnings:
+        output.err(f"warning: {warning}")
+    output.out(output.estimate_text(result))
 
 
 @app.command()

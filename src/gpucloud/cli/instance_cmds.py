@@ -94,10 +94,13 @@ def create(
     plan = client.plan(gpu=gpu, count=count, provider=provider, region=region, disk_gb=disk_gb,
                        auto_shutdown=auto_shutdown, max_cost=max_cost, spot=spot, n=instances)
     if not json_output:
+        for warning in client.warnings:
+            output.err(f"warning: {warning}")
         output.out(plan_text(plan))
     if dry_run:
         if json_output:
-            output.emit_json({"plan": output.dump(plan), "dry_run": True})
+            output.emit_json({"plan": output.dump(plan), "dry_run": True,
+                              "warnings": client.warnings})
         else:
             output.out("dry run: nothing was created")
         return
