@@ -37,6 +37,9 @@ class GpuCloudError(Exception):
         # were created before a batch failed part-way (still running).
         self.attempts: list[Any] = []
         self.instances: list[Any] = []
+        # The client-generated launch id when the error belongs to a launch:
+        # the machine may exist and carries this id (reconcile looks for it).
+        self.launch_id: str | None = None
 
     def __str__(self) -> str:
         return self.message
@@ -103,9 +106,6 @@ class APIError(GpuCloudError):
         self.provider = provider
         # The httpx.Request; its headers are never rendered (they hold the key).
         self.request = request
-        # The client-generated launch id when the error belongs to a create:
-        # the machine may exist and carries this id (reconcile looks for it).
-        self.launch_id: str | None = None
 
 
 class APIConnectionError(APIError):

@@ -50,7 +50,7 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
             launch_id=spec.launch_id, provider=offer.provider, instance_type=offer.instance_type,
             region=offer.region, name=spec.name, price_per_hour=str(offer.price_per_hour),
             shutdown_at=shutdown_at)
-        ctx.report(_attempt(offer, "launching", None))
+        ctx.report(_attempt(offer, spec.launch_id, "launching", None))
         try:
             instance = yield Call(offer.provider, adapter.create(spec))
             outcome = "created"
@@ -67,9 +67,10 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
             ctx.journal.mark(spec.launch_id, "ambiguous", error=exc.code)
             found = yield from _find_launch(ctx, offer.provider, spec.launch_id)
             if found is None:
-                attempts.append(_attempt(offer, "failed", exc))
+                attempts.append(_attempt(offer, spec.launch_id, "failed", exc))
                 ctx.report(attempts[-1])
                 exc.attempts = attempts
+                exc.launch_id = spec.launch_id
                 exc.hint = (f"the machine may still appear: run `gpucloud list --provider "
                             f"{offer.provider}` and look for launch id {spec.launch_id}; "
                             "nothing was retried")
@@ -78,7 +79,7 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
         except GpuCloudError as exc:
             raise _failed(ctx, attempts, spec.launch_id, offer, exc)
         ctx.journal.mark(spec.launch_id, "delivered", instance_id=instance.id)
-        attempts.append(_attempt(offer, outcome, None))
+        attempts.append(_attempt(offer, spec.launch_id, outcome, None))
         ctx.report(attempts[-1])
         if instance.shutdown_at is None and shutdown_at is not None:
             instance = instance.model_copy(update={"shutdown_at": shutdown_at})
@@ -106,9 +107,10 @@ def _unreachable(ctx: Any, offer: Offer) -> GpuCloudError:
 def _failed(ctx: Any, attempts: list[Attempt], launch_id: str, offer: Offer,
             exc: GpuCloudError) -> GpuCloudError:
     ctx.journal.mark(launch_id, "failed", error=exc.code)
-    attempts.append(_attempt(offer, "failed", exc))
+    attempts.append(_attempt(offer, launch_id, "failed", exc))
     ctx.report(attempts[-1])
     exc.attempts = attempts
+    exc.launch_id = launch_id
     return exc
 
 
@@ -121,10 +123,11 @@ def _next_candidates(queue: list[Offer], failed: Offer, exc: GpuCloudError) -> l
     return same + [o for o in queue if o not in same]
 
 
-def _attempt(offer: Offer, outcome: str, exc: GpuCloudError | None) -> Attempt:
+def _attempt(offer: Offer, launch_id: str, outcome: str, exc: GpuCloudError | None) -> Attempt:
     return Attempt(provider=offer.provider, instance_type=offer.instance_type,
                    region=offer.region, outcome=outcome,  # type: ignore[arg-type]
-                   error=str(exc) if exc else None, error_code=exc.code if exc else None)
+                   error=str(exc) if exc else None, error_code=exc.code if exc else None,
+                   launch_id=launch_id)
 
 
 def _find_launch(ctx: Any, provider: str, launch_id: str) -> Op:

@@ -114,6 +114,7 @@ class Attempt(_Model):
     outcome: Literal["launching", "created", "failed", "adopted"]
     error: str | None = None
     error_code: str | None = None
+    launch_id: str | None = None  # on the machine if it exists: reconcile looks for it
 
 
 class ProviderStatus(_Model):
