@@ -33,7 +33,7 @@ _LAZY = {
     "parse_gpu": "gpucloud.gpus",
 }
 _ERRORS = (
-    "GpuCloudError", "ConfigurationError", "CredentialsError", "SpecError", "UnknownGPUError",
+    "GpuCloudError", "ConfigurationError", "CredentialsError", "StateError", "SpecError", "UnknownGPUError",
     "BudgetExceededError", "ConfirmationRequired", "NoOffersError", "APIError", "APIConnectionError",
     "APITimeoutError", "APIStatusError", "AuthenticationError", "PermissionDeniedError",
     "NotFoundError", "BadRequestError", "ConflictError", "RateLimitError", "InternalServerError",

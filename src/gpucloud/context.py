@@ -20,7 +20,7 @@ from .adapters.base import Provider
 from .catalog import ProviderCatalog, load_catalogs
 from .credentials import CredentialStore, env_vars, how_to_set
 from .ops import new_launch_id
-from .errors import ConfigurationError, CredentialsError, GpuCloudError, SpecError
+from .errors import ConfigurationError, CredentialsError, GpuCloudError, SpecError, StateError
 from .models import Attempt, InstanceSpec, Offer, ProviderStatus
 from .state import Journal
 
@@ -151,6 +151,20 @@ class ClientContext:
                                          hint=f"add {config_mod.config_dir()}/providers/{name}.toml")
             self._adapters[name] = cls(catalog, self.credential(name))
         return self._adapters[name]
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    def tolerant(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """A journal call the operation can do without (a deadline lookup, a
+        record after the fact): a damaged journal becomes one warning, never a
+        reason to stop deleting, listing or reporting a machine that exists."""
+        try:
+            return fn(*args, **kwargs)
+        except StateError as exc:
+            self.warn(f"{exc}; {what}" + (f" (fix: {exc.hint})" if exc.hint else ""))
+            return None
 
     @property
     def journal(self) -> Journal:

@@ -190,7 +190,8 @@ class Engine:
     def _known_deadline(self, instance: Instance) -> Instance:
         if instance.shutdown_at is not None:
             return instance
-        record = self.ctx.journal.by_instance(instance.provider, instance.id)
+        record = self.ctx.tolerant("deadlines known only to this journal are not shown",
+                                   self.ctx.journal.by_instance, instance.provider, instance.id)
         return self._with_deadline(instance, record.shutdown_at if record else None)
 
     def get(self, ref: Any) -> Op:
@@ -203,7 +204,8 @@ class Engine:
         provider, ident = split_ref(ref)
         self.ctx.require_callable(provider)
         yield Call(provider, self.ctx.adapter(provider).delete(ident))
-        self.ctx.journal.mark_deleted(provider, ident)
+        self.ctx.tolerant(f"{provider}/{ident} was deleted but the journal could not record it",
+                          self.ctx.journal.mark_deleted, provider, ident)
 
     # -- credentials ------------------------------------------------------------
 

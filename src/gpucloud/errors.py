@@ -1,7 +1,7 @@
 """The one error hierarchy of gpucloud.
 
     GpuCloudError
-      ConfigurationError, CredentialsError, SpecError (UnknownGPUError),
+      ConfigurationError (CredentialsError, StateError), SpecError (UnknownGPUError),
       BudgetExceededError, ConfirmationRequired, NoOffersError
       APIError(provider, request)
         APIConnectionError -> APITimeoutError
@@ -51,6 +51,16 @@ class ConfigurationError(GpuCloudError):
 
 class CredentialsError(ConfigurationError):
     code = "credentials"
+
+
+class StateError(ConfigurationError):
+    """The local state database (the journal) is unreadable or unwritable."""
+
+    code = "state"
+
+    def __init__(self, message: str, *, path: Any, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.path = str(path)
 
 
 class SpecError(GpuCloudError):

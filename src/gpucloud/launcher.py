@@ -64,7 +64,8 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
             if isinstance(exc, APIConnectionError) and not exc.sent:
                 raise _failed(ctx, attempts, spec.launch_id, offer, exc)
             # Ambiguous: the machine may exist. Look for it; never re-send.
-            ctx.journal.mark(spec.launch_id, "ambiguous", error=exc.code)
+            ctx.tolerant(f"launch {spec.launch_id} is not journaled as ambiguous",
+                         ctx.journal.mark, spec.launch_id, "ambiguous", error=exc.code)
             found = yield from _find_launch(ctx, offer.provider, spec.launch_id)
             if found is None:
                 attempts.append(_attempt(offer, spec.launch_id, "failed", exc))
@@ -78,7 +79,10 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
             instance, outcome = found, "adopted"
         except GpuCloudError as exc:
             raise _failed(ctx, attempts, spec.launch_id, offer, exc)
-        ctx.journal.mark(spec.launch_id, "delivered", instance_id=instance.id)
+        # The machine exists: a journal that fails now must not hide it.
+        ctx.tolerant(f"{instance.ref} (launch id {spec.launch_id}) was created but is not "
+                     "journaled as delivered", ctx.journal.mark, spec.launch_id, "delivered",
+                     instance_id=instance.id)
         attempts.append(_attempt(offer, spec.launch_id, outcome, None))
         ctx.report(attempts[-1])
         if instance.shutdown_at is None and shutdown_at is not None:
@@ -106,7 +110,8 @@ def _unreachable(ctx: Any, offer: Offer) -> GpuCloudError:
 
 def _failed(ctx: Any, attempts: list[Attempt], launch_id: str, offer: Offer,
             exc: GpuCloudError) -> GpuCloudError:
-    ctx.journal.mark(launch_id, "failed", error=exc.code)
+    ctx.tolerant(f"launch {launch_id} is not journaled as failed",
+                 ctx.journal.mark, launch_id, "failed", error=exc.code)
     attempts.append(_attempt(offer, launch_id, "failed", exc))
     ctx.report(attempts[-1])
     exc.attempts = attempts

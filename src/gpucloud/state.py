@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .errors import StateError
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS launches (
     launch_id     TEXT PRIMARY KEY,
@@ -60,14 +62,29 @@ class Journal:
 
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=30)
         try:
-            conn.executescript(SCHEMA)
-            with conn:
-                yield conn
-        finally:
-            conn.close()
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=30)
+            try:
+                conn.executescript(SCHEMA)
+                with conn:
+                    yield conn
+            finally:
+                conn.close()
+        except (sqlite3.Error, OSError) as exc:
+            raise self._unusable(exc) from exc
+
+    def _unusable(self, exc: BaseException) -> StateError:
+        """One clear error for a corrupt, truncated, locked or unwritable journal."""
+        detail = str(exc) or type(exc).__name__
+        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+            fix = (f"move the damaged file away (mv '{self.path}' '{self.path}.broken'); "
+                   "gpucloud starts a new journal and `gpucloud list` still shows your machines")
+        else:
+            fix = (f"make {self.path.parent} writable, or point GPUCLOUD_HOME at a writable "
+                   "directory")
+        return StateError(f"state database {self.path} is unusable: {detail}", path=self.path,
+                          hint=fix)
 
     def record_intent(self, *, launch_id: str, provider: str, instance_type: str, region: str,
                       name: str | None, price_per_hour: str, shutdown_at: datetime | None) -> None:

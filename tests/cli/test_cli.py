@@ -81,7 +81,7 @@ def test_create_list_get_delete_roundtrip(cli):
     got = as_json(cli("get", instance["ref"], "--json"))
     assert got["id"] == instance["id"]
     deleted = as_json(cli("delete", instance["ref"], "--yes", "--json"))
-    assert deleted == {"deleted": [instance["ref"]]}
+    assert deleted == {"deleted": [instance["ref"]], "failed": [], "warnings": []}
 
 
 def test_create_prints_plan_before_creating(cli):

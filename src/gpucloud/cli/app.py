@@ -57,9 +57,6 @@ def _details(exc: GpuCloudError) -> dict[str, Any]:
         out["attempts"] = [a.model_dump(mode="json") for a in exc.attempts]
     if exc.launch_id:
         out["launch_id"] = exc.launch_id
-    deleted = getattr(exc, "deleted", None)
-    if deleted is not None:
-        out["deleted"] = deleted
     return out
 
 

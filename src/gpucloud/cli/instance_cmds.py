@@ -174,8 +174,8 @@ def delete(
 ) -> None:
     """Delete (terminate) machines. Their disks are gone for good."""
     from ..client import Client
+    from ..errors import GpuCloudError, exit_code_for
     from ..ops import split_ref
-    from ..errors import GpuCloudError
 
     for ref in refs:
         split_ref(ref)  # reject malformed refs before asking anything
@@ -183,26 +183,33 @@ def delete(
              "deleting machines")
     client = Client()
     deleted: list[str] = []
-    failures = []
+    failures: list[tuple[str, GpuCloudError]] = []
     for ref in refs:  # one failure must not leave the others running
         try:
             client.delete(ref)
         except GpuCloudError as exc:
-            failures.append(exc)
+            failures.append((ref, exc))
             if not json_output:
-                output.err(f"error: {ref}: {exc}")
+                output.err(f"error: {ref}: {exc}" + (f" (hint: {exc.hint})" if exc.hint else ""))
             continue
         deleted.append(ref)
         if not json_output:
             output.out(f"deleting {ref}")
+    warnings = client.warnings
+    if not json_output:
+        for warning in warnings:
+            output.err(f"warning: {warning}")
+    failed = [{"ref": ref, "error": {"code": exc.code, "message": exc.message, "hint": exc.hint,
+                                     "exit_code": exit_code_for(exc)}} for ref, exc in failures]
     if failures:
-        first = failures[0]
-        first.deleted = deleted  # type: ignore[attr-defined]
+        first = failures[0][1]
         if len(failures) > 1:
-            first.message = f"{len(failures)} of {len(refs)} deletes failed; first: {first}"
-        raise first
+            first.message = (f"{len(failures)} of {len(refs)} deletes failed; "
+                             f"first: {failures[0][0]}: {first.message}")
+        fail(exit_code_for(first), first.code, first.message, first.hint, json_output,
+             {"deleted": deleted, "failed": failed, "warnings": warnings})
     if json_output:
-        output.emit_json({"deleted": deleted})
+        output.emit_json({"deleted": deleted, "failed": [], "warnings": warnings})
 
 
 @app.command()
