@@ -3,21 +3,39 @@
 Both run the operations of ``engine.py``; they differ only in how a
 ``Call`` is carried out (a thread pool of httpx.Client sessions, or asyncio
 with httpx.AsyncClient sessions). Retry policy: see ``_http.py``.
+
+Argument types, the same in every method:
+
+* durations (``auto_shutdown``): a ``timedelta`` or a string such as "4h",
+  "90m", "1h30m", "2d";
+* money (``max_cost``, ``max_price``): ``Decimal``, a decimal string or an
+  int, in USD (never a float: 0.1 is not a price);
+* ``hours`` of an estimate: a number of hours or a duration;
+* a machine (``ref``): an ``Instance`` or its "provider/id" string.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any, Literal, Union
 
 from ._http import AsyncSession, Session, adrive, drive
 from .adapters.base import Sleep
 from .context import ClientContext
 from .engine import Engine
+from .models import Attempt, AuthStatus, CostEstimate, Instance, Offer, Plan, ProviderStatus
 from .ops import Call, Gather, Op
-from .models import Attempt, AuthStatus, Instance, Offer, Plan, ProviderStatus
+
+Duration = Union[timedelta, str]
+Money = Union[Decimal, str, int]
+Hours = Union[Decimal, int, str, timedelta]
+Ref = Union[Instance, str]
+Status = Literal["pending", "running", "stopping", "stopped", "terminating", "terminated"]
+
 
 class _Base:
     def __init__(self, providers: list[str] | None = None, *,
@@ -34,7 +52,20 @@ class _Base:
 
     @property
     def last_attempts(self) -> list[Attempt]:
+        """Every offer the last create tried, and how each ended."""
         return list(self._ctx.last_attempts)
+
+    @property
+    def last_created(self) -> list[Instance]:
+        """Machines the last create made, also when it was interrupted (Ctrl-C) or
+        failed part-way: they exist and bill until deleted."""
+        return list(self._ctx.created)
+
+    @property
+    def in_flight(self) -> list[Attempt]:
+        """Launches of the last create that were sent but not answered when it
+        stopped (an interrupt): each machine may exist and carries its launch id."""
+        return list(self._ctx.in_flight)
 
     def providers(self) -> list[ProviderStatus]:
         return self._ctx.statuses()
@@ -44,16 +75,21 @@ class _Base:
         """Why the system keyring could not be read (e.g. no backend), if it could not."""
         return self._ctx.credentials.keyring_problem
 
-    def _create_op(self, kw: dict[str, Any]) -> Op:
-        plan = kw.pop("plan", None)
+    def _create_op(self, gpu: str, count: int, provider: str | None, region: str | None,
+                   name: str | None, image: str | None, ssh_key: str | None,
+                   disk_gb: int | None, auto_shutdown: Duration | None, max_cost: Money | None,
+                   spot: bool, n: int, plan: Plan | None) -> Op:
         if plan is None:
-            plan = yield from self._engine.plan(
-                kw["gpu"], kw["count"], kw["provider"], kw["region"], kw["disk_gb"],
-                kw["auto_shutdown"], kw["max_cost"], kw["spot"], kw["n"])
-        made = yield from self._engine.create(plan, name=kw["name"], image=kw["image"],
-                                              ssh_key=kw["ssh_key"], disk_gb=kw["disk_gb"])
-        # One machine by default (the common case reads naturally); a list for n > 1.
-        return made[0] if plan.instances == 1 and kw["n"] == 1 else made
+            plan = yield from self._engine.plan(gpu, count, provider, region, disk_gb,
+                                                auto_shutdown, max_cost, spot, n)
+        elif plan.instances != n:
+            from .errors import SpecError
+
+            raise SpecError(f"the plan is for {plan.instances} machine(s), not {n}",
+                            hint="make the plan with the same n= (CLI: --instances)")
+        made: list[Instance] = yield from self._engine.create(
+            plan, name=name, image=image, ssh_key=ssh_key, disk_gb=disk_gb)
+        return made
 
 
 class Client(_Base):
@@ -98,59 +134,92 @@ class Client(_Base):
         return drive(op, self._perform)
 
     def offers(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
-               region: str | None = None, spot: bool = False, max_price: Any = None) -> list[Offer]:
-        return self._run(self._engine.offers(gpu, count, provider, region, spot, max_price))
+               region: str | None = None, spot: bool = False,
+               max_price: Money | None = None) -> list[Offer]:
+        """Offers for `count` x `gpu` machines, cheapest first (live where credentials
+        allow, bundled catalog prices otherwise; see `warnings`)."""
+        result: list[Offer] = self._run(
+            self._engine.offers(gpu, count, provider, region, spot, max_price))
+        return result
 
-    def estimate(self, gpu: str = "h100", count: int = 8, hours: Any = 1,
+    def estimate(self, gpu: str = "h100", count: int = 8, hours: Hours = 1,
                  provider: str | None = None, region: str | None = None,
-                 disk_gb: int | None = None) -> Any:
-        return self._run(self._engine.estimate(gpu, count, hours, provider, region, disk_gb))
+                 disk_gb: int | None = None) -> CostEstimate:
+        """What the cheapest matching machine costs over `hours` (default one hour)."""
+        result: CostEstimate = self._run(
+            self._engine.estimate(gpu, count, hours, provider, region, disk_gb))
+        return result
 
     def plan(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
-             region: str | None = None, disk_gb: int | None = None, auto_shutdown: Any = None,
-             max_cost: Any = None, spot: bool = False, n: int = 1) -> Plan:
-        return self._run(self._engine.plan(gpu, count, provider, region, disk_gb,
-                                           auto_shutdown, max_cost, spot, n))
+             region: str | None = None, disk_gb: int | None = None,
+             auto_shutdown: Duration | None = None, max_cost: Money | None = None,
+             spot: bool = False, n: int = 1) -> Plan:
+        """What create would do (offer, fallbacks, estimate, deadline); spends nothing."""
+        result: Plan = self._run(self._engine.plan(gpu, count, provider, region, disk_gb,
+                                                   auto_shutdown, max_cost, spot, n))
+        return result
 
     def create(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
                region: str | None = None, name: str | None = None, image: str | None = None,
                ssh_key: str | None = None, disk_gb: int | None = None,
-               auto_shutdown: Any = None, max_cost: Any = None, spot: bool = False,
-               n: int = 1, plan: Plan | None = None) -> Any:
-        """Create one machine (an Instance), or `n` alike (a list of Instances).
+               auto_shutdown: Duration | None = None, max_cost: Money | None = None,
+               spot: bool = False, plan: Plan | None = None) -> Instance:
+        """Create one machine. Plans first (cheapest available offer, estimate,
+        `max_cost`), then launches; see launcher.py for failover and reconcile."""
+        made = self._run(self._create_op(gpu, count, provider, region, name, image, ssh_key,
+                                         disk_gb, auto_shutdown, max_cost, spot, 1, plan))
+        instance: Instance = made[0]
+        return instance
 
-        Plans first (cheapest available offer, estimate, `max_cost`), then
-        launches; see launcher.py for failover and reconcile."""
-        kw = dict(locals())
-        kw.pop("self")
-        return self._run(self._create_op(kw))
+    def create_many(self, gpu: str = "h100", count: int = 8, n: int = 2,
+                    provider: str | None = None, region: str | None = None,
+                    name: str | None = None, image: str | None = None,
+                    ssh_key: str | None = None, disk_gb: int | None = None,
+                    auto_shutdown: Duration | None = None, max_cost: Money | None = None,
+                    spot: bool = False, plan: Plan | None = None) -> list[Instance]:
+        """Create `n` machines alike; `max_cost` caps all of them together. A
+        failure part-way raises with `.instances` (those made, still running)."""
+        made: list[Instance] = self._run(self._create_op(
+            gpu, count, provider, region, name, image, ssh_key, disk_gb, auto_shutdown,
+            max_cost, spot, n, plan))
+        return made
 
     def list(self, provider: str | None = None) -> list[Instance]:
-        return self._run(self._engine.list(provider))
+        """Machines on every provider in scope (one provider's failure is a warning)."""
+        result: list[Instance] = self._run(self._engine.list(provider))
+        return result
 
-    def get(self, ref: Any) -> Instance:
-        return self._run(self._engine.get(ref))
+    def get(self, ref: Ref) -> Instance:
+        result: Instance = self._run(self._engine.get(ref))
+        return result
 
-    def delete(self, ref: Any) -> None:
-        return self._run(self._engine.delete(ref))
+    def delete(self, ref: Ref) -> None:
+        """Terminate a machine; its disk is gone for good."""
+        self._run(self._engine.delete(ref))
 
-    def wait(self, ref: Any, until: str = "running", timeout: float = 600) -> Instance:
-        return self._run(self._engine.wait(ref, until, timeout))
+    def wait(self, ref: Ref, until: Status = "running", timeout: float = 600) -> Instance:
+        """Poll until the machine reaches `until`; WaitError when it fails or times out."""
+        result: Instance = self._run(self._engine.wait(ref, until, timeout))
+        return result
 
-    def stop(self, ref: Any) -> Instance:
+    def stop(self, ref: Ref) -> Instance:
         """Power a machine off, keeping its disk (providers with stop/start only)."""
-        return self._run(self._engine.power(ref, "stop"))
+        result: Instance = self._run(self._engine.power(ref, "stop"))
+        return result
 
-    def start(self, ref: Any) -> Instance:
+    def start(self, ref: Ref) -> Instance:
         """Power a stopped machine on again: billing resumes."""
-        return self._run(self._engine.power(ref, "start"))
+        result: Instance = self._run(self._engine.power(ref, "start"))
+        return result
 
-    def verify(self, provider: str) -> Any:
+    def verify(self, provider: str) -> datetime | None:
         """Check a provider's credential with a cheap read; returns the token expiry if known."""
-        return self._run(self._engine.verify(provider))
+        result: datetime | None = self._run(self._engine.verify(provider))
+        return result
 
     def auth_status(self) -> list[AuthStatus]:
-        return self._run(self._engine.auth_status())
+        result: list[AuthStatus] = self._run(self._engine.auth_status())
+        return result
 
     def close(self) -> None:
         for session in self._sessions.values():
@@ -160,7 +229,7 @@ class Client(_Base):
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -170,7 +239,8 @@ class AsyncClient(_Base):
     def __init__(self, providers: list[str] | None = None, *,
                  credentials: dict[str, str] | None = None,
                  on_attempt: Callable[[Attempt], None] | None = None,
-                 use_keyring: bool = True, sleep: Callable[[float], Any] | None = None) -> None:
+                 use_keyring: bool = True,
+                 sleep: Callable[[float], Awaitable[None]] | None = None) -> None:
         super().__init__(providers, credentials=credentials, on_attempt=on_attempt,
                          use_keyring=use_keyring)
         self._sleep = sleep
@@ -199,54 +269,79 @@ class AsyncClient(_Base):
 
     async def offers(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
                      region: str | None = None, spot: bool = False,
-                     max_price: Any = None) -> list[Offer]:
-        return await self._run(self._engine.offers(gpu, count, provider, region, spot, max_price))
+                     max_price: Money | None = None) -> list[Offer]:
+        result: list[Offer] = await self._run(
+            self._engine.offers(gpu, count, provider, region, spot, max_price))
+        return result
 
-    async def estimate(self, gpu: str = "h100", count: int = 8, hours: Any = 1,
+    async def estimate(self, gpu: str = "h100", count: int = 8, hours: Hours = 1,
                        provider: str | None = None, region: str | None = None,
-                       disk_gb: int | None = None) -> Any:
-        return await self._run(self._engine.estimate(gpu, count, hours, provider, region, disk_gb))
+                       disk_gb: int | None = None) -> CostEstimate:
+        result: CostEstimate = await self._run(
+            self._engine.estimate(gpu, count, hours, provider, region, disk_gb))
+        return result
 
     async def plan(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
                    region: str | None = None, disk_gb: int | None = None,
-                   auto_shutdown: Any = None, max_cost: Any = None, spot: bool = False,
-                   n: int = 1) -> Plan:
-        return await self._run(self._engine.plan(gpu, count, provider, region, disk_gb,
-                                                 auto_shutdown, max_cost, spot, n))
+                   auto_shutdown: Duration | None = None, max_cost: Money | None = None,
+                   spot: bool = False, n: int = 1) -> Plan:
+        result: Plan = await self._run(self._engine.plan(
+            gpu, count, provider, region, disk_gb, auto_shutdown, max_cost, spot, n))
+        return result
 
     async def create(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
                      region: str | None = None, name: str | None = None,
                      image: str | None = None, ssh_key: str | None = None,
-                     disk_gb: int | None = None, auto_shutdown: Any = None,
-                     max_cost: Any = None, spot: bool = False, n: int = 1,
-                     plan: Plan | None = None) -> Any:
-        kw = dict(locals())
-        kw.pop("self")
-        return await self._run(self._create_op(kw))
+                     disk_gb: int | None = None, auto_shutdown: Duration | None = None,
+                     max_cost: Money | None = None, spot: bool = False,
+                     plan: Plan | None = None) -> Instance:
+        made = await self._run(self._create_op(gpu, count, provider, region, name, image,
+                                               ssh_key, disk_gb, auto_shutdown, max_cost, spot,
+                                               1, plan))
+        instance: Instance = made[0]
+        return instance
+
+    async def create_many(self, gpu: str = "h100", count: int = 8, n: int = 2,
+                          provider: str | None = None, region: str | None = None,
+                          name: str | None = None, image: str | None = None,
+                          ssh_key: str | None = None, disk_gb: int | None = None,
+                          auto_shutdown: Duration | None = None, max_cost: Money | None = None,
+                          spot: bool = False, plan: Plan | None = None) -> list[Instance]:
+        made: list[Instance] = await self._run(self._create_op(
+            gpu, count, provider, region, name, image, ssh_key, disk_gb, auto_shutdown,
+            max_cost, spot, n, plan))
+        return made
 
     async def list(self, provider: str | None = None) -> list[Instance]:
-        return await self._run(self._engine.list(provider))
+        result: list[Instance] = await self._run(self._engine.list(provider))
+        return result
 
-    async def get(self, ref: Any) -> Instance:
-        return await self._run(self._engine.get(ref))
+    async def get(self, ref: Ref) -> Instance:
+        result: Instance = await self._run(self._engine.get(ref))
+        return result
 
-    async def delete(self, ref: Any) -> None:
-        return await self._run(self._engine.delete(ref))
+    async def delete(self, ref: Ref) -> None:
+        await self._run(self._engine.delete(ref))
 
-    async def wait(self, ref: Any, until: str = "running", timeout: float = 600) -> Instance:
-        return await self._run(self._engine.wait(ref, until, timeout))
+    async def wait(self, ref: Ref, until: Status = "running", timeout: float = 600) -> Instance:
+        result: Instance = await self._run(self._engine.wait(ref, until, timeout))
+        return result
 
-    async def stop(self, ref: Any) -> Instance:
-        return await self._run(self._engine.power(ref, "stop"))
+    async def stop(self, ref: Ref) -> Instance:
+        result: Instance = await self._run(self._engine.power(ref, "stop"))
+        return result
 
-    async def start(self, ref: Any) -> Instance:
-        return await self._run(self._engine.power(ref, "start"))
+    async def start(self, ref: Ref) -> Instance:
+        result: Instance = await self._run(self._engine.power(ref, "start"))
+        return result
 
-    async def verify(self, provider: str) -> Any:
-        return await self._run(self._engine.verify(provider))
+    async def verify(self, provider: str) -> datetime | None:
+        result: datetime | None = await self._run(self._engine.verify(provider))
+        return result
 
     async def auth_status(self) -> list[AuthStatus]:
-        return await self._run(self._engine.auth_status())
+        result: list[AuthStatus] = await self._run(self._engine.auth_status())
+        return result
 
     async def aclose(self) -> None:
         for session in self._sessions.values():
@@ -256,5 +351,5 @@ class AsyncClient(_Base):
     async def __aenter__(self) -> AsyncClient:
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()

@@ -21,7 +21,7 @@ from .catalog import ProviderCatalog, load_catalogs
 from .credentials import CredentialStore, env_vars, how_to_set
 from .ops import new_launch_id
 from .errors import ConfigurationError, CredentialsError, GpuCloudError, SpecError, StateError
-from .models import Attempt, InstanceSpec, Offer, ProviderStatus
+from .models import Attempt, Instance, InstanceSpec, Offer, ProviderStatus
 from .state import Journal
 
 DEFAULT_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_rsa.pub")
@@ -72,6 +72,10 @@ class ClientContext:
         # Why a provider in scope gave no live offers in the last offers() call.
         self.failures: dict[str, GpuCloudError] = {}
         self.last_attempts: list[Attempt] = []
+        # The last create's progress, readable after an interrupt: machines
+        # that exist, and launches sent whose outcome is not known yet.
+        self.created: list[Instance] = []
+        self.in_flight: list[Attempt] = []
         self._adapters: dict[str, Provider] = {}
         self._journal: Journal | None = None
 

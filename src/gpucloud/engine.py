@@ -146,6 +146,7 @@ class Engine:
                ssh_key: str | None = None, disk_gb: int | None = None) -> Op:
         """plan.instances machines; a failure part-way raises with `.instances` (those made)."""
         made: list[Instance] = []
+        self.ctx.created, self.ctx.in_flight = made, []
         for index in range(plan.instances):
             machine_name = name if name is None or plan.instances == 1 else f"{name}-{index + 1}"
             try:

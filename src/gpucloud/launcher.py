@@ -50,11 +50,16 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
             launch_id=spec.launch_id, provider=offer.provider, instance_type=offer.instance_type,
             region=offer.region, name=spec.name, price_per_hour=str(offer.price_per_hour),
             shutdown_at=shutdown_at)
-        ctx.report(_attempt(offer, spec.launch_id, "launching", None))
+        # In flight until its outcome is known: an interrupt (Ctrl-C) now
+        # leaves a machine that may exist, and the caller must be able to say so.
+        launching = _attempt(offer, spec.launch_id, "launching", None)
+        ctx.in_flight.append(launching)
+        ctx.report(launching)
         try:
             instance = yield Call(offer.provider, adapter.create(spec))
             outcome = "created"
         except (InsufficientCapacityError, QuotaExceededError) as exc:
+            _settle(ctx, launching)
             _failed(ctx, attempts, spec.launch_id, offer, exc)
             queue = _next_candidates(queue, offer, exc)
             last = exc
@@ -62,11 +67,13 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
         except (APIConnectionError, InternalServerError, APIResponseValidationError) as exc:
             # An unreadable answer to a launch is as ambiguous as no answer.
             if isinstance(exc, APIConnectionError) and not exc.sent:
+                _settle(ctx, launching)
                 raise _failed(ctx, attempts, spec.launch_id, offer, exc)
             # Ambiguous: the machine may exist. Look for it; never re-send.
             ctx.tolerant(f"launch {spec.launch_id} is not journaled as ambiguous",
                          ctx.journal.mark, spec.launch_id, "ambiguous", error=exc.code)
             found = yield from _find_launch(ctx, offer.provider, spec.launch_id)
+            _settle(ctx, launching)
             if found is None:
                 attempts.append(_attempt(offer, spec.launch_id, "failed", exc))
                 ctx.report(attempts[-1])
@@ -78,7 +85,9 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
                 raise
             instance, outcome = found, "adopted"
         except GpuCloudError as exc:
+            _settle(ctx, launching)
             raise _failed(ctx, attempts, spec.launch_id, offer, exc)
+        _settle(ctx, launching)
         # The machine exists: a journal that fails now must not hide it.
         ctx.tolerant(f"{instance.ref} (launch id {spec.launch_id}) was created but is not "
                      "journaled as delivered", ctx.journal.mark, spec.launch_id, "delivered",
@@ -94,6 +103,11 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
         last.hint = (f"gave up after {MAX_ATTEMPTS} attempts; {len(queue)} more offers remain: "
                      "retry, or narrow --provider/--region")
     raise last
+
+
+def _settle(ctx: Any, launching: Attempt) -> None:
+    if launching in ctx.in_flight:
+        ctx.in_flight.remove(launching)
 
 
 def _unreachable(ctx: Any, offer: Offer) -> GpuCloudError:

@@ -37,8 +37,9 @@ class GpuCloudGroup(TyperGroup):
                 raise
             fail(2, "usage", exc.format_message(), None, True)
         except (KeyboardInterrupt, typer.Abort):
-            # Ctrl-C (or end of input) at a prompt: nothing more was done.
-            fail(130, "interrupted", "interrupted: nothing more was done", None, as_json)
+            # Ctrl-C (or end of input at a prompt). Commands that may leave
+            # machines behind (create) report them themselves before this.
+            fail(130, "interrupted", "interrupted", None, as_json)
         except typer.Exit:
             raise
         except Exception as exc:  # noqa: BLE001 - a bug: no traceback unless --debug

@@ -107,28 +107,66 @@ def create(
     many = f"{instances} machines" if instances > 1 else "this machine"
     _confirm(f"Create {many} at {output.usd(plan.estimate.price_per_hour)}/hour each?",
              yes, json_output, "creating machines")
-    made = client.create(gpu=gpu, count=count, name=name, image=image, ssh_key=ssh_key,
-                         disk_gb=disk_gb, n=instances, plan=plan)
-    made = made if isinstance(made, list) else [made]
-    if wait:
-        try:
+    made: list[Any] = []
+    try:
+        if instances == 1:
+            made = [client.create(gpu=gpu, count=count, name=name, image=image, ssh_key=ssh_key,
+                                  disk_gb=disk_gb, plan=plan)]
+        else:
+            made = client.create_many(gpu=gpu, count=count, name=name, image=image,
+                                      ssh_key=ssh_key, disk_gb=disk_gb, n=instances, plan=plan)
+        if wait:
             for index, instance in enumerate(made):
                 if not json_output:
-                    output.err(f"waiting for {instance.ref} to be running (at most {timeout} s)...")
+                    output.err(f"waiting for {instance.ref} to be running "
+                               f"(at most {timeout} s)...")
                 made[index] = client.wait(instance, until="running", timeout=timeout)
-        except GpuCloudError as exc:
-            exc.instances = made  # a script must learn what to clean up
-            raise
+    except GpuCloudError as exc:
+        exc.instances = made or client.last_created  # a script must learn what to clean up
+        raise
+    except KeyboardInterrupt:
+        _interrupted(made or client.last_created, client.in_flight, json_output)
     if json_output:
         output.emit_json({"instance": output.dump(made[0]) if instances == 1 else None,
                           "instances": [output.dump(i) for i in made],
                           "plan": output.dump(plan),
-                          "attempts": [output.dump(a) for a in client.last_attempts]})
+                          "attempts": [output.dump(a) for a in client.last_attempts],
+                          "warnings": client.warnings})
         return
     for instance in made:
         output.out(f"created {instance.ref} ({instance.status.value})")
         output.out(output.instance_text(instance))
     output.out(f"delete with: gpucloud delete {' '.join(i.ref for i in made)}")
+
+
+def _interrupted(made: list[Any], in_flight: list[Any], as_json: bool) -> None:
+    """Ctrl-C during create: name every machine that exists or may exist."""
+    refs = " ".join(i.ref for i in made)
+    parts = []
+    if made:
+        parts.append(f"{len(made)} machine(s) were created and are running: {refs}")
+    if in_flight:
+        parts.append("launch(es) in flight may have created a machine: " + ", ".join(
+            f"{a.provider} launch id {a.launch_id}" for a in in_flight))
+    if not parts:
+        fail(130, "interrupted", "interrupted: no machine was created", None, as_json)
+    hints = []
+    if made:
+        hints.append(f"delete with: gpucloud delete {refs}")
+    for provider in sorted({a.provider for a in in_flight}):
+        ids = ", ".join(a.launch_id for a in in_flight if a.provider == provider)
+        hints.append(f"look for launch id {ids} in `gpucloud list --provider {provider}`")
+    if not as_json:
+        for instance in made:
+            output.err(f"exists: {instance.ref} (launch id {instance.launch_id or '-'})")
+        for attempt in in_flight:
+            output.err(f"may exist: {attempt.provider} {attempt.instance_type} in "
+                       f"{attempt.region} (launch id {attempt.launch_id})")
+    fail(130, "interrupted", "interrupted: " + "; ".join(parts), "; ".join(hints), as_json,
+         {"instances": [output.dump(i) for i in made],
+          "in_flight": [output.dump(a) for a in in_flight]})
+
+
 @app.command("list")
 def list_(
     provider: Optional[str] = params.PROVIDER,
