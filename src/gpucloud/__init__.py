@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 # (`gpucloud --debug` does); without this, warnings would reach stderr.
 _logging.getLogger("gpucloud").addHandler(_logging.NullHandler())
 
+# Public name -> the module that defines it, imported on first use.
 _LAZY = {
     "Client": "gpucloud.client",
     "AsyncClient": "gpucloud.client",
@@ -31,25 +32,71 @@ _LAZY = {
     "Attempt": "gpucloud.models",
     "Plan": "gpucloud.models",
     "parse_gpu": "gpucloud.gpus",
+    "GpuCloudError": "gpucloud.errors",
+    "ConfigurationError": "gpucloud.errors",
+    "CredentialsError": "gpucloud.errors",
+    "StateError": "gpucloud.errors",
+    "SpecError": "gpucloud.errors",
+    "UnknownGPUError": "gpucloud.errors",
+    "BudgetExceededError": "gpucloud.errors",
+    "ConfirmationRequired": "gpucloud.errors",
+    "NoOffersError": "gpucloud.errors",
+    "APIError": "gpucloud.errors",
+    "APIConnectionError": "gpucloud.errors",
+    "APITimeoutError": "gpucloud.errors",
+    "APIStatusError": "gpucloud.errors",
+    "AuthenticationError": "gpucloud.errors",
+    "PermissionDeniedError": "gpucloud.errors",
+    "NotFoundError": "gpucloud.errors",
+    "BadRequestError": "gpucloud.errors",
+    "ConflictError": "gpucloud.errors",
+    "RateLimitError": "gpucloud.errors",
+    "InternalServerError": "gpucloud.errors",
+    "APIResponseValidationError": "gpucloud.errors",
+    "InsufficientCapacityError": "gpucloud.errors",
+    "OfferRefusedError": "gpucloud.errors",
+    "QuotaExceededError": "gpucloud.errors",
+    "WaitError": "gpucloud.errors",
+    "InstanceFailedError": "gpucloud.errors",
+    "WaitTimeoutError": "gpucloud.errors",
 }
-_ERRORS = (
-    "GpuCloudError", "ConfigurationError", "CredentialsError", "StateError", "SpecError", "UnknownGPUError",
-    "BudgetExceededError", "ConfirmationRequired", "NoOffersError", "APIError", "APIConnectionError",
-    "APITimeoutError", "APIStatusError", "AuthenticationError", "PermissionDeniedError",
-    "NotFoundError", "BadRequestError", "ConflictError", "RateLimitError", "InternalServerError",
-    "APIResponseValidationError", "InsufficientCapacityError", "OfferRefusedError", "QuotaExceededError",
-    "WaitError", "InstanceFailedError", "WaitTimeoutError",
-)
-_LAZY.update({name: "gpucloud.errors" for name in _ERRORS})
 
-__all__ = ["__version__", *_LAZY]
+__all__ = [
+    "__version__", "Client", "AsyncClient", "Offer", "Instance", "InstanceStatus",
+    "CostEstimate", "CostLine", "Attempt", "Plan", "parse_gpu", "GpuCloudError",
+    "ConfigurationError", "CredentialsError", "StateError", "SpecError", "UnknownGPUError",
+    "BudgetExceededError", "ConfirmationRequired", "NoOffersError", "APIError",
+    "APIConnectionError", "APITimeoutError", "APIStatusError", "AuthenticationError",
+    "PermissionDeniedError", "NotFoundError", "BadRequestError", "ConflictError",
+    "RateLimitError", "InternalServerError", "APIResponseValidationError",
+    "InsufficientCapacityError", "OfferRefusedError", "QuotaExceededError", "WaitError",
+    "InstanceFailedError", "WaitTimeoutError",
+]
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .client import AsyncClient, Client
-    from .errors import *  # noqa: F403
-    from .gpus import parse_gpu
-    from .models import Attempt, CostEstimate, CostLine, Instance, InstanceStatus, Offer
-
+if TYPE_CHECKING:  # pragma: no cover - what type checkers and IDEs see
+    from .client import AsyncClient as AsyncClient, Client as Client
+    from .errors import (
+        GpuCloudError as GpuCloudError, ConfigurationError as ConfigurationError,
+        CredentialsError as CredentialsError, StateError as StateError, SpecError as SpecError,
+        UnknownGPUError as UnknownGPUError, BudgetExceededError as BudgetExceededError,
+        ConfirmationRequired as ConfirmationRequired, NoOffersError as NoOffersError,
+        APIError as APIError, APIConnectionError as APIConnectionError,
+        APITimeoutError as APITimeoutError, APIStatusError as APIStatusError,
+        AuthenticationError as AuthenticationError,
+        PermissionDeniedError as PermissionDeniedError, NotFoundError as NotFoundError,
+        BadRequestError as BadRequestError, ConflictError as ConflictError,
+        RateLimitError as RateLimitError, InternalServerError as InternalServerError,
+        APIResponseValidationError as APIResponseValidationError,
+        InsufficientCapacityError as InsufficientCapacityError,
+        OfferRefusedError as OfferRefusedError, QuotaExceededError as QuotaExceededError,
+        WaitError as WaitError, InstanceFailedError as InstanceFailedError,
+        WaitTimeoutError as WaitTimeoutError,
+    )
+    from .gpus import parse_gpu as parse_gpu
+    from .models import (
+        Offer as Offer, Instance as Instance, InstanceStatus as InstanceStatus,
+        CostEstimate as CostEstimate, CostLine as CostLine, Attempt as Attempt, Plan as Plan,
+    )
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)

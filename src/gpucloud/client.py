@@ -16,6 +16,7 @@ Argument types, the same in every method:
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -217,8 +218,8 @@ class Client(_Base):
         result: datetime | None = self._run(self._engine.verify(provider))
         return result
 
-    def auth_status(self) -> list[AuthStatus]:
-        result: list[AuthStatus] = self._run(self._engine.auth_status())
+    def auth_status(self) -> builtins.list[AuthStatus]:
+        result: builtins.list[AuthStatus] = self._run(self._engine.auth_status())
         return result
 
     def close(self) -> None:
@@ -339,8 +340,8 @@ class AsyncClient(_Base):
         result: datetime | None = await self._run(self._engine.verify(provider))
         return result
 
-    async def auth_status(self) -> list[AuthStatus]:
-        result: list[AuthStatus] = await self._run(self._engine.auth_status())
+    async def auth_status(self) -> builtins.list[AuthStatus]:
+        result: builtins.list[AuthStatus] = await self._run(self._engine.auth_status())
         return result
 
     async def aclose(self) -> None:

@@ -20,7 +20,9 @@ from .adapters.base import Provider
 from .catalog import ProviderCatalog, load_catalogs
 from .credentials import CredentialStore, env_vars, how_to_set
 from .ops import new_launch_id
-from .errors import ConfigurationError, CredentialsError, GpuCloudError, SpecError, StateError
+from .errors import (
+    ConfigurationError, CredentialsError, GpuCloudError, SpecError, StateError, option,
+)
 from .models import Attempt, Instance, InstanceSpec, Offer, ProviderStatus
 from .state import Journal
 
@@ -133,7 +135,7 @@ class ClientContext:
         return CredentialsError(
             "no credentials for any provider that can create machines",
             hint=f"set {keys} (or `gpucloud auth login NAME`), "
-                 "or try the simulated cloud with --provider sandbox"
+                 f"or try the simulated cloud with {option('provider', '--provider')} sandbox"
                  + (f"; the system keyring is unusable here: {problem}" if problem else ""))
 
     def require_callable(self, name: str) -> None:
@@ -188,11 +190,13 @@ class ClientContext:
         if adapter.capabilities.needs_ssh_key and key_name is None:
             raise ConfigurationError(
                 f"{offer.provider} needs an SSH key to launch and none was found",
-                hint="pass --ssh-key NAME_OR_PATH, or create ~/.ssh/id_ed25519.pub")
+                hint=f"pass {option('ssh_key', '--ssh-key')} with a key name or a .pub "
+                     "path, or create ~/.ssh/id_ed25519.pub")
         if disk_gb is not None and not adapter.capabilities.custom_disk and offer.disk_gb \
                 and disk_gb > offer.disk_gb:
             raise SpecError(f"{offer.instance_type} has a fixed {offer.disk_gb} GB disk",
-                            hint="drop --disk-gb or pick a larger instance type")
+                            hint=f"drop {option('disk_gb', '--disk-gb')} or pick a larger "
+                                 "instance type")
         return InstanceSpec(
             offer=offer, launch_id=launch_id,
             name=name or f"gpucloud-{offer.gpu.lower()}-{launch_id}"[:64],

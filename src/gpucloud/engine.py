@@ -25,7 +25,7 @@ from .adapters.base import OfferQuery, Provider, Sleep
 from .credentials import how_to_set
 from .errors import (
     AuthenticationError, GpuCloudError, InstanceFailedError, NoOffersError,
-    PermissionDeniedError, SpecError, WaitTimeoutError,
+    PermissionDeniedError, SpecError, WaitTimeoutError, option,
 )
 from .gpus import parse_gpu
 from .launcher import launch
@@ -52,13 +52,15 @@ class Engine:
         limit = pricing.to_decimal(max_price, "max price") if max_price is not None else None
         if limit is not None and limit <= 0:
             raise SpecError(f"max price must be positive, got {max_price}",
-                            hint="USD per hour for the whole machine, e.g. --max-price 30")
+                            hint=f"{option('max_price', '--max-price')} is USD per hour for the "
+                                 "whole machine, e.g. 30")
         query = OfferQuery(gpu=canonical, count=count, region=region, spot=spot)
         names = self.ctx.scope(provider)
         if spot and provider is not None and self.ctx.can_call(provider) \
                 and not self.ctx.adapter(provider).capabilities.spot:
             raise SpecError(f"{provider} sells no spot machines through its API",
-                            hint="drop --spot for an on-demand machine, or pick another provider")
+                            hint=f"drop {option('spot', '--spot')} for an on-demand machine, "
+                                 "or pick another provider")
         live = [n for n in names if self.ctx.can_call(n)]
         results = yield Gather([Call(n, self.ctx.adapter(n).offers(query)) for n in live])
         offers: list[Offer] = []
@@ -124,7 +126,8 @@ class Engine:
         where = f" on {provider}" if provider else ""
         where += f" in {region}" if region else ""
         return NoOffersError(f"no offer for {count}x {parse_gpu(gpu)}{where}",
-                             hint="try another --count or --region, or `gpucloud offers` "
+                             hint=f"try another {option('count', '--count')} or "
+                                  f"{option('region', '--region')}, or `gpucloud offers` "
                                   "without filters")
 
     # -- create ---------------------------------------------------------------

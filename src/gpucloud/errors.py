@@ -21,7 +21,12 @@ This module imports nothing heavy: the CLI loads it on every error path.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # names only: this module stays free of heavy imports
+    import httpx
+
+    from .models import Attempt, Instance
 
 
 class GpuCloudError(Exception):
@@ -35,8 +40,8 @@ class GpuCloudError(Exception):
         self.hint = hint
         # Filled by Client.create: every offer tried, and the machines that
         # were created before a batch failed part-way (still running).
-        self.attempts: list[Any] = []
-        self.instances: list[Any] = []
+        self.attempts: list[Attempt] = []
+        self.instances: list[Instance] = []
         # The client-generated launch id when the error belongs to a launch:
         # the machine may exist and carries this id (reconcile looks for it).
         self.launch_id: str | None = None
@@ -58,7 +63,7 @@ class StateError(ConfigurationError):
 
     code = "state"
 
-    def __init__(self, message: str, *, path: Any, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, path: object, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.path = str(path)
 
@@ -109,7 +114,7 @@ class APIError(GpuCloudError):
         message: str,
         *,
         provider: str,
-        request: Any = None,
+        request: httpx.Request | None = None,
         hint: str | None = None,
     ) -> None:
         super().__init__(message, hint=hint)
@@ -121,7 +126,7 @@ class APIError(GpuCloudError):
 class APIConnectionError(APIError):
     code = "connection_error"
 
-    def __init__(self, message: str, *, provider: str, request: Any = None,
+    def __init__(self, message: str, *, provider: str, request: httpx.Request | None = None,
                  hint: str | None = None, sent: bool = False) -> None:
         super().__init__(message, provider=provider, request=request, hint=hint)
         # True when the request may have reached the server (read timeout,
@@ -150,7 +155,7 @@ class APIStatusError(APIError):
         status_code: int,
         provider_code: str | None = None,
         request_id: str | None = None,
-        request: Any = None,
+        request: httpx.Request | None = None,
         hint: str | None = None,
     ) -> None:
         super().__init__(message, provider=provider, request=request, hint=hint)
@@ -184,8 +189,21 @@ class ConflictError(APIStatusError):
 class RateLimitError(APIStatusError):
     code = "rate_limited"
 
-    def __init__(self, *args: Any, retry_after: float | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        status_code: int,
+        provider_code: str | None = None,
+        request_id: str | None = None,
+        request: httpx.Request | None = None,
+        hint: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, provider=provider, status_code=status_code,
+                         provider_code=provider_code, request_id=request_id, request=request,
+                         hint=hint)
         self.retry_after = retry_after
 
 
@@ -219,6 +237,12 @@ class InstanceFailedError(WaitError):
 
 class WaitTimeoutError(WaitError):
     code = "wait_timeout"
+
+
+def option(sdk: str, cli: str) -> str:
+    """How a hint names an argument: the same error reaches scripts and the
+    command line, so it names the SDK keyword and the CLI flag."""
+    return f"{sdk}= (CLI {cli})"
 
 
 # One table: error class -> CLI exit code (DESIGN.md, "CLI contract").

@@ -22,8 +22,8 @@ from typing import Any
 from .adapters.base import Sleep
 from .ops import Call, Op
 from .errors import (
-    APIConnectionError, APIError, APIResponseValidationError, GpuCloudError, InsufficientCapacityError, InternalServerError,
-    QuotaExceededError,
+    APIConnectionError, APIError, APIResponseValidationError, GpuCloudError,
+    InsufficientCapacityError, InternalServerError, QuotaExceededError, option,
 )
 from .models import Attempt, Instance, Offer, Plan
 from .planner import deadline_for
@@ -101,7 +101,8 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
     last.attempts = attempts
     if queue:
         last.hint = (f"gave up after {MAX_ATTEMPTS} attempts; {len(queue)} more offers remain: "
-                     "retry, or narrow --provider/--region")
+                     f"retry, or narrow {option('provider', '--provider')} or "
+                     f"{option('region', '--region')}")
     raise last
 
 

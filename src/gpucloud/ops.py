@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .adapters.base import Flow, Sleep
-from .errors import SpecError
+from .errors import SpecError, option
 from .models import Instance, Offer
 
 MAX_FALLBACKS = 20
@@ -36,7 +36,8 @@ def new_launch_id() -> str:
 def check_count(count: int) -> int:
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise SpecError(f"count must be a positive number of GPUs, got {count!r}",
-                        hint="count is the number of GPUs on one machine, e.g. --count 8")
+                        hint=f"{option('count', '--count')} is the number of GPUs on one "
+                             "machine, e.g. 8")
     return count
 
 

@@ -1,0 +1,61 @@
+"""Type-checked (mypy --strict) by tests/unit/test_typing.py, never run: the
+public API as a user's script writes it, with the types a user relies on."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import assert_type
+
+from gpucloud import (
+    APIError, AsyncClient, Attempt, Client, CostEstimate, GpuCloudError, Instance,
+    InsufficientCapacityError, Offer, Plan, parse_gpu,
+)
+
+
+def sync_usage() -> None:
+    client = Client(providers=["sandbox"], credentials={"lambda": "key"})
+    offers = client.offers(gpu="h100", count=8, max_price=Decimal("30"))
+    assert_type(offers, list[Offer])
+    assert_type(offers[0].price_per_hour, Decimal)
+    estimate = client.estimate(gpu="h100", count=8, hours=72)
+    assert_type(estimate, CostEstimate)
+    client.estimate(gpu="h100", hours=timedelta(hours=3))
+    plan = client.plan(gpu="h100", count=8, auto_shutdown="4h", max_cost="100", n=2)
+    assert_type(plan, Plan)
+    machine = client.create(gpu="h100", count=8, auto_shutdown=timedelta(hours=4), max_cost=100)
+    assert_type(machine, Instance)
+    machines = client.create_many(gpu="h100", count=8, n=3, max_cost=Decimal("500"))
+    assert_type(machines, list[Instance])
+    assert_type(client.wait(machine, until="running", timeout=600), Instance)
+    assert_type(client.get(machine.ref), Instance)
+    assert_type(client.list(), list[Instance])
+    assert_type(client.verify("lambda"), datetime | None)
+    assert_type(client.warnings, list[str])
+    assert_type(client.last_attempts, list[Attempt])
+    assert_type(client.last_created, list[Instance])
+    client.delete(machine)
+    assert_type(parse_gpu("H100 80GB"), str)
+    try:
+        client.create(gpu="h100")
+    except InsufficientCapacityError as exc:
+        assert_type(exc.attempts, list[Attempt])
+        assert_type(exc.status_code, int)
+    except APIError as exc:
+        assert_type(exc.provider, str)
+        assert_type(exc.launch_id, str | None)
+    except GpuCloudError as exc:
+        assert_type(exc.hint, str | None)
+        assert_type(exc.instances, list[Instance])
+    with Client() as scoped:
+        scoped.list()
+
+
+async def async_usage() -> None:
+    async with AsyncClient(providers=["sandbox"]) as client:
+        machine = await client.create(gpu="h100", count=8, auto_shutdown="1h")
+        assert_type(machine, Instance)
+        many = await client.create_many(gpu="h100", count=1, n=2)
+        assert_type(many, list[Instance])
+        assert_type(await client.offers(gpu="a100-80gb"), list[Offer])
+        await client.delete(machine.ref)
