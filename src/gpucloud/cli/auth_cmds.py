@@ -136,7 +136,7 @@ def status(json_output: bool = params.JSON) -> None:
     output.out(output.table(["PROVIDER", "CREDENTIAL FROM", "WORKS", "TOKEN EXPIRES", "NOTE"],
                             rows))
     if client.keyring_problem:
-        output.out(f"note: the system keyring is unusable here ({client.keyring_problem}): "
+        output.note(f"note: the system keyring is unusable here ({client.keyring_problem}): "
                    + NO_KEYRING_ADVICE)
     if failing:
         output.err(f"error: the credential for {', '.join(failing)} does not work")

@@ -45,10 +45,10 @@ def offers(
     shown = groups if limit == 0 else groups[:limit]
     output.out(output.offers_table(shown))
     if len(shown) < len(groups):
-        output.out(f"... {len(groups) - len(shown)} more rows (--limit 0 shows all; "
+        output.note(f"... {len(groups) - len(shown)} more rows (--limit 0 shows all; "
                    "--json lists every region)")
     if any(o.source == "catalog" for o, _ in shown):
-        output.out("catalog rows are published list prices; set a provider's credentials "
+        output.note("catalog rows are published list prices; set a provider's credentials "
                    "for live prices and availability")
 
 
@@ -89,7 +89,7 @@ def gpus(json_output: bool = params.JSON) -> None:
         return
     output.out(output.table(["GPU", "VENDOR", "MEMORY"],
                             [[g.name, g.vendor, f"{g.memory_gb} GB"] for g in GPUS]))
-    output.out('a bare "a100" means A100-40GB; ask for a100-80gb for the larger card')
+    output.note('a bare "a100" means A100-40GB; ask for a100-80gb for the larger card')
 
 
 @app.command()
@@ -111,5 +111,5 @@ def providers(json_output: bool = params.JSON) -> None:
           s.catalog_as_of or "-", s.hint or ("simulated, nothing billed" if s.simulated else "")]
          for s in statuses]))
     if problem:
-        output.out(f"note: the system keyring is unusable here ({problem}): "
+        output.note(f"note: the system keyring is unusable here ({problem}): "
                    + NO_KEYRING_ADVICE)

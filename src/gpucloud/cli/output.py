@@ -78,15 +78,16 @@ def terminal_width() -> int | None:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]],
-          shrink: Sequence[int] = (), width: int | None = None) -> str:
+          shrink: Sequence[int] = (), keep: Sequence[int] = (), width: int | None = None) -> str:
     """Aligned columns, two spaces apart, fitted to `width` (default: the
     terminal's): the `shrink` columns (free text such as names) give way first,
-    cut with an ellipsis; a line that still does not fit is cut at the edge."""
+    then any column but the `keep` ones (what users copy, like a ref), all cut
+    with an ellipsis; a line that still does not fit is cut at the edge."""
     cells = [[clean(h) for h in headers]] + [[clean(c) for c in r] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     limit = terminal_width() if width is None else width
     if limit:
-        widths = _fit(widths, headers, shrink, limit)
+        widths = _fit(widths, headers, shrink, keep, limit)
     lines = ["  ".join(_cut(c, w).ljust(w) for c, w in zip(row, widths)).rstrip()
              for row in cells]
     if limit:
@@ -95,12 +96,13 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]],
 
 
 def _fit(widths: list[int], headers: Sequence[str], shrink: Sequence[int],
-         limit: int) -> list[int]:
+         keep: Sequence[int], limit: int) -> list[int]:
     widths = list(widths)
     gaps = 2 * (len(widths) - 1)
     # First the free-text columns, down to their header (at least 8 wide); then
-    # any column, down to its header.
-    for columns, floor in ((shrink, 8), (range(len(widths)), 0)):
+    # the others but `keep`, down to their header.
+    others = [i for i in range(len(widths)) if i not in keep]
+    for columns, floor in ((shrink, 8), (others, 0)):
         floors = {i: max(len(headers[i]), min(floor, widths[i])) for i in columns}
         while sum(widths) + gaps > limit:
             candidates = [i for i in columns if widths[i] > floors[i]]
@@ -120,6 +122,16 @@ def out(text: str = "") -> None:
     through whatever built the text; the cells of a table are cleaned before
     layout, so a newline inside a value cannot forge a row."""
     sys.stdout.write("\n".join(clean(line) for line in text.split("\n")) + "\n")
+
+
+def note(text: str) -> None:
+    """A sentence on stdout, wrapped to the terminal's width like the tables."""
+    width = terminal_width()
+    if width:
+        import textwrap
+
+        text = "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) or text
+    out(text)
 
 
 def err(text: str) -> None:
@@ -236,7 +248,7 @@ def instances_table(instances: Sequence[Any], now: datetime | None = None) -> st
           f"{i.gpu_count}x {i.gpu}" if i.gpu_count else (i.gpu or "-"), i.region or "-",
           hourly(i), age(i, now) or "-", time_left(i, now) or "-",
           usd(cost_so_far(i, now)), i.ip or "-", i.launch_id or "-"] for i in instances],
-        shrink=(1, 3, 4, 10))
+        shrink=(1, 3, 4, 10), keep=(0,))
 
 
 def instance_text(i: Any, now: datetime | None = None) -> str:
