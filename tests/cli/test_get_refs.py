@@ -60,3 +60,14 @@ def test_a_provider_404_has_a_hint():
     data = json.loads(invoke("get", "sandbox/sbx-doesnotexist", "--json").stdout)
     assert data["error"]["exit_code"] == 5
     assert "gpucloud list" in data["error"]["hint"]
+
+
+def test_stop_and_start_a_sandbox_machine_by_name():
+    made = create("worker")
+    stopped = json.loads(invoke("stop", "worker", "--json").stdout)
+    assert stopped["instances"][0]["ref"] == made["ref"]
+    assert stopped["instances"][0]["status"] == "stopped"
+    listed = invoke("list").stdout
+    assert "stopped" in listed
+    started = json.loads(invoke("start", "worker", "--yes", "--json").stdout)
+    assert started["instances"][0]["status"] in ("pending", "running")

@@ -134,7 +134,7 @@ def status(json_output: bool = params.JSON) -> None:
         rows.append([s.provider, s.source or "not configured", works,
                      output.iso(s.token_expires_at) or "-", note])
     output.out(output.table(["PROVIDER", "CREDENTIAL FROM", "WORKS", "TOKEN EXPIRES", "NOTE"],
-                            rows))
+                            rows, shrink=(4,)))
     if client.keyring_problem:
         output.note(f"note: the system keyring is unusable here ({client.keyring_problem}): "
                    + NO_KEYRING_ADVICE)

@@ -109,7 +109,7 @@ def providers(json_output: bool = params.JSON) -> None:
         ["PROVIDER", "NAME", "CREDENTIALS", "FROM", "CATALOG AS OF", "NOTE"],
         [[s.name, s.display_name, "yes" if s.credentials else "no", s.source or "-",
           s.catalog_as_of or "-", s.hint or ("simulated, nothing billed" if s.simulated else "")]
-         for s in statuses]))
+         for s in statuses], shrink=(1, 5)))
     if problem:
         output.note(f"note: the system keyring is unusable here ({problem}): "
                    + NO_KEYRING_ADVICE)

@@ -169,7 +169,8 @@ def get(
 
 @app.command()
 def delete(
-    refs: List[str] = typer.Argument(..., metavar="REF", help="provider/id of each machine to delete."),
+    refs: List[str] = typer.Argument(..., metavar="REF",
+                                     help="provider/id of each machine to delete."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     json_output: bool = params.JSON,
 ) -> None:
@@ -206,16 +207,24 @@ def delete(
         output.emit_json({"deleted": deleted})
 
 
+def _refs_of(client: Any, refs: List[str]) -> List[str]:
+    """provider/id for each reference; names and id prefixes are looked up."""
+    from ..refs import needs_lookup
+
+    return [client.get(ref).ref if needs_lookup(ref) else ref for ref in refs]
+
+
 @app.command()
 def stop(
-    refs: List[str] = typer.Argument(..., metavar="REF", help="provider/id of each machine to stop."),
+    refs: List[str] = typer.Argument(..., metavar="REF",
+                                     help="Each machine to stop: provider/id, name or id prefix."),
     json_output: bool = params.JSON,
 ) -> None:
     """Power machines off, keeping their disks (RunPod, Vast.ai, sandbox). Disks may still bill."""
     from ..client import Client
 
     client = Client()
-    stopped = [client.stop(ref) for ref in refs]
+    stopped = [client.stop(ref) for ref in _refs_of(client, refs)]
     if json_output:
         output.emit_json({"instances": [output.dump(i) for i in stopped]})
         return
@@ -225,18 +234,16 @@ def stop(
 
 @app.command()
 def start(
-    refs: List[str] = typer.Argument(..., metavar="REF", help="provider/id of each machine to start."),
+    refs: List[str] = typer.Argument(..., metavar="REF",
+                                     help="Each machine to start: provider/id, name or id prefix."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     json_output: bool = params.JSON,
 ) -> None:
     """Power stopped machines on again; billing resumes at their hourly price."""
     from ..client import Client
-    from ..ops import split_ref
 
-    for ref in refs:
-        split_ref(ref)
     client = Client()
-    machines = [client.get(ref) for ref in refs]
+    machines = [client.get(ref) for ref in refs]  # resolves names; fails before asking
     prices = [m.price_per_hour for m in machines if m.price_per_hour is not None]
     price = f"{output.usd(sum(prices))}/hour" if prices else "their hourly price"
     if not json_output:
@@ -245,7 +252,7 @@ def start(
                        f"{output.usd(machine.price_per_hour)}/h when running")
     _confirm(f"Start {len(refs)} machine(s), billing {price}?", yes, json_output,
              "starting machines")
-    started = [client.start(ref) for ref in refs]
+    started = [client.start(machine.ref) for machine in machines]
     if json_output:
         output.emit_json({"instances": [output.dump(i) for i in started]})
         return
