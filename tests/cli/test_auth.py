@@ -104,6 +104,10 @@ def test_a_plaintext_keyring_backend_is_named_as_such(lambda_api, isolated, monk
     assert "warning:" in result.stderr and "unencrypted" in result.stderr
     data = json.loads(invoke("auth", "login", "lambda", "--json", input=KEY + "\n").stdout)
     assert data["plaintext"] is True and "unencrypted" in data["warnings"][0]
+    status = invoke("auth", "status")
+    assert status.exit_code == 0 and "unencrypted" in status.stderr
+    data = json.loads(invoke("auth", "status", "--json").stdout)
+    assert data["keyring_backend"].endswith("PlaintextKeyring") and data["warnings"]
 
 
 def test_status_reports_source_and_whether_it_works(lambda_api, isolated):

@@ -116,14 +116,18 @@ def status(json_output: bool = params.JSON) -> None:
     Exits 4 when a configured credential does not work.
     """
     from ..client import Client
-    from ..credentials import NO_KEYRING_ADVICE
+    from ..credentials import NO_KEYRING_ADVICE, keyring_backend
 
     client = Client()
     statuses = client.auth_status()
     failing = [s.provider for s in statuses if s.works is False]
+    backend = None if client.keyring_problem else keyring_backend()
+    warnings = [backend.warning] if backend is not None and backend.warning else []
     if json_output:
         output.emit_json({"providers": [output.dump(s) for s in statuses],
-                          "keyring_problem": client.keyring_problem})
+                          "keyring_problem": client.keyring_problem,
+                          "keyring_backend": backend.name if backend else None,
+                          "warnings": warnings})
         if failing:
             raise typer.Exit(4)
         return
@@ -137,7 +141,9 @@ def status(json_output: bool = params.JSON) -> None:
                             rows, shrink=(4,)))
     if client.keyring_problem:
         output.note(f"note: the system keyring is unusable here ({client.keyring_problem}): "
-                   + NO_KEYRING_ADVICE)
+                    + NO_KEYRING_ADVICE)
+    for warning in warnings:
+        output.warn(warning)
     if failing:
         output.err(f"error: the credential for {', '.join(failing)} does not work")
         raise typer.Exit(4)

@@ -112,4 +112,4 @@ def providers(json_output: bool = params.JSON) -> None:
          for s in statuses], shrink=(1, 5)))
     if problem:
         output.note(f"note: the system keyring is unusable here ({problem}): "
-                   + NO_KEYRING_ADVICE)
+                    + NO_KEYRING_ADVICE)
