@@ -49,7 +49,8 @@ def estimate(offer: Any, hours: Any = 1, *, disk_gb: int | None = None) -> Any:
 
     hours_d = to_decimal(hours, "hours", MAX_HOURS)
     if hours_d <= 0:
-        raise SpecError(f"hours must be positive, got {hours}", hint="e.g. hours=72 (CLI: --hours 72h)")
+        raise SpecError(f"hours must be positive, got {hours}",
+                        hint="e.g. hours=72 (CLI: --hours 72h)")
     lines = [CostLine(component="GPU instance", price_per_hour=offer.price_per_hour,
                       total=money(offer.price_per_hour * hours_d))]
     notes: list[str] = []
