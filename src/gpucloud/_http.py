@@ -137,6 +137,9 @@ def with_policy(
                           type(exc).__name__)
                 retryable = not failure.sent or kind in ("read", "idempotent")
                 if retryable and attempt < policy.max_retries:
+                    _log_retry(provider, attempt, policy,
+                               "timeout" if isinstance(exc, httpx.TimeoutException)
+                               else "connection error")
                     yield Sleep(policy.backoff(attempt))
                     attempt += 1
                     continue
@@ -150,11 +153,20 @@ def with_policy(
                 delay = retry_after(response) if status == 429 else None
                 if delay is None:
                     delay = policy.backoff(attempt)
+                _log_retry(provider, attempt, policy,
+                           "rate limit (HTTP 429)" if status == 429 else f"HTTP {status}")
                 yield Sleep(min(delay, policy.retry_after_max))
                 attempt += 1
                 continue
             value = last = response
             break
+
+
+def _log_retry(provider: str, attempt: int, policy: RetryPolicy, reason: str) -> None:
+    """One INFO line per retry (the CLI prints these), so a long wait on a failing
+    network shows as retries rather than a hang. `retry` marks it for handlers."""
+    log.info("retrying %s (%d/%d) after %s\u2026", provider, attempt + 2, policy.max_retries + 1,
+             reason, extra={"retry": True})
 
 
 def drive(gen: Generator[Any, Any, T], perform: Callable[[Any], Any],

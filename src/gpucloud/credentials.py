@@ -109,8 +109,8 @@ class CredentialStore:
     def how_to_set(self, provider: str, kind: str = "api_key") -> str:
         hint = how_to_set(provider, kind)
         if self.keyring_problem:
-            hint += (f" (the system keyring is unusable here: {self.keyring_problem}; use the "
-                     "environment variables, or install a keyring backend)")
+            hint += (f" (the system keyring is unusable here: {self.keyring_problem}; "
+                     f"{NO_KEYRING_ADVICE})")
         return hint
 
     @staticmethod
@@ -139,16 +139,52 @@ class BearerAuth(httpx.Auth):
         yield request
 
 
+# Where to go without a keyring. keyrings.alt's PlaintextKeyring "works" by
+# writing the key to a file in clear text: never recommend it unsaid.
+NO_KEYRING_ADVICE = ("use the environment variables, or install an encrypted keyring backend "
+                     "(Secret Service or KWallet, macOS Keychain, Windows Credential Locker); "
+                     "keyrings.alt's PlaintextKeyring would keep the key unencrypted in a file")
+
+
 def _keyring_error(provider: str, kind: str, exc: Exception) -> CredentialsError:
     names = " and ".join(env_vars(provider, kind))
     return CredentialsError(
         f"no usable system keyring on this machine ({type(exc).__name__})",
-        hint=f"set {names} in the environment instead, or install a keyring backend "
-             "(a desktop Secret Service/KWallet/macOS Keychain, or `pip install keyrings.alt`)")
+        hint=f"{names}: {NO_KEYRING_ADVICE}")
 
 
-def store_credential(provider: str, kind: str, value: str) -> None:
-    """Keep a verified credential in the system keyring (never in a file of ours)."""
+@dataclass(frozen=True)
+class KeyringBackend:
+    """Which keyring backend holds stored credentials, and whether it encrypts."""
+
+    name: str  # e.g. "keyring.backends.SecretService.Keyring"
+    plaintext: bool
+
+    @property
+    def warning(self) -> str | None:
+        if not self.plaintext:
+            return None
+        return (f"the keyring backend {self.name} stores credentials unencrypted in a file; "
+                "prefer the environment variables or an encrypted backend")
+
+
+def keyring_backend() -> KeyringBackend:
+    """The active backend; for a chain, the first one (where a new secret goes)."""
+    import keyring
+
+    backend: Any = keyring.get_keyring()
+    chained = getattr(backend, "backends", None)
+    if type(backend).__name__ == "ChainerBackend" and chained:
+        backend = chained[0]
+    cls = type(backend)
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    # keyrings.alt names its unencrypted file backends PlaintextKeyring.
+    return KeyringBackend(name, plaintext="plaintext" in name.lower())
+
+
+def store_credential(provider: str, kind: str, value: str) -> KeyringBackend:
+    """Keep a verified credential in the system keyring (never in a file of ours);
+    returns the backend that holds it."""
     import keyring
     from keyring.errors import KeyringError
 
@@ -156,6 +192,7 @@ def store_credential(provider: str, kind: str, value: str) -> None:
         keyring.set_password(KEYRING_SERVICE, provider, value)
     except (KeyringError, RuntimeError) as exc:
         raise _keyring_error(provider, kind, exc) from None
+    return keyring_backend()
 
 
 def delete_credential(provider: str, kind: str = "api_key") -> bool:

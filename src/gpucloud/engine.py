@@ -20,11 +20,11 @@ import logging
 import time
 from typing import Any
 
-from . import pricing
+from . import pricing, refs
 from .adapters.base import OfferQuery, Provider, Sleep
 from .credentials import how_to_set
 from .errors import (
-    AuthenticationError, GpuCloudError, InstanceFailedError, NoOffersError,
+    AuthenticationError, GpuCloudError, InstanceFailedError, NoOffersError, NotFoundError,
     PermissionDeniedError, SpecError, WaitTimeoutError, option,
 )
 from .gpus import parse_gpu
@@ -199,9 +199,17 @@ class Engine:
         return self._with_deadline(instance, record.shutdown_at if record else None)
 
     def get(self, ref: Any) -> Op:
+        if refs.needs_lookup(ref):  # a name or an id prefix
+            listed = yield from self.list()
+            searched = [n for n in self.ctx.scope(None, listing=True) if self.ctx.can_call(n)]
+            ref = refs.resolve(ref, listed, searched)
         provider, ident = split_ref(ref)
         self.ctx.require_callable(provider)
-        instance = yield Call(provider, self.ctx.adapter(provider).get(ident))
+        try:
+            instance = yield Call(provider, self.ctx.adapter(provider).get(ident))
+        except NotFoundError as exc:
+            exc.hint = exc.hint or refs.not_found_hint(f"{provider}/{ident}")
+            raise
         return self._known_deadline(instance)
 
     def delete(self, ref: Any) -> Op:

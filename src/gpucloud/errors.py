@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # names only: this module stays free of heavy imports
     from .models import Attempt, Instance
 
 
+
 class GpuCloudError(Exception):
     """Base class of every error gpucloud raises on purpose."""
 
@@ -119,8 +120,20 @@ class APIError(GpuCloudError):
     ) -> None:
         super().__init__(message, hint=hint)
         self.provider = provider
-        # The httpx.Request; its headers are never rendered (they hold the key).
         self.request = request
+
+    @property
+    def request(self) -> httpx.Request | None:
+        """The httpx.Request, copied with its credentials redacted (the
+        Authorization header, a token request's client secret or refresh token):
+        an exception is logged, pickled and sent to error trackers."""
+        return self._request
+
+    @request.setter
+    def request(self, value: httpx.Request | None) -> None:
+        from .redaction import redact_request
+
+        self._request = redact_request(value)
 
 
 class APIConnectionError(APIError):

@@ -49,7 +49,8 @@ def estimate(offer: Any, hours: Any = 1, *, disk_gb: int | None = None) -> Any:
 
     hours_d = to_decimal(hours, "hours", MAX_HOURS)
     if hours_d <= 0:
-        raise SpecError(f"hours must be positive, got {hours}", hint="e.g. --hours 72")
+        raise SpecError(f"hours must be positive, got {hours}",
+                        hint="e.g. hours=72 (CLI: --hours 72h)")
     lines = [CostLine(component="GPU instance", price_per_hour=offer.price_per_hour,
                       total=money(offer.price_per_hour * hours_d))]
     notes: list[str] = []
@@ -80,8 +81,11 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)", re.IGNORECASE)
 _UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
+DURATION_FORMS = "use a number with a unit (d, h, m, s): e.g. 4h, 90m, 1h30m or 2d"
+
+
 def parse_duration(text: Any) -> timedelta:
-    """"4h", "90m", "1h30m", "2d", or a bare number of hours."""
+    """"4h", "90m", "1h30m", "2d"; a number (not a string) is hours."""
     try:
         result = _duration(text)
     except OverflowError:
@@ -101,12 +105,13 @@ def _duration(text: Any) -> timedelta:
     else:
         raw = str(text).strip().lower().replace(" ", "")
         if re.fullmatch(r"\d+(\.\d+)?", raw):
-            result = timedelta(hours=float(raw))
-        elif raw and _DURATION.sub("", raw) == "":
+            # "4" could be hours, minutes or days: text must say which.
+            raise SpecError(f"duration {text!r} has no unit", hint=DURATION_FORMS)
+        if raw and _DURATION.sub("", raw) == "":
             seconds = sum(Decimal(n) * _UNIT_SECONDS[u.lower()] for n, u in _DURATION.findall(raw))
             result = timedelta(seconds=float(seconds))
         else:
-            raise SpecError(f"invalid duration {text!r}", hint="use e.g. 4h, 90m, 1h30m or 2d")
+            raise SpecError(f"invalid duration {text!r}", hint=DURATION_FORMS)
     return result
 
 

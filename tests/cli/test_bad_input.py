@@ -28,7 +28,9 @@ def invoke(*args):
     (["offers", "--gpu", "h100", "--max-price", "-5"], 2),
     (["offers", "--gpu", "h100", "--count", "-8"], 2),
     (["create", "--gpu", "h100", "--count", "0", *SANDBOX, "--dry-run"], 2),
-    (["get", "no-slash"], 2),
+    (["estimate", "--gpu", "h100", "--hours", "72"], 2),  # a duration needs a unit
+    (["create", "--gpu", "h100", *SANDBOX, "--auto-shutdown", "4", "--dry-run"], 2),
+    (["get", "no-such-name"], 5),
     (["get", "nosuchcloud/abc"], 2),
     (["get", "runpod/abc"], 3),
 ])

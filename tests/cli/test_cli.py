@@ -60,7 +60,7 @@ def test_bad_count_is_a_usage_error(cli, count):
 
 
 def test_estimate_json(cli):
-    result = cli("estimate", "--gpu", "h100", "--count", "8", "--hours", "72",
+    result = cli("estimate", "--gpu", "h100", "--count", "8", "--hours", "72h",
                  "--provider", "sandbox", "--json")
     data = as_json(result)
     assert Decimal(data["total"]) == Decimal(data["price_per_hour"]) * 72
@@ -231,8 +231,8 @@ def test_delete_goes_on_after_a_failure(cli):
     assert as_json(cli("get", ref, "--json"))["status"] in ("terminating", "terminated")
 
 
-def test_stop_where_unsupported_is_a_clear_error(cli):
-    made = as_json(cli("create", "--gpu", "h100", "--provider", "sandbox", "--yes", "--json"))
-    data = as_json(cli("stop", made["instance"]["ref"], "--json"))
+def test_stop_where_unsupported_is_a_clear_error(cli, monkeypatch):
+    monkeypatch.setenv("GPUCLOUD_LAMBDA_API_KEY", "lambda-key")  # refused before any request
+    data = as_json(cli("stop", "lambda/0920582c", "--json"))
     assert data["error"]["exit_code"] == 2 and "cannot stop" in data["error"]["message"]
     assert "gpucloud delete" in data["error"]["hint"]

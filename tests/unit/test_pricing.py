@@ -49,13 +49,13 @@ def test_bad_hours(bad):
 
 @pytest.mark.parametrize("text, expected", [
     ("4h", timedelta(hours=4)), ("90m", timedelta(minutes=90)),
-    ("1h30m", timedelta(minutes=90)), ("2d", timedelta(days=2)), ("3", timedelta(hours=3)),
+    ("1h30m", timedelta(minutes=90)), ("2d", timedelta(days=2)), (3, timedelta(hours=3)),
 ])
 def test_durations(text, expected):
     assert parse_duration(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["", "4x", "-1h", "0h", "h"])
+@pytest.mark.parametrize("bad", ["", "4x", "-1h", "0h", "h", "3", "2.5"])
 def test_bad_durations(bad):
     with pytest.raises(SpecError):
         parse_duration(bad)

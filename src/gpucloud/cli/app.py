@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
 from ..errors import EXIT_CODES, GpuCloudError, exit_code_for
+from .output import clean
 
 try:  # typer >= 0.29 vendors click
     from typer._click.exceptions import UsageError as _UsageError
@@ -22,8 +25,93 @@ def _wants_json(args: list[str]) -> bool:
     return "--json" in args
 
 
-class GpuCloudGroup(TyperGroup):
+class HelpGroup(TyperGroup):
+    """Help that says what to type: command summaries in full (click cuts them
+    to one line with "..."; here they wrap), arguments by metavar, no type names."""
+
+    def get_command(self, ctx: Any, name: str) -> Any:
+        cmd = super().get_command(ctx, name)
+        for param in getattr(cmd, "params", ()):
+            if param.param_type_name == "argument" and param.metavar:
+                # typer would print "REF <str>": the metavar already says it all.
+                param.display_type_rich = lambda ctx=None: None
+        return cmd
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is None or cmd.hidden:
+                continue
+            text = cmd.short_help or (cmd.help or "").split("\n\n")[0]
+            rows.append((name, " ".join(text.split())))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+class _StderrHandler(logging.Handler):
+    """Writes to whatever sys.stderr is at the time (test runners swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(clean(self.format(record)) + "\n")
+        except Exception:  # noqa: BLE001 - logging must never break a command
+            self.handleError(record)
+
+
+_DEBUG_HANDLER = _StderrHandler()
+_DEBUG_HANDLER.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+# Retry lines (`retrying lambda (2/5) after connection error…`) so a long wait
+# on a failing network is visibly a wait, not a hang. Text mode only.
+_RETRY_HANDLER = _StderrHandler()
+_RETRY_HANDLER.addFilter(lambda record: getattr(record, "retry", False))
+
+
+def configure_logging(debug: bool, as_json: bool) -> Callable[[], None]:
+    """Set up the CLI's log output for one invocation; returns what undoes it
+    (the CLI also runs inside other programs and test runners)."""
+    logger = logging.getLogger("gpucloud")
+    http = logging.getLogger("gpucloud.http")
+    saved = (logger.level, http.level)
+    if debug:  # shows the retry lines too
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(_DEBUG_HANDLER)
+    elif not as_json:
+        http.setLevel(logging.INFO)
+        http.addHandler(_RETRY_HANDLER)
+
+    def restore() -> None:
+        logger.removeHandler(_DEBUG_HANDLER)
+        http.removeHandler(_RETRY_HANDLER)
+        logger.setLevel(saved[0])
+        http.setLevel(saved[1])
+    return restore
+
+
+def _take_debug(args: list[str]) -> tuple[list[str], bool]:
+    """--debug is accepted anywhere on the line (`gpucloud list --debug`), not only
+    before the command; GPUCLOUD_DEBUG=1 does the same."""
+    end = args.index("--") if "--" in args else len(args)
+    debug = "--debug" in args[:end]
+    kept = [a for i, a in enumerate(args) if i >= end or a != "--debug"]
+    return kept, debug or os.environ.get("GPUCLOUD_DEBUG", "").strip().lower() in _TRUE
+
+
+class GpuCloudGroup(HelpGroup):
     """Renders every error once: one line and a hint, or a JSON document."""
+
+    def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        argv, debug = _take_debug(argv)
+        restore = configure_logging(debug, _wants_json(argv))
+        try:
+            return super().main(argv, *rest, **kwargs)
+        finally:
+            restore()
 
     def invoke(self, ctx: typer.Context) -> Any:
         args = [*getattr(ctx, "_protected_args", []), *ctx.args]
@@ -69,10 +157,10 @@ def fail(code: int, name: str, message: str, hint: str | None, as_json: bool,
         payload = {"error": {"code": name, "message": message, "hint": hint, "exit_code": code},
                    **(extra or {})}
         sys.stdout.write(json.dumps(payload) + "\n")
-    else:
-        sys.stderr.write(f"error: {message}\n")
+    else:  # messages quote providers: cleaned of control characters
+        sys.stderr.write(f"error: {clean(message)}\n")
         if hint:
-            sys.stderr.write(f"hint: {hint}\n")
+            sys.stderr.write(f"hint: {clean(hint)}\n")
     raise typer.Exit(code)
 
 
@@ -101,7 +189,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
-    debug: bool = typer.Option(False, "--debug", help="Log requests (never secrets) to stderr."),
+    debug: bool = typer.Option(False, "--debug",
+                               help="Log requests (never secrets) to stderr; allowed anywhere "
+                                    "on the line, or set GPUCLOUD_DEBUG=1."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Show the version and exit."),
 ) -> None:
@@ -112,13 +202,7 @@ def root(
     budget, 8 confirmation needed, 9 wait timed out or machine failed,
     10 other provider API errors, 130 interrupted.
     """
-    if debug:
-        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
-                            format="%(levelname)s %(name)s: %(message)s")
-        logging.getLogger("gpucloud").setLevel(logging.DEBUG)
-        # httpx/httpcore log full URLs and, at trace level, headers: keep them quiet.
-        for noisy in ("httpx", "httpcore"):
-            logging.getLogger(noisy).setLevel(logging.WARNING)
+    # --debug is taken out of the arguments before parsing: GpuCloudGroup.main.
 
 
 __all__ = ["EXIT_CODES", "app", "fail"]

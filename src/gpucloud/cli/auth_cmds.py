@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import typer
 
 from . import output, params
-from .app import app, fail
+from .app import HelpGroup, app, fail
 
-auth = typer.Typer(help="Manage provider credentials (kept in the system keyring).",
+auth = typer.Typer(cls=HelpGroup,
+                   help="Manage provider credentials (kept in the system keyring).",
                    no_args_is_help=True)
 app.add_typer(auth, name="auth")
 
@@ -25,6 +27,10 @@ def _kind(provider: str) -> str:
     return ctx.auth_kind(provider)
 
 
+def _stdin_is_terminal() -> bool:
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
 def _read(provider: str, kind: str, from_env: bool, as_json: bool) -> str:
     from ..credentials import env_vars
 
@@ -36,9 +42,13 @@ def _read(provider: str, kind: str, from_env: bool, as_json: bool) -> str:
             fail(3, "credentials", f"{' and '.join(missing)} not set",
                  f"export {' and '.join(names)}, or log in without --from-env", as_json)
         return ":".join(values)
+    if not _stdin_is_terminal():
+        # A pipe or a file: no hidden prompt is possible (getpass would warn that
+        # it echoes), so the secret is read as data.
+        return _from_stdin(provider, kind, as_json)
     if as_json:  # --json never prompts
         fail(8, "confirmation_required", "a prompt is needed to read the credential",
-             "pass --from-env to read it from the environment", as_json)
+             "pass --from-env, or pipe the credential in on standard input", as_json)
     if kind == "oauth2":
         client_id = typer.prompt(f"{provider} client id", err=True).strip()
         secret = typer.prompt(f"{provider} client secret", hide_input=True, err=True).strip()
@@ -46,14 +56,38 @@ def _read(provider: str, kind: str, from_env: bool, as_json: bool) -> str:
     return typer.prompt(f"{provider} API key", hide_input=True, err=True).strip()
 
 
+def _from_stdin(provider: str, kind: str, as_json: bool) -> str:
+    """One line (the API key), or for OAuth2 two lines "id\\nsecret" or one "id:secret"."""
+    lines = [line.strip() for line in sys.stdin.read().splitlines() if line.strip()]
+    if kind == "oauth2":
+        if len(lines) >= 2 and ":" not in lines[0]:
+            return f"{lines[0]}:{lines[1]}"
+        if lines and ":" in lines[0]:
+            return lines[0]
+        fail(2, "usage", f"no {provider} client id and secret on standard input",
+             f"pipe them in as two lines (id, then secret) or as id:secret, e.g. "
+             f"`printf '%s\\n%s\\n' \"$ID\" \"$SECRET\" | gpucloud auth login {provider}`, "
+             "or use --from-env", as_json)
+    if not lines:
+        fail(2, "usage", f"no {provider} API key on standard input (it is not a terminal)",
+             f"pipe the key in, e.g. `printf '%s\\n' \"$KEY\" | gpucloud auth login {provider}`, "
+             "or use --from-env, or run it in a terminal for a hidden prompt", as_json)
+    return lines[0]
+
+
 @auth.command()
 def login(
-    provider: str = typer.Argument(..., help="Provider name, e.g. lambda."),
+    provider: str = typer.Argument(..., metavar="PROVIDER", help="Provider name, e.g. lambda."),
     from_env: bool = typer.Option(False, "--from-env",
                                   help="Take the credential from GPUCLOUD_* variables."),
     json_output: bool = params.JSON,
 ) -> None:
-    """Verify a credential with a cheap read, then keep it in the system keyring."""
+    """Verify a credential with a cheap read, then keep it in the system keyring.
+
+    In a terminal the secret is asked for with a hidden prompt; otherwise it is
+    read from standard input (one line; for OAuth2 "id" and "secret" on two
+    lines, or "id:secret").
+    """
     from ..client import Client
     from ..credentials import store_credential
 
@@ -62,24 +96,40 @@ def login(
         fail(2, "usage", f"{provider} needs no credentials", None, json_output)
     value = _read(provider, kind, from_env, json_output)
     expires = Client(credentials={provider: value}, use_keyring=False).verify(provider)
-    store_credential(provider, kind, value)
+    backend = store_credential(provider, kind, value)
+    warnings = [backend.warning] if backend.warning else []
     if json_output:
         output.emit_json({"provider": provider, "verified": True, "stored": "keyring",
-                          "token_expires_at": output.iso(expires)})
-    else:
-        output.out(f"{provider}: credential verified and stored in the system keyring")
+                          "keyring_backend": backend.name, "plaintext": backend.plaintext,
+                          "token_expires_at": output.iso(expires), "warnings": warnings})
+        return
+    output.out(f"{provider}: credential verified and stored in the system keyring "
+               f"({backend.name})")
+    for warning in warnings:
+        output.warn(warning)
 
 
 @auth.command()
 def status(json_output: bool = params.JSON) -> None:
-    """Per provider: where the credential comes from and whether it works."""
+    """Per provider: where the credential comes from and whether it works.
+
+    Exits 4 when a configured credential does not work.
+    """
     from ..client import Client
+    from ..credentials import NO_KEYRING_ADVICE, keyring_backend
 
     client = Client()
     statuses = client.auth_status()
+    failing = [s.provider for s in statuses if s.works is False]
+    backend = None if client.keyring_problem else keyring_backend()
+    warnings = [backend.warning] if backend is not None and backend.warning else []
     if json_output:
         output.emit_json({"providers": [output.dump(s) for s in statuses],
-                          "keyring_problem": client.keyring_problem})
+                          "keyring_problem": client.keyring_problem,
+                          "keyring_backend": backend.name if backend else None,
+                          "warnings": warnings})
+        if failing:
+            raise typer.Exit(4)
         return
     rows = []
     for s in statuses:
@@ -88,15 +138,20 @@ def status(json_output: bool = params.JSON) -> None:
         rows.append([s.provider, s.source or "not configured", works,
                      output.iso(s.token_expires_at) or "-", note])
     output.out(output.table(["PROVIDER", "CREDENTIAL FROM", "WORKS", "TOKEN EXPIRES", "NOTE"],
-                            rows))
+                            rows, shrink=(4,)))
     if client.keyring_problem:
-        output.out(f"note: the system keyring is unusable here ({client.keyring_problem}): use "
-                   "the environment variables, or install a keyring backend")
+        output.note(f"note: the system keyring is unusable here ({client.keyring_problem}): "
+                    + NO_KEYRING_ADVICE)
+    for warning in warnings:
+        output.warn(warning)
+    if failing:
+        output.err(f"error: the credential for {', '.join(failing)} does not work")
+        raise typer.Exit(4)
 
 
 @auth.command()
 def logout(
-    provider: str = typer.Argument(..., help="Provider name."),
+    provider: str = typer.Argument(..., metavar="PROVIDER", help="Provider name."),
     json_output: bool = params.JSON,
 ) -> None:
     """Remove a provider's credential from the system keyring."""

@@ -19,9 +19,9 @@ def offers(
     provider: Optional[str] = params.PROVIDER,
     region: Optional[str] = params.REGION,
     spot: bool = typer.Option(False, "--spot", help="Spot/interruptible prices."),
-    max_price: Optional[str] = typer.Option(None, "--max-price",
+    max_price: Optional[str] = typer.Option(None, "--max-price", metavar="USD",
                                             help="Highest USD per hour for the whole machine."),
-    limit: int = typer.Option(20, "--limit", min=0,
+    limit: int = typer.Option(20, "--limit", min=0, metavar="N",
                               help="Rows to show (0: all). Regions at one price share a row."),
     json_output: bool = params.JSON,
 ) -> None:
@@ -36,7 +36,7 @@ def offers(
                           "warnings": client.warnings})
         return
     for warning in client.warnings:
-        output.err(f"warning: {warning}")
+        output.warn(warning)
     if not found:
         output.err(f"no offers for {count}x {gpu}"
                    + (f" on {provider}" if provider else "") + (f" in {region}" if region else ""))
@@ -45,10 +45,10 @@ def offers(
     shown = groups if limit == 0 else groups[:limit]
     output.out(output.offers_table(shown))
     if len(shown) < len(groups):
-        output.out(f"... {len(groups) - len(shown)} more rows (--limit 0 shows all; "
+        output.note(f"... {len(groups) - len(shown)} more rows (--limit 0 shows all; "
                    "--json lists every region)")
     if any(o.source == "catalog" for o, _ in shown):
-        output.out("catalog rows are published list prices; set a provider's credentials "
+        output.note("catalog rows are published list prices; set a provider's credentials "
                    "for live prices and availability")
 
 
@@ -56,17 +56,22 @@ def offers(
 def estimate(
     gpu: str = params.GPU,
     count: int = params.COUNT,
-    hours: str = typer.Option("1", "--hours", help="How long the machine runs."),
+    hours: str = typer.Option("1h", "--hours", metavar="DURATION",
+                              help="How long the machine runs, e.g. 72h, 90m, 1h30m, 2d."),
     provider: Optional[str] = params.PROVIDER,
     region: Optional[str] = params.REGION,
-    disk_gb: Optional[int] = typer.Option(None, "--disk-gb", min=1, help="Disk size, where billed."),
+    disk_gb: Optional[int] = typer.Option(None, "--disk-gb", min=1, metavar="GB",
+                                          help="Disk size, where billed."),
     json_output: bool = params.JSON,
 ) -> None:
-    """Estimate the cost of the cheapest matching machine over HOURS."""
+    """Estimate the cost of the cheapest matching machine over --hours."""
     from ..client import Client
+    from ..pricing import duration_hours, parse_duration
 
+    # The same durations as --auto-shutdown; a bare "72" is refused with the forms.
+    span = duration_hours(parse_duration(hours))
     client = Client()
-    result = client.estimate(gpu=gpu, count=count, hours=hours, provider=provider,
+    result = client.estimate(gpu=gpu, count=count, hours=span, provider=provider,
                              region=region, disk_gb=disk_gb)
     if json_output:
         output.emit_json({**output.dump(result), "warnings": client.warnings})
@@ -87,13 +92,14 @@ def gpus(json_output: bool = params.JSON) -> None:
         return
     output.out(output.table(["GPU", "VENDOR", "MEMORY"],
                             [[g.name, g.vendor, f"{g.memory_gb} GB"] for g in GPUS]))
-    output.out('a bare "a100" means A100-40GB; ask for a100-80gb for the larger card')
+    output.note('a bare "a100" means A100-40GB; ask for a100-80gb for the larger card')
 
 
 @app.command()
 def providers(json_output: bool = params.JSON) -> None:
     """Known providers, whether credentials are found, and where from."""
     from ..client import Client
+    from ..credentials import NO_KEYRING_ADVICE
 
     client = Client()
     statuses = client.providers()
@@ -106,7 +112,7 @@ def providers(json_output: bool = params.JSON) -> None:
         ["PROVIDER", "NAME", "CREDENTIALS", "FROM", "CATALOG AS OF", "NOTE"],
         [[s.name, s.display_name, "yes" if s.credentials else "no", s.source or "-",
           s.catalog_as_of or "-", s.hint or ("simulated, nothing billed" if s.simulated else "")]
-         for s in statuses]))
+         for s in statuses], shrink=(1, 5)))
     if problem:
-        output.out(f"note: the system keyring is unusable here ({problem}): use the environment "
-                   "variables, or install a keyring backend")
+        output.note(f"note: the system keyring is unusable here ({problem}): "
+                    + NO_KEYRING_ADVICE)

@@ -55,22 +55,24 @@ def create(
     count: int = params.COUNT,
     provider: Optional[str] = params.PROVIDER,
     region: Optional[str] = params.REGION,
-    instances: int = typer.Option(1, "--instances", "-n", min=1,
+    instances: int = typer.Option(1, "--instances", "-n", min=1, metavar="N",
                                   help="Number of machines, each with COUNT GPUs."),
-    name: Optional[str] = typer.Option(None, "--name", help="Machine name."),
-    image: Optional[str] = typer.Option(None, "--image",
+    name: Optional[str] = typer.Option(None, "--name", metavar="NAME", help="Machine name."),
+    image: Optional[str] = typer.Option(None, "--image", metavar="IMAGE",
                                         help="OS image (VM clouds) or container image."),
-    ssh_key: Optional[str] = typer.Option(None, "--ssh-key",
+    ssh_key: Optional[str] = typer.Option(None, "--ssh-key", metavar="KEY",
                                           help="Registered key name or path to a .pub file."),
-    disk_gb: Optional[int] = typer.Option(None, "--disk-gb", min=1, help="Disk size in GB."),
-    auto_shutdown: Optional[str] = typer.Option(None, "--auto-shutdown",
+    disk_gb: Optional[int] = typer.Option(None, "--disk-gb", min=1, metavar="GB",
+                                          help="Disk size in GB."),
+    auto_shutdown: Optional[str] = typer.Option(None, "--auto-shutdown", metavar="DURATION",
                                                 help="Deadline after creation, e.g. 4h, 90m."),
-    max_cost: Optional[str] = typer.Option(None, "--max-cost",
+    max_cost: Optional[str] = typer.Option(None, "--max-cost", metavar="USD",
                                            help="Refuse if the estimate exceeds this many USD."),
     spot: bool = typer.Option(False, "--spot", help="Spot/interruptible capacity."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; create nothing."),
     wait: bool = typer.Option(False, "--wait", help="Wait until the machine is running."),
-    timeout: int = typer.Option(600, "--timeout", min=1, help="Seconds --wait waits at most."),
+    timeout: int = typer.Option(600, "--timeout", min=1, metavar="SECONDS",
+                                help="Seconds --wait waits at most."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     json_output: bool = params.JSON,
 ) -> None:
@@ -182,7 +184,7 @@ def list_(
                           "warnings": client.warnings})
         return
     for warning in client.warnings:
-        output.err(f"warning: {warning}")
+        output.warn(warning)
     if instances:
         output.out(output.instances_table(instances))
     else:
@@ -191,7 +193,9 @@ def list_(
 
 @app.command()
 def get(
-    ref: str = typer.Argument(..., help="provider/id, as shown by `gpucloud list`."),
+    ref: str = typer.Argument(..., metavar="REF",
+                              help="provider/id (REF in `gpucloud list`), the machine's name, "
+                                   "or a unique prefix of its id."),
     json_output: bool = params.JSON,
 ) -> None:
     """Show one machine."""
@@ -206,7 +210,8 @@ def get(
 
 @app.command()
 def delete(
-    refs: List[str] = typer.Argument(..., help="provider/id of each machine to delete."),
+    refs: List[str] = typer.Argument(..., metavar="REF",
+                                     help="provider/id of each machine to delete."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     json_output: bool = params.JSON,
 ) -> None:
@@ -250,16 +255,24 @@ def delete(
         output.emit_json({"deleted": deleted, "failed": [], "warnings": warnings})
 
 
+def _refs_of(client: Any, refs: List[str]) -> List[str]:
+    """provider/id for each reference; names and id prefixes are looked up."""
+    from ..refs import needs_lookup
+
+    return [client.get(ref).ref if needs_lookup(ref) else ref for ref in refs]
+
+
 @app.command()
 def stop(
-    refs: List[str] = typer.Argument(..., help="provider/id of each machine to stop."),
+    refs: List[str] = typer.Argument(..., metavar="REF",
+                                     help="Each machine to stop: provider/id, name or id prefix."),
     json_output: bool = params.JSON,
 ) -> None:
-    """Power machines off, keeping their disks (RunPod, Vast.ai). Disks may still bill."""
+    """Power machines off, keeping their disks (RunPod, Vast.ai, sandbox). Disks may still bill."""
     from ..client import Client
 
     client = Client()
-    stopped = [client.stop(ref) for ref in refs]
+    stopped = [client.stop(ref) for ref in _refs_of(client, refs)]
     if json_output:
         output.emit_json({"instances": [output.dump(i) for i in stopped]})
         return
@@ -269,18 +282,16 @@ def stop(
 
 @app.command()
 def start(
-    refs: List[str] = typer.Argument(..., help="provider/id of each machine to start."),
+    refs: List[str] = typer.Argument(..., metavar="REF",
+                                     help="Each machine to start: provider/id, name or id prefix."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     json_output: bool = params.JSON,
 ) -> None:
     """Power stopped machines on again; billing resumes at their hourly price."""
     from ..client import Client
-    from ..ops import split_ref
 
-    for ref in refs:
-        split_ref(ref)
     client = Client()
-    machines = [client.get(ref) for ref in refs]
+    machines = [client.get(ref) for ref in refs]  # resolves names; fails before asking
     prices = [m.price_per_hour for m in machines if m.price_per_hour is not None]
     price = f"{output.usd(sum(prices))}/hour" if prices else "their hourly price"
     if not json_output:
@@ -289,7 +300,7 @@ def start(
                        f"{output.usd(machine.price_per_hour)}/h when running")
     _confirm(f"Start {len(refs)} machine(s), billing {price}?", yes, json_output,
              "starting machines")
-    started = [client.start(ref) for ref in refs]
+    started = [client.start(machine.ref) for machine in machines]
     if json_output:
         output.emit_json({"instances": [output.dump(i) for i in started]})
         return

@@ -1,16 +1,34 @@
 """Rendering: plain aligned tables for people, one JSON document for scripts.
 
-Money is printed as a decimal string, times as ISO-8601 UTC.
+Money is printed as a decimal string, times as ISO-8601 UTC. Everything a
+provider sends (names, statuses, error messages) passes through ``clean``
+before it reaches a terminal: a machine named ``"\\x1b[2J"`` must not clear
+the user's screen, and a name with a newline must not forge a table row.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
+
+# C0/C1 controls and DEL, line/paragraph separators, and the bidi overrides
+# that can make text read differently from what it is.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+ELLIPSIS = "…"
+
+
+def clean(value: Any) -> str:
+    """One printable line: control characters become visible escapes (\\x1b, \\n)."""
+    text = "" if value is None else str(value)
+    return _UNSAFE.sub(lambda m: _NAMED.get(m.group(), f"\\x{ord(m.group()):02x}")
+                       if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
 
 
 def emit_json(payload: Any) -> None:
@@ -46,19 +64,83 @@ def usd(value: Decimal | None, places: int = 2) -> str:
     return f"${value:,.{places}f}"
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+def terminal_width() -> int | None:
+    """Columns to fit tables into: $COLUMNS when set, else the terminal's; None
+    when stdout is not a terminal (a pipe gets whole lines)."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if sys.stdout.isatty():
+        import shutil
+
+        return shutil.get_terminal_size().columns
+    return None
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]],
+          shrink: Sequence[int] = (), keep: Sequence[int] = (), width: int | None = None) -> str:
+    """Aligned columns, two spaces apart, fitted to `width` (default: the
+    terminal's): the `shrink` columns (free text such as names) give way first,
+    then any column but the `keep` ones (what users copy, like a ref), all cut
+    with an ellipsis; a line that still does not fit is cut at the edge."""
+    cells = [[clean(h) for h in headers]] + [[clean(c) for c in r] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    limit = terminal_width() if width is None else width
+    if limit:
+        widths = _fit(widths, headers, shrink, keep, limit)
+    lines = ["  ".join(_cut(c, w).ljust(w) for c, w in zip(row, widths)).rstrip()
+             for row in cells]
+    if limit:
+        lines = [_cut(line, limit) for line in lines]
     return "\n".join(lines)
 
 
+def _fit(widths: list[int], headers: Sequence[str], shrink: Sequence[int],
+         keep: Sequence[int], limit: int) -> list[int]:
+    widths = list(widths)
+    gaps = 2 * (len(widths) - 1)
+    # First the free-text columns, down to their header (at least 8 wide); then
+    # the others but `keep`, down to their header.
+    others = [i for i in range(len(widths)) if i not in keep]
+    for columns, floor in ((shrink, 8), (others, 0)):
+        floors = {i: max(len(headers[i]), min(floor, widths[i])) for i in columns}
+        while sum(widths) + gaps > limit:
+            candidates = [i for i in columns if widths[i] > floors[i]]
+            if not candidates:
+                break
+            widest = max(candidates, key=lambda i: widths[i])
+            widths[widest] -= 1
+    return widths
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:max(0, width - 1)] + ELLIPSIS
+
+
 def out(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
+    """Lines on stdout. Each line is cleaned as well, so no escape sequence gets
+    through whatever built the text; the cells of a table are cleaned before
+    layout, so a newline inside a value cannot forge a row."""
+    sys.stdout.write("\n".join(clean(line) for line in text.split("\n")) + "\n")
+
+
+def note(text: str) -> None:
+    """A sentence on stdout, wrapped to the terminal's width like the tables."""
+    width = terminal_width()
+    if width:
+        import textwrap
+
+        text = "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) or text
+    out(text)
 
 
 def err(text: str) -> None:
-    sys.stderr.write(text + "\n")
+    """One line on stderr (messages quote providers, so it is cleaned whole)."""
+    sys.stderr.write(clean(text) + "\n")
+
+
+def warn(text: str) -> None:
+    err(f"warning: {text}")
 
 
 def offer_source(offer: Any) -> str:
@@ -87,7 +169,8 @@ def offers_table(groups: Sequence[tuple[Any, list[str]]]) -> str:
         ["PROVIDER", "INSTANCE TYPE", "GPUS", "$/HOUR", "AVAILABLE", "REGIONS", "PRICE SOURCE"],
         [[o.provider, o.instance_type, f"{o.gpu_count}x {o.gpu}", usd(o.price_per_hour),
           availability(o), regions[0] + (f" +{len(regions) - 1}" if len(regions) > 1 else ""),
-          offer_source(o)] for o, regions in groups])
+          offer_source(o)] for o, regions in groups],
+        shrink=(1, 5))
 
 
 def estimate_text(estimate: Any) -> str:
@@ -109,26 +192,82 @@ def _hours(value: Decimal) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def instances_table(instances: Sequence[Any]) -> str:
+def span(delta: timedelta) -> str:
+    """A duration as people read it: 45s, 12m, 3h05m, 2d04h."""
+    seconds = max(0, int(delta.total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m" if minutes else f"{secs}s"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _ended(i: Any) -> bool:
+    return i.status.value == "terminated"
+
+
+def age(i: Any, now: datetime | None = None) -> str | None:
+    return span((now or _now()) - i.created_at) if i.created_at else None
+
+
+def time_left(i: Any, now: datetime | None = None) -> str | None:
+    """Until the deadline; "due" once it has passed on a machine still up."""
+    if i.shutdown_at is None or _ended(i):
+        return None
+    left = i.shutdown_at - (now or _now())
+    return span(left) if left > timedelta(0) else "due"
+
+
+def cost_so_far(i: Any, now: datetime | None = None) -> Decimal | None:
+    """Hourly price x age: what a machine still up has cost since it was created
+    (an upper bound for one that was stopped for a while). None when unknown."""
+    if i.price_per_hour is None or i.created_at is None or _ended(i):
+        return None
+    seconds = max(0, int(((now or _now()) - i.created_at).total_seconds()))
+    return (i.price_per_hour * seconds / 3600).quantize(Decimal("0.01"))
+
+
+def hourly(i: Any) -> str:
+    """A terminated machine bills nothing more: it shows no hourly price."""
+    return "-" if _ended(i) else usd(i.price_per_hour)
+
+
+def instances_table(instances: Sequence[Any], now: datetime | None = None) -> str:
+    now = now or _now()
     return table(
-        ["REF", "NAME", "STATUS", "GPUS", "REGION", "$/HOUR", "SHUTDOWN AT"],
-        [[i.ref + (" (simulated)" if i.simulated else ""), i.name, i.status.value,
-          f"{i.gpu_count}x {i.gpu}" if i.gpu_count else (i.gpu or "-"), i.region,
-          usd(i.price_per_hour), iso(i.shutdown_at) or "-"] for i in instances])
+        ["REF", "NAME", "STATUS", "GPUS", "REGION", "$/HOUR", "AGE", "LEFT", "COST",
+         "IP", "LAUNCH ID"],
+        [[i.ref + (" (simulated)" if i.simulated else ""), i.name or "-", i.status.value,
+          f"{i.gpu_count}x {i.gpu}" if i.gpu_count else (i.gpu or "-"), i.region or "-",
+          hourly(i), age(i, now) or "-", time_left(i, now) or "-",
+          usd(cost_so_far(i, now)), i.ip or "-", i.launch_id or "-"] for i in instances],
+        shrink=(1, 3, 4, 10), keep=(0,))
 
 
-def instance_text(i: Any) -> str:
+def instance_text(i: Any, now: datetime | None = None) -> str:
+    now = now or _now()
+    cost = cost_so_far(i, now)
     fields = [
         ("ref", i.ref), ("name", i.name),
         ("status", i.status.value + (f" ({i.provider_status})" if i.provider_status
                                      and i.provider_status != i.status.value else "")),
         ("gpus", f"{i.gpu_count}x {i.gpu}" if i.gpu_count else i.gpu),
         ("instance type", i.instance_type), ("region", i.region),
-        ("price", f"{usd(i.price_per_hour)}/h" if i.price_per_hour is not None else None),
-        ("ip", i.ip), ("created at", iso(i.created_at)), ("shutdown at", iso(i.shutdown_at)),
+        ("price", f"{usd(i.price_per_hour)}/h"
+         if i.price_per_hour is not None and not _ended(i) else None),
+        ("ip", i.ip), ("created at", iso(i.created_at)), ("age", age(i, now)),
+        ("shutdown at", iso(i.shutdown_at)), ("time left", time_left(i, now)),
+        ("cost so far", f"{usd(cost)} (price x age)" if cost is not None else None),
         ("launch id", i.launch_id),
     ]
-    text = "\n".join(f"{k:<14} {v}" for k, v in fields if v is not None)
+    text = "\n".join(f"{k:<14} {clean(v)}" for k, v in fields if v is not None)
     if i.simulated:
         text += "\nnote           simulated machine (sandbox): no real GPU, nothing billed"
     return text

@@ -1,4 +1,8 @@
-"""Option types shared by the commands."""
+"""Option types shared by the commands.
+
+Every option shows a metavar that says what it wants (GPU, N, USD, DURATION,
+GB, SECONDS), never a type name: tests/cli/test_help.py checks them all.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ def gpu_param(value: str) -> str:
 
 GPU = typer.Option(..., "--gpu", "-g", parser=gpu_param, metavar="GPU",
                    help="GPU model, e.g. h100, a100-80gb, l40s (`gpucloud gpus` lists them).")
-COUNT = typer.Option(1, "--count", "-c", min=1, help="GPUs on one machine.")
-PROVIDER = typer.Option(None, "--provider", "-p", help="Only this provider.")
-REGION = typer.Option(None, "--region", "-r", help="Only this region.")
+COUNT = typer.Option(1, "--count", "-c", min=1, metavar="N", help="GPUs on one machine.")
+PROVIDER = typer.Option(None, "--provider", "-p", metavar="PROVIDER", help="Only this provider.")
+REGION = typer.Option(None, "--region", "-r", metavar="REGION", help="Only this region.")
 JSON = typer.Option(False, "--json", help="One JSON document on stdout; never prompts.")

@@ -48,7 +48,7 @@ class SandboxProvider(Provider):
     """The simulated cloud. ``db_path``/``knobs``/``cloud`` override the defaults (tests)."""
 
     name = "sandbox"
-    capabilities = Capabilities(spot=False, stop_start=False, custom_disk=True,
+    capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
                                 needs_ssh_key=False, native_shutdown=True)
 
     def __init__(self, catalog: ProviderCatalog, credential: Credential | None = None,
@@ -164,6 +164,19 @@ class SandboxProvider(Provider):
         response = yield self.request("DELETE", f"/v1/instances/{quote(instance_id, safe='')}",
                                       kind="idempotent")
         self.raise_for_error(response)
+
+    def stop(self, instance_id: str) -> Flow[Instance]:
+        """Power off, keeping the disk; the simulation bills nothing while stopped."""
+        return (yield from self._power(instance_id, "stop"))
+
+    def start(self, instance_id: str) -> Flow[Instance]:
+        return (yield from self._power(instance_id, "start"))
+
+    def _power(self, instance_id: str, action: str) -> Flow[Instance]:
+        response = yield self.request(
+            "POST", f"/v1/instances/{quote(instance_id, safe='')}/{action}", kind="idempotent")
+        self.raise_for_error(response)
+        return self._instance(response, self.json(response))
 
     def set_shutdown(self, instance_id: str, shutdown_at: datetime | None) -> Flow[Instance]:
         """Move (or clear) the cloud's own shutdown timer; what ``extend`` needs."""

@@ -22,15 +22,26 @@ API (JSON; base ``https://sandbox.gpucloud.invalid``; every response carries
     PATCH  /v1/instances/{id}      body {shutdown_at: ISO-8601 | null} -> instance
                                     (moves the native timer, for `extend`)
     DELETE /v1/instances/{id}      202 instance (terminating); idempotent
+    POST   /v1/instances/{id}/stop   instance (stopped: powered off, disk kept,
+                                    not billed); idempotent
+    POST   /v1/instances/{id}/start  instance (pending, then running after
+                                    boot_seconds); idempotent
 
     instance = {id, name, status, instance_type, region, gpu, gpu_count,
                 price_per_hour, image, disk_gb, ip, labels, created_at,
-                shutdown_at, terminated_at, simulated: true}
+                shutdown_at, terminated_at, billed_seconds, cost_so_far,
+                simulated: true}
+
+Billing (simulated, nothing is charged): a machine bills its price per hour
+from creation until it terminates, except while stopped; ``billed_seconds``
+and ``cost_so_far`` (a decimal string) say how much so far. A stopped
+machine keeps its capacity slot and its deadline.
 
 Status codes: 400 ``invalid_request`` (unknown instance type or region),
 422 ``invalid_request`` (malformed body), 404 ``not_found``, 405
 ``method_not_allowed``, 409 ``capacity_exhausted`` (nothing created), 409
-``conflict`` (PATCH on a machine no longer pending/running), 429
+``conflict`` (PATCH, stop or start on a machine that has ended; start on
+one that is not stopped is a no-op, as is stop on a stopped one), 429
 ``rate_limited`` (with ``Retry-After: 1``), 503 ``unavailable``. Times are
 ISO-8601 UTC (``Z``); a time without an offset is refused (422), not guessed.
 
@@ -55,7 +66,8 @@ given (the ``[sandbox]`` section of config.toml, lower-case names):
                        machine and then answers 503 anyway: the ambiguous
                        failure that reconcile-by-launch-id exists for (0)
     FAIL_ON            operations subject to the three above, comma-separated
-                       from types, list, get, create, update, delete (all)
+                       from types, list, get, create, update (PATCH, stop,
+                       start), delete (all)
     SEED               seeds the failure dice: same seed, same failures
     EXHAUST            instance types with zero capacity, comma-separated, or "all"
 
@@ -67,7 +79,6 @@ before anything is recorded: they never create a machine.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import random
@@ -79,11 +90,13 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from .transport import SandboxTransport  # noqa: F401 (re-exported: tests, adapter)
 from ._wire import US, ApiError, fake_ip, iso, json_body, parse_time, validate_create
 from .knobs import Knobs
 
@@ -93,9 +106,13 @@ CREATE TABLE IF NOT EXISTS instances (
     region TEXT NOT NULL, gpu TEXT NOT NULL, gpu_count INTEGER NOT NULL,
     price TEXT NOT NULL, image TEXT, disk_gb INTEGER, ssh_public_key TEXT,
     labels TEXT NOT NULL, created_us INTEGER NOT NULL, ready_us INTEGER NOT NULL,
-    shutdown_us INTEGER, deleted_us INTEGER, terminated_us INTEGER
+    shutdown_us INTEGER, deleted_us INTEGER, terminated_us INTEGER,
+    stopped_us INTEGER, stopped_total_us INTEGER NOT NULL DEFAULT 0
 );
 """
+# Columns added after the first release: databases made before get them on open.
+_ADDED_COLUMNS = {"stopped_us": "INTEGER",
+                  "stopped_total_us": "INTEGER NOT NULL DEFAULT 0"}
 
 
 class SandboxCloud:
@@ -120,6 +137,10 @@ class SandboxCloud:
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         with self._read() as db:
             db.executescript(_SCHEMA)
+            have = {row["name"] for row in db.execute("PRAGMA table_info(instances)")}
+            for column, kind in _ADDED_COLUMNS.items():
+                if column not in have:
+                    db.execute(f"ALTER TABLE instances ADD COLUMN {column} {kind}")
 
     # -- plumbing -------------------------------------------------------------
 
@@ -168,15 +189,18 @@ class SandboxCloud:
     def _route(self, request: httpx.Request) -> tuple[int, Any]:
         parts = request.url.path.strip("/").split("/")
         method = request.method
-        if (parts[:1] != ["v1"] or len(parts) not in (2, 3)
+        if (parts[:1] != ["v1"] or len(parts) not in (2, 3, 4)
                 or parts[1] not in ("instance-types", "instances")
-                or (parts[1] == "instance-types" and len(parts) == 3)):
+                or (parts[1] == "instance-types" and len(parts) > 2)
+                or (len(parts) == 4 and parts[3] not in ("stop", "start"))):
             raise ApiError(404, "not_found", f"no such endpoint: {request.url.path}")
         table: dict[str, str]
         if parts[1] == "instance-types":
             table = {"GET": "types"}
         elif len(parts) == 2:
             table = {"GET": "list", "POST": "create"}
+        elif len(parts) == 4:  # stop/start change the machine like a PATCH does
+            table = {"POST": "update"}
         else:
             table = {"GET": "get", "PATCH": "update", "DELETE": "delete"}
         op = table.get(method)
@@ -194,6 +218,8 @@ class SandboxCloud:
             return 201, created
         if op == "get":
             return 200, self._get(parts[2])
+        if op == "update" and len(parts) == 4:
+            return 200, self._power(parts[2], parts[3])
         if op == "update":
             return 200, self._update(parts[2], json_body(request))
         return 202, self._delete(parts[2])
@@ -224,7 +250,18 @@ class SandboxCloud:
             return "terminated"
         if row["deleted_us"] is not None:
             return "terminating"
+        if row["stopped_us"] is not None:
+            return "stopped"
         return "running" if now >= row["ready_us"] else "pending"
+
+    def _billed_us(self, row: sqlite3.Row, now: int) -> int:
+        """Time billed so far: from creation to the end, less the time stopped."""
+        ended = self._ended(row, now)
+        until = ended if ended is not None else now
+        stopped = row["stopped_total_us"] or 0
+        if row["stopped_us"] is not None:
+            stopped += max(0, until - row["stopped_us"])
+        return max(0, until - row["created_us"] - stopped)
 
     def _visible(self, row: sqlite3.Row, now: int) -> bool:
         ended = self._ended(row, now)
@@ -242,6 +279,9 @@ class SandboxCloud:
             "labels": json.loads(row["labels"]),
             "created_at": iso(row["created_us"]), "shutdown_at": iso(row["shutdown_us"]),
             "terminated_at": iso(ended if ended is not None else row["terminated_us"]),
+            "billed_seconds": self._billed_us(row, now) // US,
+            "cost_so_far": str((Decimal(row["price"]) * self._billed_us(row, now)
+                                / (3600 * US)).quantize(Decimal("0.0001"))),
             "simulated": True,
         }
 
@@ -327,6 +367,24 @@ class SandboxCloud:
         shutdown_us = None if body["shutdown_at"] is None else parse_time(body["shutdown_at"])
         return self._write(instance_id, "shutdown_us", shutdown_us)
 
+    def _power(self, instance_id: str, action: str) -> dict[str, Any]:
+        """stop: powered off, not billed; start: boots again. Repeating either is a no-op."""
+        with self._write_lock() as db:
+            now = self._now()
+            row = self._row(db, instance_id, now)
+            status = self._status(row, now)
+            if status in ("terminating", "terminated"):
+                raise ApiError(409, "conflict", f"instance {instance_id} is {status}")
+            if action == "stop" and status != "stopped":
+                db.execute("UPDATE instances SET stopped_us = ? WHERE id = ?", (now, instance_id))
+            elif action == "start" and status == "stopped":
+                db.execute(
+                    "UPDATE instances SET stopped_total_us = stopped_total_us + ?,"
+                    " stopped_us = NULL, ready_us = ? WHERE id = ?",
+                    (now - row["stopped_us"], now + int(self.knobs.boot_seconds * US),
+                     instance_id))
+            return self._render(self._row(db, instance_id, now), now)
+
     def _delete(self, instance_id: str) -> dict[str, Any]:
         return self._write(instance_id, "deleted_us", None)
 
@@ -334,7 +392,7 @@ class SandboxCloud:
         with self._write_lock() as db:
             now = self._now()
             row = self._row(db, instance_id, now)
-            live = self._status(row, now) in ("pending", "running")
+            live = self._status(row, now) in ("pending", "running", "stopped")
             if column == "deleted_us":
                 if live:  # deleting twice (or a terminated machine) changes nothing
                     ends = now + int(self.knobs.terminate_seconds * US)
@@ -346,26 +404,3 @@ class SandboxCloud:
             else:
                 db.execute(f"UPDATE instances SET {column} = ? WHERE id = ?", (value, instance_id))
             return self._render(self._row(db, instance_id, now), now)
-
-
-class SandboxTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
-    """Serves requests from a SandboxCloud in-process; nothing touches the network."""
-
-    def __init__(self, cloud: SandboxCloud, *, sleep: Callable[[float], None] = time.sleep,
-                 async_sleep: Callable[[float], Any] = asyncio.sleep) -> None:
-        self.cloud = cloud
-        self._sleep = sleep
-        self._async_sleep = async_sleep
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        request.read()
-        if self.cloud.knobs.latency_ms:
-            self._sleep(self.cloud.knobs.latency_ms / 1000)
-        return self.cloud.handle(request)
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        await request.aread()
-        if self.cloud.knobs.latency_ms:
-            await self._async_sleep(self.cloud.knobs.latency_ms / 1000)
-        # SQLite may wait for another process's lock: keep the event loop free.
-        return await asyncio.to_thread(self.cloud.handle, request)

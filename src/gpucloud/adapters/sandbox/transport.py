@@ -1,0 +1,35 @@
+"""The httpx transport that serves requests from a SandboxCloud in-process
+(any object with ``knobs`` and ``handle(request)``; typed loosely so that this
+module and server.py do not import each other)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+
+class SandboxTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """Serves requests from a SandboxCloud in-process; nothing touches the network."""
+
+    def __init__(self, cloud: Any, *, sleep: Callable[[float], None] = time.sleep,
+                 async_sleep: Callable[[float], Any] = asyncio.sleep) -> None:
+        self.cloud = cloud
+        self._sleep = sleep
+        self._async_sleep = async_sleep
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.read()
+        if self.cloud.knobs.latency_ms:
+            self._sleep(self.cloud.knobs.latency_ms / 1000)
+        return self.cloud.handle(request)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await request.aread()
+        if self.cloud.knobs.latency_ms:
+            await self._async_sleep(self.cloud.knobs.latency_ms / 1000)
+        # SQLite may wait for another process's lock: keep the event loop free.
+        return await asyncio.to_thread(self.cloud.handle, request)

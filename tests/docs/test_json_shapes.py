@@ -1,0 +1,79 @@
+"""Every command's --json top-level keys are what README's "JSON output" table
+says: the test reads the table, so the two cannot drift."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+import respx
+from typer.testing import CliRunner
+
+from gpucloud.cli import app
+from tests.docs._readme import instance_fields, json_table
+
+KEY = "sk-json-shape-0123456789"
+# How each documented command is run (in this order: later ones use the machine
+# "shape" that `create` makes; {ref} is its provider/id).
+RUNS = {
+    "offers": ["offers", "--gpu", "h100", "--count", "8"],
+    "estimate": ["estimate", "--gpu", "h100", "--provider", "sandbox"],
+    "create --dry-run": ["create", "--gpu", "h100", "--provider", "sandbox", "--dry-run"],
+    "create": ["create", "--gpu", "h100", "--provider", "sandbox", "--name", "shape", "--yes"],
+    "list": ["list"],
+    "get": ["get", "shape"],
+    "stop": ["stop", "shape"],
+    "start": ["start", "shape", "--yes"],
+    "delete": ["delete", "{ref}", "--yes"],
+    "providers": ["providers"],
+    "gpus": ["gpus"],
+    "auth login": ["auth", "login", "lambda", "--from-env"],
+    "auth status": ["auth", "status"],
+    "auth logout": ["auth", "logout", "lambda"],
+    "any command that fails": ["get", "sandbox/sbx-not-there"],
+}
+
+
+@pytest.fixture
+def lambda_accepts_the_key(monkeypatch):
+    monkeypatch.setenv("GPUCLOUD_LAMBDA_API_KEY", KEY)
+    with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
+        router.get("https://cloud.lambda.ai/api/v1/ssh-keys").mock(
+            return_value=httpx.Response(200, json={"data": []}))
+        router.get("https://cloud.lambda.ai/api/v1/instances").mock(
+            return_value=httpx.Response(200, json={"data": []}))
+        router.get("https://cloud.lambda.ai/api/v1/instance-types").mock(
+            return_value=httpx.Response(200, json={"data": {}}))
+        yield
+
+
+def test_the_table_covers_every_command():
+    table = json_table()
+    assert set(table) == set(RUNS)
+    top = CliRunner().invoke(app, ["--help"]).stdout.split("Commands:")[1].split("\n\n")[0]
+    commands = {line.split()[0] for line in top.splitlines() if line.startswith("  ")
+                and not line.startswith("   ")}
+    documented = {name.split()[0] for name in table}
+    assert commands - {"auth"} <= documented
+
+
+def test_every_json_shape_is_the_documented_one(lambda_accepts_the_key):
+    table = json_table()
+    runner = CliRunner()
+    ref = None
+    for name, args in RUNS.items():
+        args = [ref if a == "{ref}" else a for a in args]
+        result = runner.invoke(app, [*args, "--json"])
+        assert result.stderr == "", (name, result.stderr)
+        data = json.loads(result.stdout)
+        expected = table[name] if table[name] is not None else instance_fields()
+        assert set(data) == expected, (name, sorted(data))
+        if name == "any command that fails":
+            assert result.exit_code != 0 and set(data["error"]) == {
+                "code", "message", "hint", "exit_code"}
+        else:
+            assert result.exit_code == 0, (name, result.stdout)
+        if name == "create":
+            ref = data["instance"]["ref"]
+            assert set(data["instance"]) == instance_fields()
