@@ -269,8 +269,13 @@ def test_create_reports_the_machine_even_if_the_read_back_fails(api, run, provid
     assert instance.price_per_hour == Decimal("0.89")
 
 
-@pytest.mark.parametrize("reply_", [reply(202, text=""), reply(202, text="two words"),
-                                    reply(202, {"no": "id"})])
+@pytest.mark.parametrize("reply_", [
+    reply(202, text=""), reply(202, text="two words"), reply(202, {"no": "id"}),
+    # Not an instance id (ids are UUIDs): an error page's word, a number, a bool.
+    reply(202, text="OK"), reply(202, text="<html>"), reply(202, text="12345"),
+    reply(202, True), reply(202, "deadc0de-a5d2-4972-ae4e"),
+    reply(202, text="deadc0de-a5d2-4972-ae4e-d429115d055bX"),
+])
 def test_create_rejects_a_reply_without_an_id(api, run, provider, reply_):
     launch_routes(api, reply_)
     with pytest.raises(APIResponseValidationError):

@@ -9,6 +9,9 @@ What shapes this adapter:
 
 * Lambda sells on-demand VMs only: no spot, no stop/start, fixed disk.
 * A launch needs a registered SSH key, referred to by name.
+* Without an image the launch leaves the field out and Lambda uses its default
+  (the bundled catalog sets no default_image); an image is an id (a UUID) or a
+  family name, the two forms of the spec's ``image`` oneOf.
 * There is no idempotency key, so the launch id and the deadline travel as
   instance tags, where ``list_instances`` reads them back for reconcile and
   ``gpucloud reap`` (any machine with the key can see them).
@@ -75,6 +78,9 @@ _ERRORS: dict[str, type[APIStatusError]] = {
 
 log = logging.getLogger("gpucloud.lambda")
 
+_IMAGE_ID = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+
 # "H100 (80 GB SXM5)" -> 80
 _GPU_MEMORY = re.compile(r"\(\s*(\d+)\s*GB\b", re.IGNORECASE)
 
@@ -129,7 +135,8 @@ class LambdaProvider(Provider):
             "tags": tags,
         }
         if spec.image:
-            body["image"] = {"family": spec.image}
+            # Without an image the field is left out and Lambda uses its default.
+            body["image"] = image_spec(spec.image)
 
         response = yield self.request("POST", "/api/v1/instance-operations/launch",
                                       json=body, kind="launch")
@@ -314,6 +321,18 @@ class LambdaProvider(Provider):
         except ValueError as exc:  # pydantic's ValidationError included
             raise self.invalid(response, f"instance {raw['id']!r}: {exc}") from exc
 
+
+
+def image_spec(image: str) -> dict[str, str]:
+    """InstanceLaunchRequest.image is oneOf {id} / {family}. Image ids are UUIDs
+    (GET /api/v1/images); anything else is a family ("lambda-stack-22-04").
+    "id:..." or "family:..." says which, for an id that does not look like one."""
+    kind, sep, rest = image.partition(":")
+    if sep and kind in ("id", "family") and rest.strip():
+        return {kind: rest.strip()}
+    if _IMAGE_ID.fullmatch(image.strip()):
+        return {"id": image.strip()}
+    return {"family": image.strip()}
 
 
 def _str(value: Any) -> str | None:

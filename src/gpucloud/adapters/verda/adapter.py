@@ -141,9 +141,11 @@ class VerdaProvider(Provider):
         }
         response = yield self.request("POST", "/instances", json=body, kind="launch")
         self.raise_for_error(response)
-        instance_id = wire.plain_id(response)
+        instance_id = wire.instance_id(response)
         if instance_id is None:
-            raise self.invalid(response, "no instance id in the reply")
+            # Maybe created, maybe not: the launcher looks it up by launch id.
+            raise self.invalid(response, "no instance id (a UUID) in the reply; the machine "
+                                         f"may exist, look for launch id {spec.launch_id}")
 
         # The machine exists and is billed from here on. If reading it back
         # fails, still report it as created: raising now would make the caller
