@@ -10,7 +10,10 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
+
+# No machine costs this much per hour: a larger figure is a garbled reply.
+MAX_PRICE_PER_HOUR = Decimal(10) ** 6
 
 
 class _Model(BaseModel):
@@ -63,6 +66,13 @@ class Offer(_Model):
     hours_per_month: int | None = None
     # Charges by use, not by the hour (Vast.ai bandwidth): shown, never folded in.
     usage_prices: tuple[UsagePrice, ...] = ()
+
+    @field_validator("price_per_hour", "disk_price_per_gb_month")
+    @classmethod
+    def _plausible(cls, value: Decimal | None) -> Decimal | None:
+        if value is not None and (not value.is_finite() or not 0 <= value < MAX_PRICE_PER_HOUR):
+            raise ValueError(f"implausible price {value}")
+        return value
     as_of: str | None = None  # date of catalog data
     # The provider's id for this very offer, where it sells hosts one by one
     # (a Vast.ai ask id); None where instance_type + region say it all.

@@ -185,7 +185,7 @@ class LambdaProvider(Provider):
         code = message = suggestion = None
         try:
             body = response.json()
-        except ValueError:  # an HTML page from a proxy, an empty 502...
+        except (ValueError, RecursionError):  # an HTML page from a proxy, an empty 502...
             body = None
         error = body.get("error") if isinstance(body, dict) else None
         if isinstance(error, dict):
@@ -302,8 +302,13 @@ class LambdaProvider(Provider):
         itype = raw.get("instance_type") if isinstance(raw.get("instance_type"), dict) else {}
         specs = itype.get("specs") if isinstance(itype.get("specs"), dict) else {}
         region = raw.get("region") if isinstance(raw.get("region"), dict) else {}
-        tags = {t.get("key"): t.get("value") for t in raw.get("tags") or ()
-                if isinstance(t, dict)}
+        # Tags carry the launch id: a reply that garbles them cannot be read, or a
+        # machine of ours would look like nobody's.
+        raw_tags = raw.get("tags") if raw.get("tags") is not None else []
+        if not isinstance(raw_tags, list) or not all(isinstance(t, dict) for t in raw_tags):
+            raise self.invalid(response, f"instance {raw['id']!r}: tags are not a list of "
+                                         "key/value objects")
+        tags = {t.get("key"): t.get("value") for t in raw_tags}
         description = _str(itype.get("gpu_description"))
         cents = itype.get("price_cents_per_hour")
         status = raw["status"]

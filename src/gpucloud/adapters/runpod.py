@@ -195,7 +195,7 @@ class RunPodProvider(Provider):
         errors: list[str] = []
         try:
             body = response.json()
-        except ValueError:  # an HTML page from a proxy, an empty 502...
+        except (ValueError, RecursionError):  # an HTML page from a proxy, an empty 502...
             body = None
         if isinstance(body, dict):
             title, detail = _str(body.get("title")), _str(body.get("detail"))
@@ -310,7 +310,9 @@ class RunPodProvider(Provider):
         if not isinstance(raw, dict) or not _str(raw.get("id")) or not _str(raw.get("status")):
             raise self.invalid(response, "a pod without id or status")
         gpu = raw.get("gpu") if isinstance(raw.get("gpu"), dict) else {}
-        env = raw.get("env") if isinstance(raw.get("env"), dict) else {}
+        env = raw.get("env") if raw.get("env") is not None else {}
+        if not isinstance(env, dict):  # env carries the launch id: never guess past it
+            raise self.invalid(response, f"pod {raw['id']!r}: env is not an object")
         gpu_id = _str(gpu.get("id"))
         count = gpu.get("count", 1) if gpu_id else None
         itype = None

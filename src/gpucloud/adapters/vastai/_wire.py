@@ -158,7 +158,7 @@ def parse_label(label: str | None) -> tuple[str | None, str | None, str | None]:
 def error_fields(response: httpx.Response) -> tuple[str | None, str | None]:
     try:
         body = response.json()
-    except ValueError:  # "API requests too frequent" as plain text, an HTML 502 ...
+    except (ValueError, RecursionError):  # plain text, an HTML 502, a nesting bomb
         text = response.text.strip()
         return None, text[:300] or None
     if not isinstance(body, dict):

@@ -326,7 +326,9 @@ class VastProvider(Provider):
     def _instance(self, response: httpx.Response, raw: Any) -> Instance:
         if not isinstance(raw, dict) or not is_int(raw.get("id")):
             raise self.invalid(response, "an instance without an integer id")
-        label = raw.get("label") if isinstance(raw.get("label"), str) else None
+        label = raw.get("label")
+        if label is not None and not isinstance(label, str):  # the label holds the launch id
+            raise self.invalid(response, f"instance {raw['id']!r}: label is not a string")
         env = env_of(raw.get("extra_env"))
         launch_id, deadline, name = parse_label(label)
         gpu_name = raw.get("gpu_name") if isinstance(raw.get("gpu_name"), str) else None

@@ -154,7 +154,7 @@ class VerdaTokenSource(TokenSource):
             raise self._map_error(response)
         try:
             body = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):
             body = None
         access = body.get("access_token") if isinstance(body, dict) else None
         if not isinstance(access, str) or not access:
@@ -264,7 +264,7 @@ def plain_id(response: httpx.Response) -> str | None:
             import json
 
             raw = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         if not isinstance(raw, str):
             return None
@@ -274,7 +274,7 @@ def plain_id(response: httpx.Response) -> str | None:
             import json
 
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         raw = data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else ""
     if not raw or any(c.isspace() for c in raw) or len(raw) > 128:

@@ -192,7 +192,7 @@ class VerdaProvider(Provider):
         code = message = None
         try:
             body = response.json()
-        except ValueError:  # an HTML page from a proxy, an empty 502...
+        except (ValueError, RecursionError):  # an HTML page from a proxy, an empty 502...
             body = None
         if isinstance(body, dict):
             code = wire.text(body.get("code"))
@@ -311,7 +311,11 @@ class VerdaProvider(Provider):
         total_memory = wire.size_gb(raw.get("gpu_memory"))
         gpu = _gpu_name(raw, total_memory // count if total_memory and count else None) \
             if count else None
-        launch_id, deadline = wire.read_description(raw.get("description"))
+        description = raw.get("description")
+        if description is not None and not isinstance(description, str):
+            # The description holds the launch id: never guess past a garbled one.
+            raise self.invalid(response, f"instance {raw['id']!r}: description is not text")
+        launch_id, deadline = wire.read_description(description)
         status = raw["status"]
         try:
             return Instance(
