@@ -350,3 +350,14 @@ def test_the_lambda_disk_table_matches_the_example_when_present():
     expected = {k: v["instance_type"]["specs"]["storage_gib"] for k, v in data.items()
                 if v["instance_type"]["specs"]["gpus"] > 0}
     assert _load_script().LAMBDA_STORAGE_GIB == expected
+
+
+def test_offers_h100_x8_without_credentials_shows_lambda_runpod_and_vastai():
+    from typer.testing import CliRunner
+
+    from gpucloud.cli import app
+
+    result = CliRunner().invoke(app, ["offers", "--gpu", "h100", "--count", "8", "--json"])
+    assert result.exit_code == 0, result.output
+    providers = {o["provider"] for o in json.loads(result.stdout)["offers"]}
+    assert {"lambda", "runpod", "vastai"} <= providers
