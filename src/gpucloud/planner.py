@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from . import pricing
 from .ops import MAX_FALLBACKS, Op
@@ -63,6 +63,7 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
             hint="try another region or GPU, or retry later")
     offer = candidates[0]
     notes: list[str] = []
+    basis: Literal["auto_shutdown", "max_cost", "per_hour"]
     per_machine = f" per machine, {n} machines" if n > 1 else ""
     if window is not None:
         hours = pricing.duration_hours(window)

@@ -68,9 +68,9 @@ def estimate(offer: Any, hours: Any = 1, *, disk_gb: int | None = None) -> Any:
         rate = offer.disk_price_per_gb_month
         if machine is not None:
             machine -= rate * (offer.disk_gb or 0) / month
-        per_hour = rate * size / month
-        disk_line = CostLine(component=f"disk ({size} GB)", price_per_hour=per_hour,
-                             total=money(per_hour * hours_d))
+        disk_per_hour = rate * size / month
+        disk_line = CostLine(component=f"disk ({size} GB)", price_per_hour=disk_per_hour,
+                             total=money(disk_per_hour * hours_d))
         notes.append("storage is billed apart from the machine, at "
                      f"${rate}/GB-month ({month} h months)")
     elif offer.disk_billed_apart:
