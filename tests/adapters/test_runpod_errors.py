@@ -7,8 +7,11 @@ Shared helpers and fixtures live in tests/adapters/_runpod_support.py."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
+import respx
 
 from gpucloud._http import DEFAULT_POLICY
 from gpucloud.adapters.runpod import RunPodProvider
@@ -185,3 +188,40 @@ def test_capabilities():
     assert (caps.spot, caps.stop_start, caps.custom_disk, caps.needs_ssh_key,
             caps.native_shutdown) == (False, True, True, False, False)
     assert RunPodProvider.name == "runpod" and RunPodProvider.min_interval == {}
+
+
+@pytest.mark.parametrize("refusal", ["v2_error_403_insufficientAccess", "v2_error_400_badRequest"])
+def test_a_refused_candidate_fails_over_to_the_next(monkeypatch, refusal):
+    """Through Client: the refused data center is skipped, the next one launched."""
+    from gpucloud import Client
+
+    monkeypatch.setenv("GPUCLOUD_RUNPOD_API_KEY", KEY)
+    gpu = {"id": "NVIDIA H100 80GB HBM3", "name": "H100 SXM", "pool": "HOPPER_80",
+           "manufacturer": "NVIDIA", "memory": 80, "secure": True, "community": False,
+           "price": {"secure": 3.5, "community": None}, "maxCount": {"secure": 8, "community": 0},
+           "availability": "HIGH", "dataCenters": [
+               {"id": "US-KS-2", "name": "US Kansas 2", "availability": "HIGH"},
+               {"id": "EU-RO-1", "name": "EU Romania 1", "availability": "LOW"}]}
+    created = []
+
+    def api(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v2/catalog/gpus":
+            return httpx.Response(200, json={"gpus": [gpu]})
+        sent = json.loads(request.content)
+        if not created:
+            created.append(None)
+            error = body(refusal)
+            return httpx.Response(error["status"], json=error)
+        pod = {**body("v2_create_pod_201_pod"), "name": sent["name"], "env": sent["env"],
+               "gpu": sent["gpu"], "dataCenterId": sent["dataCenterIds"][0]}
+        created.append(pod)
+        return httpx.Response(201, json=pod)
+
+    with respx.mock(assert_all_called=False) as router:
+        router.route(host="api.runpod.io").mock(side_effect=api)
+        client = Client(providers=["runpod"], sleep=lambda s: None)
+        machine = client.create(gpu="h100", count=8, image="runpod/pytorch:2.4")
+    # Same price: EU-RO-1 sorts first, is refused, and US-KS-2 is launched.
+    assert [(a.region, a.outcome, a.error_code) for a in client.last_attempts] == [
+        ("EU-RO-1", "failed", "offer_refused"), ("US-KS-2", "created", None)]
+    assert machine.provider == "runpod" and len(created) == 2
