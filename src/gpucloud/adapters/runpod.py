@@ -337,7 +337,6 @@ class RunPodProvider(Provider):
             raise self.invalid(response, f"pod {raw['id']!r}: {exc}") from exc
 
 
-
 def _sells(raw: dict[str, Any], cloud: str, count: int, query: OfferQuery, gpu: str) -> bool:
     """Whether this GPU type is sold in that cloud, in that count, for the query."""
     key = cloud.lower()
@@ -392,10 +391,6 @@ def _money(value: Any) -> Decimal:
     if not _is_number(value):
         raise TypeError(f"expected a price, got {value!r}")
     return Decimal(str(value))
-
-
-
-
 
 
 __all__ = ["LAUNCH_ID_ENV", "SHUTDOWN_AT_ENV", "RunPodProvider"]
