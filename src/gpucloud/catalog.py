@@ -31,6 +31,7 @@ from typing import Any
 
 from .errors import ConfigurationError
 from .gpus import normalize_gpu
+from .models import MAX_PRICE_PER_HOUR
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -149,8 +150,10 @@ def parse_catalog(data: dict[str, Any], path: str | None = None) -> ProviderCata
         )
         for t in types:
             prices = (t.price, t.spot_price, t.disk_price_per_gb_month)
-            if any(p is not None and (not p.is_finite() or p < 0) for p in prices):
-                raise ValueError(f"price of {t.name} must be a finite, non-negative number")
+            if any(p is not None and (not p.is_finite() or not 0 <= p < MAX_PRICE_PER_HOUR)
+                   for p in prices):
+                raise ValueError(f"price of {t.name} must be a number from 0 to "
+                                 f"{MAX_PRICE_PER_HOUR:,}")
             if t.gpu_count < 1:
                 raise ValueError(f"gpu_count of {t.name} must be at least 1")
         if data.get("auth", "api_key") not in ("api_key", "oauth2", "none", "kubeconfig"):

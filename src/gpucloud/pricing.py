@@ -68,6 +68,7 @@ def estimate(offer: Any, hours: Any = 1, *, disk_gb: int | None = None) -> Any:
         rate = offer.disk_price_per_gb_month
         if machine is not None:
             machine -= rate * (offer.disk_gb or 0) / month
+            machine = machine if machine > 0 else None  # storage alone: machine unpriced
         disk_per_hour = rate * size / month
         disk_line = CostLine(component=f"disk ({size} GB)", price_per_hour=disk_per_hour,
                              total=money(disk_per_hour * hours_d))

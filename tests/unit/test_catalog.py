@@ -293,6 +293,22 @@ price = "cheap"
     assert str(path) in str(info.value)
 
 
+def test_an_absurd_price_names_the_file(tmp_path):
+    path = _write_user(tmp_path, "runpod", """
+name = "runpod"
+api_base = "https://api.runpod.io"
+[[instance_types]]
+name = "1x NVIDIA A40"
+gpu = "A40"
+gpu_count = 1
+price = "1e9"
+regions = ["US-TX-3"]
+""")
+    with pytest.raises(ConfigurationError) as info:
+        load_catalogs(tmp_path)
+    assert str(path) in str(info.value)
+
+
 def _load_script():
     spec = importlib.util.spec_from_file_location("build_catalog", SCRIPT)
     module = importlib.util.module_from_spec(spec)

@@ -65,6 +65,14 @@ def test_a_live_price_of_zero_is_unknown_not_free():
     assert est.price_per_hour is None and est.total is None
 
 
+def test_a_machine_priced_at_its_storage_alone_is_unknown():
+    # Vast: dph_base 0 with a storage rate -> price_per_hour is the disk only.
+    rate = Decimal("0.36")
+    est = pricing.estimate(offer(**VAST, price_per_hour=rate * 100 / 720, disk_gb=100,
+                                 disk_price_per_gb_month=rate, hours_per_month=720), 1)
+    assert est.unknown == ("GPU instance",) and est.breakdown[1].price_per_hour == Decimal("0.05")
+
+
 def test_a_disk_billed_apart_at_an_unknown_rate_is_unknown():
     est = pricing.estimate(offer(**VAST, disk_billed_apart=True, disk_gb=32), 10)
     assert est.unknown == ("disk (32 GB)",)
