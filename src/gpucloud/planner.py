@@ -53,8 +53,9 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
                                       disk_gb=disk_gb)
     if not offers:
         raise engine.no_launchable(gpu, count, provider, region)
-    # A machine whose price is not known is never picked over one whose price is.
-    candidates = sorted((o for o in offers if o.available), key=lambda o: o.price_per_hour <= 0)
+    # A machine with a price part not known is never picked over one fully priced.
+    candidates = sorted((o for o in offers if o.available),
+                        key=lambda o: bool(pricing.estimate(o, 1, disk_gb=disk_gb).unknown))
     if not candidates:
         raise InsufficientCapacityError(
             f"no capacity for {count}x {parse_gpu(gpu)} on "

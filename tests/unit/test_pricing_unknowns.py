@@ -146,6 +146,12 @@ def test_a_known_price_is_picked_before_an_unknown_one():
     assert p.offer.region == "us-east-1" and p.alternatives == (free,)
 
 
+def test_a_fully_priced_offer_is_picked_before_a_cheaper_one_with_an_unknown_disk():
+    unknown = offer(**VAST, price_per_hour=Decimal("10"), disk_billed_apart=True, disk_gb=32)
+    p = make_plan([unknown, offer()], max_cost=100)
+    assert p.offer.provider == "lambda" and p.alternatives == ()
+
+
 def test_fallbacks_with_unknown_prices_are_dropped_under_a_cap():
     unknown = offer(**VAST, price_per_hour=Decimal("20"), disk_billed_apart=True, disk_gb=32)
     p = make_plan([offer(), unknown], max_cost=100)
