@@ -8,9 +8,15 @@ used. ``<config dir>/providers/<name>.toml`` replaces a bundled file whole.
 File format (see providers/lambda.toml):
 
     name, display_name, api_base, auth ("api_key" | "oauth2" | "none"),
-    kind ("vm" | "container"), default_image, simulated, [source] url/as_of,
+    kind ("vm" | "container"), default_image (absent: the provider's own
+    default), simulated, regions, hours_per_month (of per-month rates; 730
+    unless said), disk_billed_apart (storage billed on top of the price),
+    [source] url/as_of,
     [[instance_types]] name, gpu, gpu_count, gpu_memory_gb, vcpus,
     memory_gb, disk_gb, price, spot_price, regions, disk_price_per_gb_month
+
+An instance type's ``regions`` is a list, or "all" for the file's ``regions``
+(written once where every type is sold everywhere, as for RunPod).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Any
 
 from .errors import ConfigurationError
 from .gpus import normalize_gpu
+from .models import MAX_PRICE_PER_HOUR
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -61,6 +68,8 @@ class ProviderCatalog:
     regions: tuple[str, ...] = ()
     instance_types: tuple[InstanceType, ...] = field(default=())
     path: str | None = None
+    hours_per_month: int | None = None
+    disk_billed_apart: bool = False
 
     def types_named(self, name: str) -> list[InstanceType]:
         return [t for t in self.instance_types if t.name == name]
@@ -88,6 +97,9 @@ class ProviderCatalog:
                     memory_gb=t.memory_gb, disk_gb=t.disk_gb, price_per_hour=price,
                     spot=spot, available=None, source="catalog", simulated=self.simulated,
                     disk_price_per_gb_month=t.disk_price_per_gb_month, as_of=self.as_of,
+                    disk_billed_apart=self.disk_billed_apart or
+                    t.disk_price_per_gb_month is not None,
+                    hours_per_month=self.hours_per_month,
                 ))
         return out
 
@@ -107,7 +119,11 @@ def _int(value: Any, what: str) -> int | None:
     return value
 
 
-def _regions(value: Any) -> tuple[str, ...]:
+def _regions(value: Any, every: tuple[str, ...] = ()) -> tuple[str, ...]:
+    if value == "all":
+        if not every:
+            raise ValueError('regions = "all" needs a top-level regions list')
+        return every
     if not isinstance(value, list) or not all(isinstance(r, str) for r in value):
         raise ValueError(f"regions must be a list of names, got {value!r}")
     return tuple(value)
@@ -115,12 +131,13 @@ def _regions(value: Any) -> tuple[str, ...]:
 
 def parse_catalog(data: dict[str, Any], path: str | None = None) -> ProviderCatalog:
     try:
+        every = _regions(data.get("regions", []))
         types = tuple(
             InstanceType(
                 name=str(t["name"]),
                 gpu=normalize_gpu(str(t["gpu"])),
                 gpu_count=_int(t["gpu_count"], "gpu_count") or 0,
-                regions=_regions(t.get("regions", [])),
+                regions=_regions(t.get("regions", []), every),
                 price=_dec(t.get("price")),
                 spot_price=_dec(t.get("spot_price")),
                 gpu_memory_gb=_int(t.get("gpu_memory_gb"), "gpu_memory_gb"),
@@ -133,15 +150,22 @@ def parse_catalog(data: dict[str, Any], path: str | None = None) -> ProviderCata
         )
         for t in types:
             prices = (t.price, t.spot_price, t.disk_price_per_gb_month)
-            if any(p is not None and (not p.is_finite() or p < 0) for p in prices):
-                raise ValueError(f"price of {t.name} must be a finite, non-negative number")
+            if any(p is not None and (not p.is_finite() or not 0 <= p < MAX_PRICE_PER_HOUR)
+                   for p in prices):
+                raise ValueError(f"price of {t.name} must be a number from 0 to "
+                                 f"{MAX_PRICE_PER_HOUR:,}")
             if t.gpu_count < 1:
                 raise ValueError(f"gpu_count of {t.name} must be at least 1")
         if data.get("auth", "api_key") not in ("api_key", "oauth2", "none", "kubeconfig"):
             raise ValueError(f"unknown auth kind {data.get('auth')!r}")
         source = data.get("source", {})
-        regions = tuple(data.get("regions", ())) or tuple(
-            sorted({r for t in types for r in t.regions}))
+        regions = every or tuple(sorted({r for t in types for r in t.regions}))
+        hours_per_month = _int(data.get("hours_per_month"), "hours_per_month")
+        if hours_per_month is not None and not 672 <= hours_per_month <= 744:
+            raise ValueError(f"hours_per_month must be 672 to 744, got {hours_per_month}")
+        billed_apart = data.get("disk_billed_apart", False)
+        if not isinstance(billed_apart, bool):
+            raise ValueError(f"disk_billed_apart must be true or false, got {billed_apart!r}")
         return ProviderCatalog(
             name=data["name"], display_name=data.get("display_name", data["name"]),
             api_base=data["api_base"], auth=data.get("auth", "api_key"),
@@ -149,6 +173,7 @@ def parse_catalog(data: dict[str, Any], path: str | None = None) -> ProviderCata
             simulated=bool(data.get("simulated", False)), source_url=source.get("url"),
             as_of=str(source["as_of"]) if "as_of" in source else None,
             regions=regions, instance_types=types, path=path,
+            hours_per_month=hours_per_month, disk_billed_apart=billed_apart,
         )
     except (KeyError, TypeError, ValueError, ArithmeticError, AttributeError) as exc:
         detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)

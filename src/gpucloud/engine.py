@@ -46,7 +46,8 @@ class Engine:
 
     def offers(self, gpu: str, count: int, provider: str | None = None,
                region: str | None = None, spot: bool = False,
-               max_price: Any = None, *, live_only: bool = False) -> Op:
+               max_price: Any = None, *, live_only: bool = False,
+               disk_gb: int | None = None) -> Op:
         canonical = parse_gpu(gpu)
         check_count(count)
         limit = pricing.to_decimal(max_price, "max price") if max_price is not None else None
@@ -54,7 +55,7 @@ class Engine:
             raise SpecError(f"max price must be positive, got {max_price}",
                             hint=f"{option('max_price', '--max-price')} is USD per hour for the "
                                  "whole machine, e.g. 30")
-        query = OfferQuery(gpu=canonical, count=count, region=region, spot=spot)
+        query = OfferQuery(gpu=canonical, count=count, region=region, spot=spot, disk_gb=disk_gb)
         names = self.ctx.scope(provider)
         if spot and provider is not None and self.ctx.can_call(provider) \
                 and not self.ctx.adapter(provider).capabilities.spot:
@@ -115,7 +116,7 @@ class Engine:
 
     def estimate(self, gpu: str, count: int, hours: Any = 1, provider: str | None = None,
                  region: str | None = None, disk_gb: int | None = None) -> Op:
-        offers = yield from self.offers(gpu, count, provider, region)
+        offers = yield from self.offers(gpu, count, provider, region, disk_gb=disk_gb)
         if not offers:
             raise self._no_offers(gpu, count, provider, region)
         usable = [o for o in offers if o.available is not False] or offers

@@ -10,7 +10,10 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
+
+# No machine costs this much per hour: a larger figure is a garbled reply.
+MAX_PRICE_PER_HOUR = Decimal(10) ** 6
 
 
 class _Model(BaseModel):
@@ -26,6 +29,14 @@ class InstanceStatus(str, enum.Enum):
     TERMINATED = "terminated"
     FAILED = "failed"
     UNKNOWN = "unknown"
+
+
+class UsagePrice(_Model):
+    """A charge by use rather than by time, e.g. USD 0.02 per GB of egress."""
+
+    component: str  # "egress", "ingress"
+    price: Decimal  # USD per unit
+    unit: str  # "GB"
 
 
 class Offer(_Model):
@@ -45,8 +56,23 @@ class Offer(_Model):
     available: bool | None = None  # None: unknown (catalog data)
     source: Literal["live", "catalog"] = "catalog"
     simulated: bool = False  # True only for the sandbox cloud
-    # Storage billed on top of price_per_hour, USD per GB-month (marketplaces).
+    # Where the provider bills storage apart (marketplaces), its rate in USD per
+    # GB-month; price_per_hour then already holds the storage for disk_gb GB.
     disk_price_per_gb_month: Decimal | None = None
+    # The provider bills storage apart but its rate is not known here (catalog
+    # data): price_per_hour is the machine alone and the disk is an unknown part.
+    disk_billed_apart: bool = False
+    # Hours in the provider's billing month, for per-month rates (Vast.ai: 720).
+    hours_per_month: int | None = None
+    # Charges by use, not by the hour (Vast.ai bandwidth): shown, never folded in.
+    usage_prices: tuple[UsagePrice, ...] = ()
+
+    @field_validator("price_per_hour", "disk_price_per_gb_month")
+    @classmethod
+    def _plausible(cls, value: Decimal | None) -> Decimal | None:
+        if value is not None and (not value.is_finite() or not 0 <= value < MAX_PRICE_PER_HOUR):
+            raise ValueError(f"implausible price {value}")
+        return value
     as_of: str | None = None  # date of catalog data
     # The provider's id for this very offer, where it sells hosts one by one
     # (a Vast.ai ask id); None where instance_type + region say it all.
@@ -54,19 +80,31 @@ class Offer(_Model):
 
 
 class CostLine(_Model):
-    component: str  # "GPU instance", "disk", ...
-    price_per_hour: Decimal
-    total: Decimal
+    """One part of an estimate. A part billed by the hour has price_per_hour and
+    total, None when its price is not known (never 0). A part billed by use has
+    unit_price and unit instead ("0.02" per "GB egress") and no total: how much
+    will be used is not known in advance."""
+
+    component: str  # "GPU instance", "disk (32 GB)", "egress", ...
+    price_per_hour: Decimal | None
+    total: Decimal | None
+    unit_price: Decimal | None = None
+    unit: str | None = None
 
 
 class CostEstimate(_Model):
+    """The cost of one machine over ``hours``. ``unknown`` names the hourly parts
+    whose price is not known; when it is not empty, price_per_hour and total are
+    None (a partial sum would read as the price). Usage lines are never in them."""
+
     offer: Offer
     hours: Decimal
-    price_per_hour: Decimal
-    total: Decimal
+    price_per_hour: Decimal | None
+    total: Decimal | None
     breakdown: tuple[CostLine, ...]
     currency: Literal["USD"] = "USD"
     notes: tuple[str, ...] = ()
+    unknown: tuple[str, ...] = ()
 
 
 class InstanceSpec(_Model):
@@ -129,7 +167,7 @@ class ProviderStatus(_Model):
 
 __all__ = [
     "Attempt", "AuthStatus", "CostEstimate", "CostLine", "Instance", "InstanceSpec",
-    "InstanceStatus", "Offer", "Plan", "ProviderStatus", "Field",
+    "InstanceStatus", "Offer", "Plan", "ProviderStatus", "UsagePrice", "Field",
 ]
 
 
@@ -154,5 +192,8 @@ class Plan(_Model):
     shutdown_at: datetime | None = None
     max_cost: Decimal | None = None
     instances: int = 1  # machines to create, each like `offer`
-    total: Decimal  # the estimate for all of them
+    # All the machines together: per hour, and over the window (auto_shutdown or
+    # the max_cost deadline). No window, or an unknown part: total is None.
+    total_per_hour: Decimal | None
+    total: Decimal | None
     notes: tuple[str, ...] = ()

@@ -8,23 +8,31 @@ the other candidates create may fall back on (only those that also fit
   that window (times the number of machines) must fit, or BudgetExceededError.
 * ``max_cost`` alone: each machine's deadline is when its share of the cap is
   spent; computed again for whichever offer is finally launched
-  (``deadline_for``), since a fallback may cost more per hour.
+  (``deadline_for``), since a fallback may cost more per hour. A deadline
+  less than a minute away is refused.
+* A cap is never kept on a guess: with any price part unknown (a disk price
+  not in the data, a live price of 0) ``max_cost`` is refused, naming the part.
+
+``Plan.total`` is the cost of all machines over the window (None without
+one); ``Plan.total_per_hour`` is the hourly figure for all of them.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from . import pricing
 from .ops import MAX_FALLBACKS, Op
 from .errors import BudgetExceededError, InsufficientCapacityError, SpecError
 from .gpus import parse_gpu
-from .models import Offer, Plan
+from .models import CostEstimate, Offer, Plan
 from .state import utcnow
 
 MAX_INSTANCES = 100
+# A max_cost deadline closer than this is no run at all: refused, not planned.
+MIN_RUN_SECONDS = 60
 
 
 def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | None,
@@ -41,13 +49,17 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
                         hint="USD for the whole run, e.g. --max-cost 200")
     window = pricing.parse_duration(auto_shutdown) if auto_shutdown is not None else None
 
-    offers = yield from engine.offers(gpu, count, provider, region, spot, live_only=True)
+    offers = yield from engine.offers(gpu, count, provider, region, spot, live_only=True,
+                                      disk_gb=disk_gb)
     if not offers:
         raise engine.no_launchable(gpu, count, provider, region)
-    # Live offers with capacity first. Without any, an unreachable provider's
-    # list prices still make a plan (a dry run shows it, warned); create
-    # refuses to launch a catalog row and reports why the provider failed.
-    candidates = [o for o in offers if o.available] or [o for o in offers if o.source == "catalog"]
+    # Live offers with capacity first, and a machine with a price part not known
+    # is never picked over one fully priced. Without any, an unreachable
+    # provider's list prices still make a plan (a dry run shows it, warned);
+    # create refuses to launch a catalog row and reports why the provider failed.
+    candidates = sorted((o for o in offers if o.available),
+                        key=lambda o: bool(pricing.estimate(o, 1, disk_gb=disk_gb).unknown)) \
+        or [o for o in offers if o.source == "catalog"]
     if not candidates:
         raise InsufficientCapacityError(
             f"no capacity for {count}x {parse_gpu(gpu)} on "
@@ -56,43 +68,82 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
             hint="try another region or GPU, or retry later")
     offer = candidates[0]
     notes: list[str] = []
+    basis: Literal["auto_shutdown", "max_cost", "per_hour"]
     per_machine = f" per machine, {n} machines" if n > 1 else ""
     if window is not None:
         hours = pricing.duration_hours(window)
         estimate = pricing.estimate(offer, hours, disk_gb=disk_gb)
         shutdown_at, basis = utcnow() + window, "auto_shutdown"
-        if cap is not None and estimate.total * n > cap:
-            raise BudgetExceededError(
-                f"estimate ${estimate.total * n} over {auto_shutdown}{per_machine} exceeds "
-                f"--max-cost ${cap}",
-                hint="shorten --auto-shutdown, raise --max-cost, or pick a cheaper GPU")
-        fits = [o for o in candidates[1:]
-                if cap is None or pricing.estimate(o, hours, disk_gb=disk_gb).total * n <= cap]
+        if cap is not None:
+            _refuse_unknown(estimate, cap)
+            if estimate.total * n > cap:
+                raise BudgetExceededError(
+                    f"estimate ${estimate.total * n} over {auto_shutdown}{per_machine} exceeds "
+                    f"--max-cost ${cap}",
+                    hint="shorten --auto-shutdown, raise --max-cost, or pick a cheaper GPU")
+        fits = [o for o in candidates[1:] if cap is None or _fits(o, hours, disk_gb, cap / n)]
     elif cap is not None:
+        estimate = pricing.estimate(offer, 1, disk_gb=disk_gb)
+        _refuse_unknown(estimate, cap)
         hours = budget_hours(offer, cap / n, disk_gb)
-        shutdown_at = utcnow() + timedelta(seconds=int(hours * 3600))
+        seconds = int(hours * 3600)
+        if seconds < MIN_RUN_SECONDS:
+            raise BudgetExceededError(
+                f"--max-cost ${cap} buys {_runtime(seconds)} of {offer.instance_type} at "
+                f"${pricing.money(estimate.price_per_hour)}/h{' per machine' if n > 1 else ''}: "
+                "the deadline would be now",
+                hint=f"raise --max-cost (at least ${pricing.money(estimate.price_per_hour * n)} "
+                     "buys an hour), or pick a cheaper GPU")
+        shutdown_at = utcnow() + timedelta(seconds=seconds)
         estimate = pricing.estimate(offer, hours, disk_gb=disk_gb)
         basis = "max_cost"
         notes.append(f"no --auto-shutdown: the deadline is when spend reaches "
                      f"${pricing.money(cap / n)}{' per machine' if n > 1 else ''} "
                      f"({hours.quantize(Decimal('0.01'))} h)")
-        fits = list(candidates[1:])
+        fits = [o for o in candidates[1:]
+                if not pricing.estimate(o, 1, disk_gb=disk_gb).unknown]
     else:
         estimate, shutdown_at, basis = pricing.estimate(offer, 1, disk_gb=disk_gb), None, "per_hour"
         notes.append("no auto-shutdown: the machine runs until you delete it"
                      + ("" if offer.simulated else ", and bills by the hour"))
         fits = list(candidates[1:])
+    if estimate.unknown:
+        notes.append(f"price unknown for: {', '.join(estimate.unknown)}")
     if shutdown_at and not engine.ctx.adapter(offer.provider).capabilities.native_shutdown:
         notes.append(f"{offer.provider} has no native timer: the deadline is recorded on the "
                      "machine and in the local journal")
+    per_hour = estimate.price_per_hour
+    total = estimate.total if basis != "per_hour" else None
     return Plan(offer=offer, alternatives=tuple(fits[:MAX_FALLBACKS]), estimate=estimate,
                 hours_basis=basis, shutdown_at=shutdown_at, max_cost=cap, instances=n,
-                total=pricing.money(estimate.total * n), notes=tuple(notes))
+                total_per_hour=per_hour * n if per_hour is not None else None,
+                total=pricing.money(total * n) if total is not None else None,
+                notes=tuple(notes))
+
+
+def _refuse_unknown(estimate: CostEstimate, cap: Decimal) -> None:
+    """A cap cannot be kept on a price that is not known: refuse rather than guess."""
+    if estimate.unknown:
+        o = estimate.offer
+        raise BudgetExceededError(
+            f"cannot keep --max-cost ${cap}: the price of {' and '.join(estimate.unknown)} "
+            f"for {o.provider} {o.instance_type} is unknown",
+            hint="drop --max-cost, or pick another provider or GPU (`gpucloud offers`)")
+
+
+def _fits(offer: Offer, hours: Decimal, disk_gb: int | None, cap: Decimal) -> bool:
+    est = pricing.estimate(offer, hours, disk_gb=disk_gb)
+    return est.total is not None and est.total <= cap
+
+
+def _runtime(seconds: int) -> str:
+    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min"
 
 
 def budget_hours(offer: Offer, budget: Decimal, disk_gb: int | None) -> Decimal:
-    per_hour = pricing.estimate(offer, 1, disk_gb=disk_gb).price_per_hour
-    return min(pricing.hours_for_budget(per_hour, budget), pricing.MAX_HOURS)
+    estimate = pricing.estimate(offer, 1, disk_gb=disk_gb)
+    _refuse_unknown(estimate, budget)
+    return min(pricing.hours_for_budget(estimate.price_per_hour, budget), pricing.MAX_HOURS)
 
 
 def deadline_for(plan: Plan, offer: Offer, disk_gb: int | None) -> datetime | None:

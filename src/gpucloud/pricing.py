@@ -15,7 +15,8 @@ from typing import Any
 from .errors import SpecError
 
 CENT = Decimal("0.01")
-HOURS_PER_MONTH = Decimal(730)  # the usual cloud convention for GB-month prices
+HOURS_PER_MONTH = Decimal(730)  # the usual cloud convention for GB-month prices;
+# a provider with another convention says so (Offer.hours_per_month, its catalog).
 
 
 # Beyond these, a number is a typo, not a plan (and would overflow datetimes).
@@ -44,30 +45,66 @@ def money(value: Decimal) -> Decimal:
 
 
 def estimate(offer: Any, hours: Any = 1, *, disk_gb: int | None = None) -> Any:
-    """CostEstimate for running `offer` for `hours` (machine, plus disk where billed apart)."""
+    """CostEstimate for running `offer` for `hours`: the machine, the disk where billed
+    apart, and usage charges (per GB ...) as lines of their own, outside the total.
+
+    A part whose price is not known is None and named in ``unknown``: a live price
+    of 0 is a provider that did not say, not a free machine.
+    """
     from .models import CostEstimate, CostLine
 
     hours_d = to_decimal(hours, "hours", MAX_HOURS)
     if hours_d <= 0:
         raise SpecError(f"hours must be positive, got {hours}",
                         hint="e.g. hours=72 (CLI: --hours 72h)")
-    lines = [CostLine(component="GPU instance", price_per_hour=offer.price_per_hour,
-                      total=money(offer.price_per_hour * hours_d))]
     notes: list[str] = []
+    unknown: list[str] = []
+    machine: Decimal | None = offer.price_per_hour if offer.price_per_hour > 0 else None
+    disk_line = None
+    size = disk_gb if disk_gb is not None else (offer.disk_gb or 0)
+    month = Decimal(offer.hours_per_month) if offer.hours_per_month else HOURS_PER_MONTH
     if offer.disk_price_per_gb_month is not None:
-        size = disk_gb if disk_gb is not None else (offer.disk_gb or 0)
-        per_hour = offer.disk_price_per_gb_month * size / HOURS_PER_MONTH
-        lines.append(CostLine(component=f"disk ({size} GB)", price_per_hour=per_hour,
-                              total=money(per_hour * hours_d)))
-        notes.append("storage is billed on top of the machine price")
-    per_hour = sum((line.price_per_hour for line in lines), Decimal(0))
+        # price_per_hour already holds the storage for offer.disk_gb: take it out,
+        # put in the storage for the size asked for.
+        rate = offer.disk_price_per_gb_month
+        if machine is not None:
+            machine -= rate * (offer.disk_gb or 0) / month
+            machine = machine if machine > 0 else None  # storage alone: machine unpriced
+        disk_per_hour = rate * size / month
+        disk_line = CostLine(component=f"disk ({size} GB)", price_per_hour=disk_per_hour,
+                             total=money(disk_per_hour * hours_d))
+        notes.append("storage is billed apart from the machine, at "
+                     f"${rate}/GB-month ({month} h months)")
+    elif offer.disk_billed_apart:
+        disk_line = CostLine(component=f"disk ({size} GB)" if size else "disk",
+                             price_per_hour=None, total=None)
+        unknown.append(disk_line.component)
+        notes.append(f"{offer.provider} bills storage apart; its price is not in this data")
+    if machine is None:
+        unknown.insert(0, "GPU instance")
+        notes.append(f"{offer.provider} reported no price for {offer.instance_type}")
+    lines = [CostLine(component="GPU instance", price_per_hour=machine,
+                      total=money(machine * hours_d) if machine is not None else None)]
+    if disk_line is not None:
+        lines.append(disk_line)
+    for usage in offer.usage_prices:
+        lines.append(CostLine(component=usage.component, price_per_hour=None, total=None,
+                              unit_price=usage.price, unit=f"{usage.unit} {usage.component}"))
+    if offer.usage_prices:
+        notes.append("charges by use (" + ", ".join(
+            f"${u.price}/{u.unit} {u.component}" for u in offer.usage_prices)
+            + ") are billed as used and are not in the total")
+    per_hour: Decimal | None = None
+    if not unknown:
+        per_hour = sum((line.price_per_hour for line in lines
+                        if line.price_per_hour is not None), Decimal(0))
     if offer.source == "catalog":
         notes.append(f"catalog price as of {offer.as_of or 'unknown date'}; live prices may differ")
     if offer.simulated:
         notes.append("simulated cloud: nothing is billed")
     return CostEstimate(offer=offer, hours=hours_d, price_per_hour=per_hour,
-                        total=money(per_hour * hours_d), breakdown=tuple(lines),
-                        notes=tuple(notes))
+                        total=money(per_hour * hours_d) if per_hour is not None else None,
+                        breakdown=tuple(lines), notes=tuple(notes), unknown=tuple(unknown))
 
 
 def hours_for_budget(price_per_hour: Decimal, budget: Decimal) -> Decimal:

@@ -78,6 +78,29 @@ def test_create_with_image_and_deadline(api, run, provider):
     assert "quantity" not in sent
 
 
+@pytest.mark.parametrize("image,sent", [
+    ("lambda-stack-22-04", {"family": "lambda-stack-22-04"}),
+    # An image id from GET /api/v1/images (list_images_200), sent as an id.
+    ("15c1034f-5e2e-4b7a-9ebd-8c8847440e1c", {"id": "15c1034f-5e2e-4b7a-9ebd-8c8847440e1c"}),
+    ("id:my-image", {"id": "my-image"}),
+    ("family:lambda-stack-24-04", {"family": "lambda-stack-24-04"}),
+])
+def test_create_takes_an_image_id_or_a_family(api, run, provider, image, sent):
+    launch, _ = launch_routes(api)
+    run(provider.create(make_spec(image=image)))
+    assert launch_body(launch.calls.last.request)["image"] == sent
+
+
+def test_create_without_an_image_leaves_the_field_out(api, run, provider):
+    # The bundled catalog forces no image: Lambda's own default is used.
+    from gpucloud.catalog import load_catalogs
+
+    assert load_catalogs()["lambda"].default_image is None
+    launch, _ = launch_routes(api)
+    run(provider.create(make_spec(image=None)))
+    assert "image" not in launch_body(launch.calls.last.request)
+
+
 def test_create_reuses_a_registered_key_with_the_same_public_key(api, run, provider):
     keys = api.on("GET", "/api/v1/ssh-keys", reply(200, body("list_ssh_keys_200")))
     add = api.on("POST", "/api/v1/ssh-keys", reply(500))

@@ -7,8 +7,11 @@ Shared helpers and fixtures live in tests/adapters/_runpod_support.py."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
+import respx
 
 from gpucloud._http import DEFAULT_POLICY
 from gpucloud.adapters.runpod import RunPodProvider
@@ -19,6 +22,7 @@ from gpucloud.errors import (
     InsufficientCapacityError,
     InternalServerError,
     NotFoundError,
+    OfferRefusedError,
     PermissionDeniedError,
     RateLimitError,
 )
@@ -40,10 +44,12 @@ from tests.adapters._runpod_support import (  # noqa: F401 (fixtures)
 
 
 ERRORS = [
-    ("v2_error_400_badRequest", BadRequestError),
+    # createPod's table: 400 "try your next candidate", 403 "cannot access the
+    # requested pool: skip this candidate" -> per-offer refusals failover skips.
+    ("v2_error_400_badRequest", OfferRefusedError),
     ("v2_error_400_no_capacity", InsufficientCapacityError),
     ("v2_error_401_missingBearerToken", AuthenticationError),
-    ("v2_error_403_insufficientAccess", PermissionDeniedError),
+    ("v2_error_403_insufficientAccess", OfferRefusedError),
     ("v2_error_404_notFound", NotFoundError),
     ("v2_error_405_methodNotAllowed", APIStatusError),
     ("v2_error_422_validationFailed", BadRequestError),
@@ -80,13 +86,16 @@ def test_capacity_400s_are_recognised_by_their_detail(api, run, provider, detail
 
 
 @pytest.mark.parametrize("status,detail,cls", [
-    (400, "gpu and cpu are mutually exclusive", BadRequestError),
-    (400, "persistent mount capacity must be at least 10 GB", BadRequestError),
-    (400, "allowedCudaVersions and minCudaVersion are mutually exclusive", BadRequestError),
+    # A create 400 is "try your next candidate", whatever the detail says: the
+    # hint tells the user that the same refusal everywhere means a bad request.
+    (400, "gpu and cpu are mutually exclusive", OfferRefusedError),
+    (400, "persistent mount capacity must be at least 10 GB", OfferRefusedError),
+    (400, "allowedCudaVersions and minCudaVersion are mutually exclusive", OfferRefusedError),
     # Capacity words outside a 400 keep the status's meaning: a 5xx on a
     # launch stays ambiguous and is reconciled, never taken as "nothing made".
     (500, "There are no instances currently available", InternalServerError),
-    (403, "no longer any instances available in this pool", PermissionDeniedError),
+    (403, "no longer any instances available in this pool", OfferRefusedError),
+    (422, "$.gpu.count: must be at least 1", BadRequestError),
 ])
 def test_other_details_keep_their_status_class(api, run, provider, status, detail, cls):
     api.on("POST", "/v2/pods", problem(status, "Error", detail))
@@ -103,6 +112,23 @@ def test_non_json_502_maps_by_status_and_reads_are_retried(api, run, provider):
     assert info.value.status_code == 502 and info.value.provider_code is None
     assert "Bad Gateway" in str(info.value)
     assert route.call_count == DEFAULT_POLICY.max_retries + 1
+
+
+def test_create_refusals_say_what_to_do(api, run, provider):
+    api.on("POST", "/v2/pods", reply(400, body("v2_error_400_badRequest")))
+    with pytest.raises(OfferRefusedError) as info:
+        run(provider.create(make_spec()))
+    assert "request itself" in info.value.hint
+    api.on("POST", "/v2/pods", reply(403, body("v2_error_403_insufficientAccess")))
+    with pytest.raises(OfferRefusedError) as info:
+        run(provider.create(make_spec()))
+    assert "pool" in info.value.hint
+
+
+def test_a_403_outside_create_is_a_permission_error(api, run, provider):
+    api.on("GET", "/v2/pods", reply(403, body("v2_error_403_insufficientAccess")))
+    with pytest.raises(PermissionDeniedError):
+        run(provider.list_instances())
 
 
 def test_non_json_400_is_a_bad_request(api, run, provider):
@@ -162,3 +188,40 @@ def test_capabilities():
     assert (caps.spot, caps.stop_start, caps.custom_disk, caps.needs_ssh_key,
             caps.native_shutdown) == (False, True, True, False, False)
     assert RunPodProvider.name == "runpod" and RunPodProvider.min_interval == {}
+
+
+@pytest.mark.parametrize("refusal", ["v2_error_403_insufficientAccess", "v2_error_400_badRequest"])
+def test_a_refused_candidate_fails_over_to_the_next(monkeypatch, refusal):
+    """Through Client: the refused data center is skipped, the next one launched."""
+    from gpucloud import Client
+
+    monkeypatch.setenv("GPUCLOUD_RUNPOD_API_KEY", KEY)
+    gpu = {"id": "NVIDIA H100 80GB HBM3", "name": "H100 SXM", "pool": "HOPPER_80",
+           "manufacturer": "NVIDIA", "memory": 80, "secure": True, "community": False,
+           "price": {"secure": 3.5, "community": None}, "maxCount": {"secure": 8, "community": 0},
+           "availability": "HIGH", "dataCenters": [
+               {"id": "US-KS-2", "name": "US Kansas 2", "availability": "HIGH"},
+               {"id": "EU-RO-1", "name": "EU Romania 1", "availability": "LOW"}]}
+    created = []
+
+    def api(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v2/catalog/gpus":
+            return httpx.Response(200, json={"gpus": [gpu]})
+        sent = json.loads(request.content)
+        if not created:
+            created.append(None)
+            error = body(refusal)
+            return httpx.Response(error["status"], json=error)
+        pod = {**body("v2_create_pod_201_pod"), "name": sent["name"], "env": sent["env"],
+               "gpu": sent["gpu"], "dataCenterId": sent["dataCenterIds"][0]}
+        created.append(pod)
+        return httpx.Response(201, json=pod)
+
+    with respx.mock(assert_all_called=False) as router:
+        router.route(host="api.runpod.io").mock(side_effect=api)
+        client = Client(providers=["runpod"], sleep=lambda s: None)
+        machine = client.create(gpu="h100", count=8, image="runpod/pytorch:2.4")
+    # Same price: EU-RO-1 sorts first, is refused, and US-KS-2 is launched.
+    assert [(a.region, a.outcome, a.error_code) for a in client.last_attempts] == [
+        ("EU-RO-1", "failed", "offer_refused"), ("US-KS-2", "created", None)]
+    assert machine.provider == "runpod" and len(created) == 2

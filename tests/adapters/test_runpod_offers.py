@@ -145,6 +145,7 @@ def test_offer_fields(api, run, provider):
         "memory_gb": None, "disk_gb": None, "price_per_hour": Decimal("11.12"), "spot": False,
         "available": True, "source": "live", "simulated": False,
         "disk_price_per_gb_month": None, "as_of": None, "offer_id": None,
+        "disk_billed_apart": False, "hours_per_month": None, "usage_prices": (),
     }
 
 
@@ -153,11 +154,11 @@ def test_offers_availability_per_data_center(api, run, provider):
     pcie = {o.region: o.available for o in offers if o.instance_type == f"8x {A100}"}
     assert pcie["US-KS-2"] is True and pcie["EU-RO-1"] is True  # HIGH, LOW
     assert pcie["US-TX-3"] is False  # NONE
-    # Data centers the bundled catalog sells this type in, absent from the
-    # live list, are offered as unavailable.
+    # The live list names every data center carrying the type (NONE: sold
+    # out); the catalog's regions are never added to it.
     catalog = {r for t in provider.catalog.types_named(f"8x {A100}") for r in t.regions}
-    assert catalog - {"US-KS-2", "EU-RO-1"}
-    assert all(pcie[r] is False for r in catalog - {"US-KS-2", "EU-RO-1"})
+    assert catalog - {"US-KS-2", "EU-RO-1", "US-TX-3"}
+    assert set(pcie) == {"US-KS-2", "EU-RO-1", "US-TX-3"}
     assert {r for r, up in pcie.items() if up} == {"US-KS-2", "EU-RO-1"}
     assert all(o.source == "live" and o.spot is False for o in offers)
 

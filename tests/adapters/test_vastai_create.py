@@ -174,3 +174,40 @@ def test_launches_are_paced(api, run, provider, sleeps):
     run(provider.create(make_spec()))
     run(provider.create(make_spec()))
     assert max(sleeps) > 4  # create's 4.5 s threshold
+
+
+def test_a_host_refusing_the_rental_fails_over_to_the_next_ask(monkeypatch):
+    """Through Client: a 403 on one ask (the spec's body) moves on to the next ask."""
+    import respx
+
+    from gpucloud import Client
+    from tests.adapters._vastai_support import example_offer, show
+
+    monkeypatch.setenv("GPUCLOUD_VASTAI_API_KEY", "vast-key")
+    asks = [example_offer(id=111, gpu_name="H100 SXM", gpu_ram=81920, num_gpus=8,
+                          dph_base=16.0, geolocation="Texas, US"),
+            example_offer(id=222, gpu_name="H100 SXM", gpu_ram=81920, num_gpus=8,
+                          dph_base=17.0, geolocation="Ohio, US")]
+    rented = []
+
+    def api(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path == "/api/v0/bundles/":
+            return httpx.Response(200, json={"offers": asks})
+        if path.startswith("/api/v0/asks/"):
+            rented.append(path)
+            if path == "/api/v0/asks/111/":
+                return httpx.Response(403, json=body("create_instance_403_from_schema_examples"))
+            return httpx.Response(200, json={"success": True, "new_contract": 5550})
+        if path == "/api/v0/instances/5550/":
+            return httpx.Response(200, json=show("5550", label=None))
+        raise AssertionError(f"unexpected {request.method} {path}")
+
+    with respx.mock(assert_all_called=False) as router:
+        router.route(host="console.vast.ai").mock(side_effect=api)
+        client = Client(providers=["vastai"], sleep=lambda s: None)
+        machine = client.create(gpu="h100", count=8)
+    assert rented == ["/api/v0/asks/111/", "/api/v0/asks/222/"]
+    assert [(a.outcome, a.error_code) for a in client.last_attempts] == [
+        ("failed", "offer_refused"), ("created", None)]
+    assert machine.id == "5550"

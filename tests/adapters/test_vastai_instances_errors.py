@@ -24,6 +24,7 @@ from gpucloud.errors import (
     InsufficientCapacityError,
     InternalServerError,
     NotFoundError,
+    OfferRefusedError,
     PermissionDeniedError,
     QuotaExceededError,
     RateLimitError,
@@ -149,7 +150,8 @@ def test_get_refuses_a_non_numeric_id(api, run, provider):
     ("exited", "running", None, InstanceStatus.FAILED),
     ("offline", "running", None, InstanceStatus.FAILED),
     ("unknown", "running", None, InstanceStatus.FAILED),
-    ("frozen", "running", None, InstanceStatus.FAILED),
+    # Frozen: Vast paused the contract; the machine and its disk are still there.
+    ("frozen", "running", None, InstanceStatus.STOPPED),
     ("hibernating", "running", None, InstanceStatus.UNKNOWN),  # new: no crash
 ])
 def test_get_maps_every_status(api, run, provider, actual, intended, message, status):
@@ -203,7 +205,8 @@ def test_verify_with_a_bad_key(api, run, provider):
 
 ERRORS = [
     ("create_instance_400_from_schema_examples", 400, "create", BadRequestError),
-    ("create_instance_403_from_schema_examples", 403, "create", PermissionDeniedError),
+    # "Offer ... is not your own": this host refuses this renter, another may not.
+    ("create_instance_403_from_schema_examples", 403, "create", OfferRefusedError),
     ("create_instance_404_from_schema_examples", 404, "create", InsufficientCapacityError),
     ("create_instance_410_from_schema_examples", 410, "create", InsufficientCapacityError),
     ("create_instance_429_from_schema_examples", 429, "create", RateLimitError),

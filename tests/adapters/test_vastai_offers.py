@@ -153,35 +153,86 @@ def test_offer_fields_from_the_spec_example(api, run, provider):
         "provider": "vastai", "instance_type": "4x-Imaginary_RTX_9999",
         "region": "AT", "gpu": "Imaginary RTX 9999", "gpu_count": 4, "gpu_memory_gb": 24,
         "vcpus": 32, "memory_gb": 64, "disk_gb": DEFAULT_DISK_GB,
-        # dph_base, the machine alone; dph_total (0.234567) also holds the disk.
-        "price_per_hour": Decimal("0.123456"), "spot": False, "available": True,
+        # dph_total for the disk asked for: dph_base + storage_cost x GB / 720.
+        "price_per_hour": Decimal("0.123456") + Decimal("0.987654") * DEFAULT_DISK_GB / 720,
+        "spot": False, "available": True,
         "source": "live", "simulated": False, "disk_price_per_gb_month": Decimal("0.987654"),
-        "as_of": None, "offer_id": ASK,
+        "as_of": None, "offer_id": ASK, "disk_billed_apart": True, "hours_per_month": 720,
+        # Bandwidth is billed per GB used: kept apart, never in the hourly price.
+        "usage_prices": (
+            {"component": "egress", "price": Decimal("0.00456"), "unit": "GB"},
+            {"component": "ingress", "price": Decimal("0.00123"), "unit": "GB"}),
     }
 
 
 def test_prices_are_exact_decimals(api, run, provider):
-    [offer], _ = search(api, run, provider, [example_offer(dph_base=1.1, storage_cost=0.3)])
-    assert offer.price_per_hour == Decimal("1.1") and str(offer.price_per_hour) == "1.1"
-    assert str(offer.disk_price_per_gb_month) == "0.3"
+    [offer], _ = search(api, run, provider, [example_offer(dph_base=1.1, storage_cost=0.36)])
+    # 1.1 + 0.36 * 32 / 720 = 1.116, exactly: no float on the way.
+    assert offer.price_per_hour == Decimal("1.116") and str(offer.price_per_hour) == "1.116"
+    assert str(offer.disk_price_per_gb_month) == "0.36"
+
+
+def test_the_price_follows_dph_total_of_the_spec_example(api, run, provider):
+    # The spec's instance example: dph_base 1.0, storage_cost 0.14933.. for 10 GB
+    # gives dph_total 1.0020740740740741 (720-hour months).
+    [offer], route = search(api, run, provider, [example_offer(
+        dph_base=1.0, storage_cost=0.14933333333333335)], disk_gb=10)
+    assert abs(offer.price_per_hour - Decimal("1.0020740740740741")) < Decimal("1e-15")
+    assert offer.disk_gb == 10
+    assert sent(route)["allocated_storage"] == 10 and sent(route)["disk_space"] == {"gte": 10}
+
+
+def test_the_disk_asked_for_is_searched_and_priced(api, run, provider):
+    [small], _ = search(api, run, provider, [example_offer(dph_base=2, storage_cost=0.18)])
+    [big], route = search(api, run, provider, [example_offer(dph_base=2, storage_cost=0.18)],
+                          disk_gb=400)
+    assert sent(route)["allocated_storage"] == 400
+    assert big.price_per_hour - small.price_per_hour == Decimal("0.18") * (400 - 32) / 720
+    assert big.price_per_hour == Decimal("2.1")
+
+
+def test_the_estimate_lists_bandwidth_by_the_gb(api, run, provider):
+    [offer], _ = search(api, run, provider, [example_offer(
+        dph_base=2, storage_cost=0.18, inet_up_cost=0.02, inet_down_cost=0)])
+    estimate = pricing.estimate(offer, hours=10)
+    lines = {line.component: line for line in estimate.breakdown}
+    assert set(lines) == {"GPU instance", f"disk ({DEFAULT_DISK_GB} GB)", "egress"}
+    egress = lines["egress"]
+    assert (egress.unit_price, egress.unit, egress.price_per_hour, egress.total) == (
+        Decimal("0.02"), "GB egress", None, None)
+    assert estimate.total == pricing.money(offer.price_per_hour * 10)  # not folded in
+    assert estimate.unknown == ()
+    assert any("$0.02/GB egress" in n for n in estimate.notes)
+
+
+def test_without_a_storage_price_the_disk_is_unknown(api, run, provider):
+    raw = example_offer(dph_base=2)
+    del raw["storage_cost"]
+    [offer], _ = search(api, run, provider, [raw])
+    estimate = pricing.estimate(offer, hours=10)
+    assert estimate.unknown == (f"disk ({DEFAULT_DISK_GB} GB)",)
+    assert estimate.total is None and estimate.price_per_hour is None
 
 
 def test_price_falls_back_to_the_search_breakdown(api, run, provider):
     raw = example_offer(search={"gpuCostPerHour": 2.5, "diskHour": 0.01, "totalHour": 2.51})
     del raw["dph_base"]
     [offer], _ = search(api, run, provider, [raw])
-    assert offer.price_per_hour == Decimal("2.5")
+    assert offer.price_per_hour == Decimal("2.5") + Decimal("0.987654") * DEFAULT_DISK_GB / 720
 
 
-def test_the_estimate_adds_the_disk(api, run, provider):
-    [offer], _ = search(api, run, provider, [example_offer(dph_base=2, storage_cost=0.15)])
+def test_the_estimate_splits_machine_and_disk(api, run, provider):
+    [offer], _ = search(api, run, provider, [example_offer(
+        dph_base=2, storage_cost=0.15, inet_up_cost=None, inet_down_cost=None)])
     estimate = pricing.estimate(offer, hours=10)
     machine, disk = estimate.breakdown
     assert (machine.component, machine.price_per_hour) == ("GPU instance", Decimal(2))
     assert disk.component == f"disk ({DEFAULT_DISK_GB} GB)"
-    assert disk.price_per_hour == Decimal("0.15") * DEFAULT_DISK_GB / pricing.HOURS_PER_MONTH
+    # Vast's months are 720 hours, not the usual 730.
+    assert disk.price_per_hour == Decimal("0.15") * DEFAULT_DISK_GB / 720
+    assert estimate.price_per_hour == offer.price_per_hour
     assert estimate.total == pricing.money((Decimal(2) + disk.price_per_hour) * 10)
-    assert "storage is billed on top of the machine price" in estimate.notes
+    assert any("720 h months" in n for n in estimate.notes)
     bigger = pricing.estimate(offer, hours=10, disk_gb=200)
     assert bigger.breakdown[1].component == "disk (200 GB)" and bigger.total > estimate.total
 

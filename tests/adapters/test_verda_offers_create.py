@@ -61,7 +61,7 @@ def test_offers_join_prices_and_availability(api, run, provider):
         "gpu": "RTX-A6000", "gpu_count": 2, "gpu_memory_gb": 48, "vcpus": 20, "memory_gb": 120,
         "disk_gb": None, "price_per_hour": Decimal("1.98"), "spot": False, "available": True,
         "source": "live", "simulated": False, "disk_price_per_gb_month": None, "as_of": None,
-        "offer_id": None,
+        "offer_id": None, "disk_billed_apart": False, "hours_per_month": None, "usage_prices": (),
     }
     v100 = offers[("1V100.6V", "FIN-01")]
     assert isinstance(v100.price_per_hour, Decimal) and str(v100.price_per_hour) == "0.89"
@@ -269,8 +269,13 @@ def test_create_reports_the_machine_even_if_the_read_back_fails(api, run, provid
     assert instance.price_per_hour == Decimal("0.89")
 
 
-@pytest.mark.parametrize("reply_", [reply(202, text=""), reply(202, text="two words"),
-                                    reply(202, {"no": "id"})])
+@pytest.mark.parametrize("reply_", [
+    reply(202, text=""), reply(202, text="two words"), reply(202, {"no": "id"}),
+    # Not an instance id (ids are UUIDs): an error page's word, a number, a bool.
+    reply(202, text="OK"), reply(202, text="<html>"), reply(202, text="12345"),
+    reply(202, True), reply(202, "deadc0de-a5d2-4972-ae4e"),
+    reply(202, text="deadc0de-a5d2-4972-ae4e-d429115d055bX"),
+])
 def test_create_rejects_a_reply_without_an_id(api, run, provider, reply_):
     launch_routes(api, reply_)
     with pytest.raises(APIResponseValidationError):

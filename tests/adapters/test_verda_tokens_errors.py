@@ -167,6 +167,14 @@ ERRORS = [
      InsufficientCapacityError),
     (400, error("invalid_request", "Operating system is not valid for this instance type"),
      BadRequestError),
+    # "not available" about the image is a wrong request (exit 2), not capacity.
+    (400, error("invalid_request", "Image not available for this instance type"),
+     BadRequestError),
+    (400, error("invalid_request", "OS image ubuntu-20.04 is not available"), BadRequestError),
+    (400, error("invalid_request", "Instance type 8H100.80S.176V is currently unavailable"),
+     InsufficientCapacityError),
+    (400, error("invalid_request", "Not available in FIN-03"), InsufficientCapacityError),
+    (400, error("invalid_request", "Sold out"), InsufficientCapacityError),
     (400, error("invalid_request", "Invalid instance id"), NotFoundError),
     (418, error("brand_new_code", "Something new"), APIStatusError),
 ]

@@ -117,10 +117,18 @@ def test_create_picks_cheapest_available_and_tags_it(fake):
     assert body["instance_type_name"] == "gpu_8x_h100_sxm5"
     assert {t["key"] for t in body["tags"]} == {"gpucloud-launch-id", "gpucloud-shutdown-at"}
     assert body["ssh_key_names"][0].startswith("gpucloud-")  # registered from the .pub file
+    assert "image" not in body  # no --image: Lambda's default image
     assert machine.launch_id in {t["value"] for t in body["tags"]}
     assert machine.ref in {m.ref for m in client.list()}
     client.delete(machine)
     assert client.get(machine.ref).status.value == "terminating"
+
+
+def test_create_with_an_image_id(fake):
+    image = fixture("list_images_200.json")["data"][0]["id"]
+    Client(sleep=no_sleep).create(gpu="h100", count=8, auto_shutdown="1h", image=image)
+    [launch] = [r for r in fake.sent if r.url.path.endswith("/launch")]
+    assert json.loads(launch.content)["image"] == {"id": image}
 
 
 def test_secrets_never_appear(fake, caplog):

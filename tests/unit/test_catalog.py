@@ -46,7 +46,8 @@ def test_the_four_generated_catalogs_load(catalogs):
         cat = catalogs[name]
         assert cat.name == name
         assert cat.simulated is False
-        assert cat.default_image
+        # Lambda: no image forced; a launch without --image gets Lambda's default.
+        assert bool(cat.default_image) is (name != "lambda")
         assert cat.instance_types, name
         assert Path(cat.path).name == f"{name}.toml"
 
@@ -69,9 +70,12 @@ def test_every_price_is_a_positive_decimal_written_as_a_string(catalogs):
 
 
 def test_every_gpu_is_a_known_canonical_name(catalogs):
+    unmapped = set(_load_script().RUNPOD_UNMAPPED) | {"RTX2000-Ada", "RTXPRO6000-WK"}
     for name in REAL:
         for t in catalogs[name].instance_types:
-            assert gpu_info(t.gpu) is not None, (name, t.name, t.gpu)
+            # RunPod cards gpus.py does not know yet are kept raw, never dropped.
+            assert gpu_info(t.gpu) is not None or (name == "runpod" and t.gpu in unmapped), (
+                name, t.name, t.gpu)
             assert t.gpu_count >= 1
             assert t.regions, (name, t.name)
             assert isinstance(t.vcpus, int) and isinstance(t.memory_gb, int)
@@ -89,11 +93,14 @@ def test_each_file_names_its_source_and_date(catalogs):
         assert raw["source"]["note"].strip()
 
 
-def test_eight_h100_offers_come_from_lambda_and_vastai(catalogs):
-    # What the data holds: Verda's CSV has only a 1x H100 type, RunPod's
-    # (truncated) copy no H100 at all.
-    assert _providers_with(catalogs, gpu="H100", count=8) == {"lambda", "vastai"}
-    assert _providers_with(catalogs, gpu="H100", count=1) == {"lambda", "vastai", "verda"}
+def test_eight_h100_offers_come_from_lambda_runpod_and_vastai(catalogs):
+    # What the data holds: Verda's CSV has only a 1x H100 type; RunPod's complete
+    # copy has H100 PCIe, SXM and NVL in counts up to 8.
+    assert _providers_with(catalogs, gpu="H100", count=8) == {"lambda", "runpod", "vastai"}
+    assert _providers_with(catalogs, gpu="H100", count=1) == {
+        "lambda", "runpod", "vastai", "verda"}
+    rp = {o.instance_type for o in catalogs["runpod"].offers(gpu="H100", count=8)}
+    assert rp == {"8x NVIDIA H100 PCIe", "8x NVIDIA H100 80GB HBM3", "8x NVIDIA H100 NVL"}
     lam = {o.region: o for o in catalogs["lambda"].offers(gpu="H100", count=8)}
     assert lam["us-east-1"].instance_type == "gpu_8x_h100_sxm5"
     assert lam["us-east-1"].price_per_hour == Decimal("31.92")
@@ -130,9 +137,86 @@ def test_runpod_names_are_count_and_gpu_type_id(catalogs):
         count, gpu_type_id = t.name.split("x ", 1)
         assert int(count) == t.gpu_count
         assert all(re.fullmatch(r"[A-Z]+-[A-Z]+-\d+", r) for r in t.regions), t.regions
+    ids_used = {t.name.split("x ", 1)[1] for t in rp.instance_types}
+    assert set(_load_script().RUNPOD_UNMAPPED) <= ids_used  # kept, under their CSV names
     if RUNPOD_V1_SPEC.exists():  # the GpuType ids RunPod accepts
-        ids = set(re.findall(r'"(NVIDIA [^"]+)"', RUNPOD_V1_SPEC.read_text(encoding="utf-8")))
-        assert {t.name.split("x ", 1)[1] for t in rp.instance_types} <= ids
+        ids = set(re.findall(r'"((?:NVIDIA|AMD) [^"]+)"',
+                             RUNPOD_V1_SPEC.read_text(encoding="utf-8")))
+        assert ids_used - set(_load_script().RUNPOD_UNMAPPED) <= ids
+
+
+def test_runpod_lists_a_region_only_where_the_source_does(catalogs):
+    rp = catalogs["runpod"]
+    if not SHARED_CATALOG.is_dir():
+        pytest.skip("needs ../shared/catalog (the CSVs)")
+    import csv
+
+    rows = csv.DictReader((SHARED_CATALOG / "skypilot-catalog-v8" / "runpod" / "vms.csv")
+                          .read_text(encoding="utf-8").splitlines())
+    source: dict[tuple[str, int], set[str]] = {}
+    for row in rows:
+        if row["AcceleratorName"]:
+            key = (row["AcceleratorName"], int(float(row["AcceleratorCount"])))
+            source.setdefault(key, set()).add(row["AvailabilityZone"])
+    ids = {v: k for k, v in _load_script().RUNPOD_GPU_TYPE_IDS.items()}
+    assert len(rp.instance_types) == len(source)
+    for t in rp.instance_types:
+        gpu_type_id = t.name.split("x ", 1)[1]
+        assert set(t.regions) == source[(ids.get(gpu_type_id, gpu_type_id), t.gpu_count)], t.name
+
+
+def test_regions_all_means_the_files_regions(tmp_path):
+    _write_user(tmp_path, "runpod", """
+name = "runpod"
+api_base = "https://api.runpod.io"
+regions = ["EU-RO-1", "US-TX-3"]
+[[instance_types]]
+name = "1x NVIDIA A40"
+gpu = "A40"
+gpu_count = 1
+price = "0.40"
+regions = "all"
+[[instance_types]]
+name = "2x NVIDIA A40"
+gpu = "A40"
+gpu_count = 2
+price = "0.80"
+regions = ["US-TX-3"]
+""")
+    rp = load_catalogs(tmp_path)["runpod"]
+    assert [t.regions for t in rp.instance_types] == [("EU-RO-1", "US-TX-3"), ("US-TX-3",)]
+
+
+def test_regions_all_without_a_regions_list_names_the_file(tmp_path):
+    path = _write_user(tmp_path, "runpod", """
+name = "runpod"
+api_base = "https://api.runpod.io"
+[[instance_types]]
+name = "1x NVIDIA A40"
+gpu = "A40"
+gpu_count = 1
+price = "0.40"
+regions = "all"
+""")
+    with pytest.raises(ConfigurationError, match="all") as info:
+        load_catalogs(tmp_path)
+    assert str(path) in str(info.value)
+
+
+def test_vast_catalog_offers_bill_disk_apart_in_720_hour_months(catalogs):
+    vast = catalogs["vastai"]
+    assert (vast.hours_per_month, vast.disk_billed_apart) == (720, True)
+    [offer, *_] = vast.offers(gpu="H100", count=8)
+    assert offer.disk_billed_apart and offer.hours_per_month == 720
+    assert catalogs["lambda"].hours_per_month is None
+
+
+def test_generator_keeps_an_unmapped_runpod_gpu_raw_and_says_so(capsys):
+    bc = _load_script()
+    row = dict(_row("1x_NEWCARD_SECURE", "NEWCARD", 48), AvailabilityZone="US-TX-3")
+    [entry] = bc.build_entries("runpod", [row])
+    assert (entry.name, entry.gpu) == ("1x NEWCARD", "NEWCARD")
+    assert "NEWCARD" in capsys.readouterr().err
 
 
 def test_vastai_regions_are_country_codes(catalogs):
@@ -209,6 +293,22 @@ price = "cheap"
     assert str(path) in str(info.value)
 
 
+def test_an_absurd_price_names_the_file(tmp_path):
+    path = _write_user(tmp_path, "runpod", """
+name = "runpod"
+api_base = "https://api.runpod.io"
+[[instance_types]]
+name = "1x NVIDIA A40"
+gpu = "A40"
+gpu_count = 1
+price = "1e9"
+regions = ["US-TX-3"]
+""")
+    with pytest.raises(ConfigurationError) as info:
+        load_catalogs(tmp_path)
+    assert str(path) in str(info.value)
+
+
 def _load_script():
     spec = importlib.util.spec_from_file_location("build_catalog", SCRIPT)
     module = importlib.util.module_from_spec(spec)
@@ -266,3 +366,14 @@ def test_the_lambda_disk_table_matches_the_example_when_present():
     expected = {k: v["instance_type"]["specs"]["storage_gib"] for k, v in data.items()
                 if v["instance_type"]["specs"]["gpus"] > 0}
     assert _load_script().LAMBDA_STORAGE_GIB == expected
+
+
+def test_offers_h100_x8_without_credentials_shows_lambda_runpod_and_vastai():
+    from typer.testing import CliRunner
+
+    from gpucloud.cli import app
+
+    result = CliRunner().invoke(app, ["offers", "--gpu", "h100", "--count", "8", "--json"])
+    assert result.exit_code == 0, result.output
+    providers = {o["provider"] for o in json.loads(result.stdout)["offers"]}
+    assert {"lambda", "runpod", "vastai"} <= providers

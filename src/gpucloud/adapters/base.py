@@ -60,12 +60,16 @@ class Capabilities:
 
 @dataclass(frozen=True)
 class OfferQuery:
-    """The filter Client.offers hands an adapter. gpu is canonical or None."""
+    """The filter Client.offers hands an adapter. gpu is canonical or None.
+
+    disk_gb is the disk the machine will get: where storage is billed apart and
+    priced by the search (Vast.ai), offers are searched and priced for it."""
 
     gpu: str | None = None
     count: int | None = None
     region: str | None = None
     spot: bool = False
+    disk_gb: int | None = None
 
 
 class Provider:
@@ -147,7 +151,7 @@ class Provider:
     def json(self, response: httpx.Response) -> Any:
         try:
             return response.json()
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
             raise APIResponseValidationError(
                 f"{self.name}: response to {response.request.method} "
                 f"{response.request.url.path} is not JSON",

@@ -9,6 +9,9 @@ What shapes this adapter:
 
 * Lambda sells on-demand VMs only: no spot, no stop/start, fixed disk.
 * A launch needs a registered SSH key, referred to by name.
+* Without an image the launch leaves the field out and Lambda uses its default
+  (the bundled catalog sets no default_image); an image is an id (a UUID) or a
+  family name, the two forms of the spec's ``image`` oneOf.
 * There is no idempotency key, so the launch id and the deadline travel as
   instance tags, where ``list_instances`` reads them back for reconcile and
   ``gpucloud reap`` (any machine with the key can see them).
@@ -75,6 +78,9 @@ _ERRORS: dict[str, type[APIStatusError]] = {
 
 log = logging.getLogger("gpucloud.lambda")
 
+_IMAGE_ID = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+
 # "H100 (80 GB SXM5)" -> 80
 _GPU_MEMORY = re.compile(r"\(\s*(\d+)\s*GB\b", re.IGNORECASE)
 
@@ -129,7 +135,8 @@ class LambdaProvider(Provider):
             "tags": tags,
         }
         if spec.image:
-            body["image"] = {"family": spec.image}
+            # Without an image the field is left out and Lambda uses its default.
+            body["image"] = image_spec(spec.image)
 
         response = yield self.request("POST", "/api/v1/instance-operations/launch",
                                       json=body, kind="launch")
@@ -178,7 +185,7 @@ class LambdaProvider(Provider):
         code = message = suggestion = None
         try:
             body = response.json()
-        except ValueError:  # an HTML page from a proxy, an empty 502...
+        except (ValueError, RecursionError):  # an HTML page from a proxy, an empty 502...
             body = None
         error = body.get("error") if isinstance(body, dict) else None
         if isinstance(error, dict):
@@ -295,8 +302,13 @@ class LambdaProvider(Provider):
         itype = raw.get("instance_type") if isinstance(raw.get("instance_type"), dict) else {}
         specs = itype.get("specs") if isinstance(itype.get("specs"), dict) else {}
         region = raw.get("region") if isinstance(raw.get("region"), dict) else {}
-        tags = {t.get("key"): t.get("value") for t in raw.get("tags") or ()
-                if isinstance(t, dict)}
+        # Tags carry the launch id: a reply that garbles them cannot be read, or a
+        # machine of ours would look like nobody's.
+        raw_tags = raw.get("tags") if raw.get("tags") is not None else []
+        if not isinstance(raw_tags, list) or not all(isinstance(t, dict) for t in raw_tags):
+            raise self.invalid(response, f"instance {raw['id']!r}: tags are not a list of "
+                                         "key/value objects")
+        tags = {t.get("key"): t.get("value") for t in raw_tags}
         description = _str(itype.get("gpu_description"))
         cents = itype.get("price_cents_per_hour")
         status = raw["status"]
@@ -314,6 +326,18 @@ class LambdaProvider(Provider):
         except ValueError as exc:  # pydantic's ValidationError included
             raise self.invalid(response, f"instance {raw['id']!r}: {exc}") from exc
 
+
+
+def image_spec(image: str) -> dict[str, str]:
+    """InstanceLaunchRequest.image is oneOf {id} / {family}. Image ids are UUIDs
+    (GET /api/v1/images); anything else is a family ("lambda-stack-22-04").
+    "id:..." or "family:..." says which, for an id that does not look like one."""
+    kind, sep, rest = image.partition(":")
+    if sep and kind in ("id", "family") and rest.strip():
+        return {kind: rest.strip()}
+    if _IMAGE_ID.fullmatch(image.strip()):
+        return {"id": image.strip()}
+    return {"family": image.strip()}
 
 
 def _str(value: Any) -> str | None:

@@ -23,7 +23,10 @@ What shapes this adapter:
   An SSH key travels as ``env.PUBLIC_KEY`` (RunPod images' convention), so
   the account's key set is never rewritten.
 * Errors are RFC 9457 problem bodies without machine codes; "no capacity" is
-  a 400 recognised only from its ``detail`` text.
+  a 400 recognised only from its ``detail`` text. On createPod the contract's
+  table says a 400 is "try your next candidate" and a 403 "cannot access the
+  requested pool, skip this candidate": both are OfferRefusedError there, so
+  failover moves on; elsewhere they keep their usual meaning.
 * Rate limits are windowed quotas (60/minute, ...), not a spacing: nothing is
   paced here; the driver honours ``Retry-After`` on a 429.
 """
@@ -47,6 +50,7 @@ from ..errors import (
     ConflictError,
     InsufficientCapacityError,
     NotFoundError,
+    OfferRefusedError,
     PermissionDeniedError,
     QuotaExceededError,
     RateLimitError,
@@ -191,7 +195,7 @@ class RunPodProvider(Provider):
         errors: list[str] = []
         try:
             body = response.json()
-        except ValueError:  # an HTML page from a proxy, an empty 502...
+        except (ValueError, RecursionError):  # an HTML page from a proxy, an empty 502...
             body = None
         if isinstance(body, dict):
             title, detail = _str(body.get("title")), _str(body.get("detail"))
@@ -206,6 +210,15 @@ class RunPodProvider(Provider):
         if status == 400 and detail and _CAPACITY.search(" ".join(detail.split())):
             cls = InsufficientCapacityError
             hint = "try another data center or GPU type"
+        elif status in (400, 403) and _is_create(response) and (title or detail):
+            # The createPod contract: a 400 that matches the schema means "try your
+            # next candidate" (a cross-field rule or a GPU/data-center pair that
+            # could not be placed), a 403 "your account cannot access the requested
+            # pool: skip this candidate, keep going". Per offer, not per account.
+            cls = OfferRefusedError
+            hint = ("RunPod refused this GPU type / data center; if every candidate is "
+                    "refused alike, the request itself is at fault" if status == 400 else
+                    "this account cannot use this RunPod pool; other offers may work")
         elif status == 402:
             # Insufficient balance: no RunPod candidate will succeed until the
             # account is funded, but another provider may. Like a quota refusal,
@@ -283,14 +296,13 @@ class RunPodProvider(Provider):
             if not _str(dc["id"]) or not _str(dc["availability"]):
                 raise ValueError("a data center without id or availability")
             live[dc["id"]] = dc["availability"] != "NONE"
-        # Data centers the catalog lists that are not in the live list are sold
-        # out right now: still offers, shown as unavailable.
-        catalog = [r for t in self.catalog.types_named(name) for r in t.regions]
+        # The live list names every data center that carries the type (sold out
+        # ones with availability NONE): no catalog region is added to it.
         return [
             Offer(provider=self.name, instance_type=name, region=region, gpu=gpu,
                   gpu_count=count, gpu_memory_gb=memory, price_per_hour=price,
-                  spot=False, available=live.get(region, False), source="live")
-            for region in dict.fromkeys([*live, *catalog])
+                  spot=False, available=available, source="live")
+            for region, available in live.items()
             if query.region is None or region == query.region
         ]
 
@@ -298,7 +310,9 @@ class RunPodProvider(Provider):
         if not isinstance(raw, dict) or not _str(raw.get("id")) or not _str(raw.get("status")):
             raise self.invalid(response, "a pod without id or status")
         gpu = raw.get("gpu") if isinstance(raw.get("gpu"), dict) else {}
-        env = raw.get("env") if isinstance(raw.get("env"), dict) else {}
+        env = raw.get("env") if raw.get("env") is not None else {}
+        if not isinstance(env, dict):  # env carries the launch id: never guess past it
+            raise self.invalid(response, f"pod {raw['id']!r}: env is not an object")
         gpu_id = _str(gpu.get("id"))
         count = gpu.get("count", 1) if gpu_id else None
         itype = None
@@ -323,7 +337,6 @@ class RunPodProvider(Provider):
             raise self.invalid(response, f"pod {raw['id']!r}: {exc}") from exc
 
 
-
 def _sells(raw: dict[str, Any], cloud: str, count: int, query: OfferQuery, gpu: str) -> bool:
     """Whether this GPU type is sold in that cloud, in that count, for the query."""
     key = cloud.lower()
@@ -332,6 +345,11 @@ def _sells(raw: dict[str, Any], cloud: str, count: int, query: OfferQuery, gpu: 
     if raw[key] is not True:
         return False
     return _int(raw["maxCount"][key]) >= count and _money(raw["price"][key]) > 0
+
+
+def _is_create(response: httpx.Response) -> bool:
+    request = response.request
+    return request.method == "POST" and request.url.path.rstrip("/") == "/v2/pods"
 
 
 def _pod_path(instance_id: str) -> str:
@@ -373,10 +391,6 @@ def _money(value: Any) -> Decimal:
     if not _is_number(value):
         raise TypeError(f"expected a price, got {value!r}")
     return Decimal(str(value))
-
-
-
-
 
 
 __all__ = ["LAUNCH_ID_ENV", "SHUTDOWN_AT_ENV", "RunPodProvider"]

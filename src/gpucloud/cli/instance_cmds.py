@@ -29,8 +29,17 @@ def _confirm(question: str, yes: bool, as_json: bool, what: str) -> None:
 def plan_text(plan: Any) -> str:
     o = plan.offer
     lines = ["Plan:", output.estimate_text(plan.estimate)]
+    per_hour = (f"{output.usd(plan.total_per_hour)}/h" if plan.total_per_hour is not None
+                else "unknown per hour")
     if plan.instances > 1:
-        lines.append(f"  x {plan.instances} machines = {output.usd(plan.total)} USD")
+        lines.append(f"  x {plan.instances} machines = {per_hour}")
+    if plan.total is not None:
+        lines.append(f"  total over the window ({plan.hours_basis.replace('_', '-')}): "
+                     f"{output.usd(plan.total)} USD")
+    elif plan.hours_basis == "per_hour":
+        lines.append(f"  total: {per_hour} until deleted (no --auto-shutdown or --max-cost)")
+    else:
+        lines.append("  total over the window: unknown")
     if plan.shutdown_at:
         lines.append(f"  auto-shutdown at {output.iso(plan.shutdown_at)}")
     lines.extend(f"  note: {n}" for n in plan.notes)

@@ -175,15 +175,30 @@ def offers_table(groups: Sequence[tuple[Any, list[str]]]) -> str:
 
 def estimate_text(estimate: Any) -> str:
     o = estimate.offer
+    hours = _hours(estimate.hours)
     lines = [f"{o.gpu_count}x {o.gpu} on {o.provider} ({o.instance_type}, {o.region})"
              + ("  [SIMULATED]" if o.simulated else "")]
     for line in estimate.breakdown:
-        lines.append(f"  {line.component:<20} {usd(line.price_per_hour)}/h  "
-                     f"x {_hours(estimate.hours)} h = {usd(line.total)}")
-    lines.append(f"  {'total':<20} {usd(estimate.price_per_hour)}/h  "
-                 f"x {_hours(estimate.hours)} h = {usd(estimate.total)} {estimate.currency}")
+        if line.unit is not None:  # billed by use: its own unit, outside the total
+            lines.append(f"  {line.component:<20} {usd(line.unit_price)}/{line.unit}  "
+                         "(billed as used, not in the total)")
+            continue
+        lines.append(f"  {line.component:<20} {_per_hour(line.price_per_hour)}  "
+                     f"x {hours} h = {_amount(line.total)}")
+    lines.append(f"  {'total':<20} {_per_hour(estimate.price_per_hour)}  "
+                 f"x {hours} h = {_amount(estimate.total)} {estimate.currency}")
+    if estimate.unknown:
+        lines.append(f"  price unknown for: {', '.join(estimate.unknown)}")
     lines.extend(f"  note: {n}" for n in estimate.notes)
     return "\n".join(lines)
+
+
+def _per_hour(value: Decimal | None) -> str:
+    return f"{usd(value)}/h" if value is not None else "unknown"
+
+
+def _amount(value: Decimal | None) -> str:
+    return usd(value) if value is not None else "unknown"
 
 
 def _hours(value: Decimal) -> str:

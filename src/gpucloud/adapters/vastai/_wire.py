@@ -59,24 +59,40 @@ VAST_GPU_RAM_MB: dict[str, dict[str, int]] = {
     "V100": {"lt": 24576}, "V100-32GB": {"gte": 24576},
 }
 
+# Vast bills storage by the month of 720 hours: dph_total = dph_base +
+# storage_cost * GB / 720 (the spec's instance example: 1.0 + 0.14933 * 10 / 720
+# = 1.0020740...). Recorded as hours_per_month in providers/vastai.toml too.
+HOURS_PER_MONTH = 720
+
 _PENDING = {None, "created", "loading", "restarting", "rebooting"}
 # The spec: once exited, unknown or offline, it "will never reach running".
-_FAILED = {"exited", "offline", "unknown", "frozen"}
+_FAILED = {"exited", "offline", "unknown"}
+# A frozen contract is paused by Vast (host maintenance, or out of credit): the
+# machine still exists and keeps its disk; it is stopped, not failed.
+_STOPPED = {"stopped", "frozen"}
 _LABEL = re.compile(r"gpucloud:(\S+)(?: shutdown:(\S+))?(?: (.*))?", re.DOTALL)
 
 
+def disk_of(query: OfferQuery) -> int:
+    """The disk (GB) a search prices and a machine gets."""
+    return query.disk_gb if query.disk_gb is not None else DEFAULT_DISK_GB
+
+
 def search_body(query: OfferQuery) -> dict[str, Any]:
-    """The POST /api/v0/bundles/ filter for a query (on-demand asks, cheapest first)."""
+    """The POST /api/v0/bundles/ filter for a query (on-demand asks, cheapest first).
+    The disk asked for is both a filter (the host must have room for it) and the
+    allocated_storage the asks' dph_total is priced with."""
+    disk = disk_of(query)
     body: dict[str, Any] = {
         "verified": {"eq": True}, "rentable": {"eq": True}, "rented": {"eq": False},
         # ssh_direct needs an open port on the host; the disk must fit.
-        "direct_port_count": {"gte": 1}, "disk_space": {"gte": DEFAULT_DISK_GB},
+        "direct_port_count": {"gte": 1}, "disk_space": {"gte": disk},
         # The spec's enum says "ondemand"; its example and vast-cli send "on-demand".
         "type": "on-demand", "limit": SEARCH_LIMIT,
         # Cheapest first, the better host first at equal price. (Two keys also
         # satisfy the spec, which puts minItems/maxItems 2 on the outer list.)
         "order": [["dph_total", "asc"], ["score", "desc"]],
-        "allocated_storage": DEFAULT_DISK_GB,
+        "allocated_storage": disk,
     }
     if query.gpu is not None:
         body["gpu_name"] = {"in": list(VAST_GPU_NAMES.get(query.gpu, (query.gpu,)))}
@@ -103,7 +119,10 @@ def gpu_of(gpu_name: str, gpu_ram_mb: Any) -> str:
     return canonical if canonical and gpu_info(canonical) else normalize_gpu(gpu_name)
 
 
-def map_status(actual: Any, intended: Any = None, message: Any = None) -> InstanceStatus:
+def map_status(actual: Any, intended: Any = None, message: Any = None,
+               cur_state: Any = None) -> InstanceStatus:
+    if actual == "frozen" or cur_state == "frozen":
+        return InstanceStatus.STOPPED
     if intended == "stopped":
         if actual in ("exited", "stopped"):
             return InstanceStatus.STOPPED  # stopped on purpose, not crashed
@@ -115,7 +134,7 @@ def map_status(actual: Any, intended: Any = None, message: Any = None) -> Instan
         return InstanceStatus.FAILED if failed else InstanceStatus.PENDING
     if actual == "running":
         return InstanceStatus.RUNNING
-    if actual == "stopped":
+    if actual in _STOPPED:
         return InstanceStatus.STOPPED
     if actual in _FAILED:
         return InstanceStatus.FAILED
@@ -139,7 +158,7 @@ def parse_label(label: str | None) -> tuple[str | None, str | None, str | None]:
 def error_fields(response: httpx.Response) -> tuple[str | None, str | None]:
     try:
         body = response.json()
-    except ValueError:  # "API requests too frequent" as plain text, an HTML 502 ...
+    except (ValueError, RecursionError):  # plain text, an HTML 502, a nesting bomb
         text = response.text.strip()
         return None, text[:300] or None
     if not isinstance(body, dict):

@@ -11,9 +11,14 @@ What shapes this adapter:
   no orderable instance types. Names follow SkyPilot's Vast catalog
   (``{num_gpus}x-{gpu_name, spaces as _}-{cpu_cores}-{cpu_ram MB}``) so that
   live offers and providers/vastai.toml read alike.
-* The ask price excludes storage: ``dph_total`` = ``dph_base`` + the disk the
-  search was priced with. Offers carry the machine-only price and
-  ``disk_price_per_gb_month`` (``storage_cost``) so the estimate adds disk.
+* Prices are comparable with other clouds': the search asks for hosts with
+  room for the requested disk and prices them for it (``allocated_storage``);
+  an offer's price is ``dph_total`` for that disk, i.e. ``dph_base`` +
+  ``storage_cost`` (USD per GB-month) x GB / 720. Bandwidth (``inet_up_cost``,
+  ``inet_down_cost``, USD per GB) is billed by use: usage prices of the offer,
+  separate estimate lines, never folded into the hourly price.
+* ``frozen`` (``actual_status`` or ``cur_state``) is a paused contract, a
+  stopped machine that still exists, not a failure.
 * No idempotency key: the launch id (and the deadline) travel in the label,
   which ``list_instances`` reads back and which can be edited later; a copy of
   both goes into the container's environment.
@@ -37,17 +42,19 @@ from ...errors import (
     InsufficientCapacityError,
     InternalServerError,
     NotFoundError,
+    OfferRefusedError,
     PermissionDeniedError,
     QuotaExceededError,
     RateLimitError,
     SpecError,
 )
-from ...models import Instance, InstanceSpec, InstanceStatus, Offer
+from ...models import Instance, InstanceSpec, InstanceStatus, Offer, UsagePrice
 from ..base import Capabilities, Flow, OfferQuery, Provider
 from ._wire import (
     BILLING_HINT,
     DEFAULT_DISK_GB,
     ENV_LAUNCH_ID,
+    HOURS_PER_MONTH,
     ENV_SHUTDOWN_AT,
     MAX_PAGES,
     PAGE_LIMIT,
@@ -55,6 +62,7 @@ from ._wire import (
     as_str,
     checked_id,
     country_code,
+    disk_of,
     env_of,
     error_fields,
     format_utc,
@@ -94,6 +102,7 @@ class VastProvider(Provider):
     def offers(self, query: OfferQuery) -> Flow[list[Offer]]:
         if query.spot:
             return []
+        disk = disk_of(query)
         response = yield self.request("POST", "/api/v0/bundles/", json=search_body(query),
                                       kind="read")
         body = self._body(response)
@@ -105,7 +114,7 @@ class VastProvider(Provider):
         out: list[Offer] = []
         for item in raw:
             try:
-                offer = self._offer(item)
+                offer = self._offer(item, disk)
             except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
                 ident = item.get("id") if isinstance(item, dict) else None
                 raise self.invalid(response, f"offer {ident!r}: {exc}") from exc
@@ -219,6 +228,10 @@ class VastProvider(Provider):
             cls = RateLimitError
         elif status == 401 or code == "auth_error" or "invalid user key" in text:
             cls = AuthenticationError  # the search answers a bad key with 404
+        elif status == 403 and _is_create(response):
+            # The spec: 403 on PUT /asks/{id} is this offer refusing this renter
+            # (host rules); another host may well accept.
+            cls, hint = OfferRefusedError, "this host refuses the rental; another offer may not"
         elif status == 403:
             cls = PermissionDeniedError
         elif code == "no_such_ask" or "no_such_ask" in text or status == 410:
@@ -277,7 +290,7 @@ class VastProvider(Provider):
                                       json={"ssh_key": public_key.strip()}, kind="unsafe")
         self._body(response)
 
-    def _offer(self, raw: Any) -> Offer:
+    def _offer(self, raw: Any, disk: int) -> Offer:
         if not isinstance(raw, dict):
             raise TypeError("an offer is not an object")
         ask = as_int(raw["id"])
@@ -286,27 +299,36 @@ class VastProvider(Provider):
         if not isinstance(gpu_name, str) or not gpu_name.strip():
             raise ValueError("no gpu_name")
         search = raw.get("search") if isinstance(raw.get("search"), dict) else {}
-        # Machine only: dph_total also holds the searched disk (storage_total_cost).
-        base = raw["dph_base"] if raw.get("dph_base") is not None else search["gpuCostPerHour"]
-        storage = raw.get("storage_cost")
-        memory = ram_gb(raw.get("gpu_ram"))
+        base = money(raw["dph_base"] if raw.get("dph_base") is not None
+                     else search["gpuCostPerHour"])
+        storage = money(raw["storage_cost"]) if raw.get("storage_cost") is not None else None
+        # dph_total semantics for the disk asked for, computed the way Vast does,
+        # so that the estimate can split it back into machine and disk exactly.
+        price = base + storage * disk / HOURS_PER_MONTH if storage is not None else base
+        usage = tuple(
+            UsagePrice(component=component, price=money(raw[key]), unit="GB")
+            for key, component in (("inet_up_cost", "egress"), ("inet_down_cost", "ingress"))
+            if raw.get(key) is not None and money(raw[key]) > 0)
         return Offer(
             provider=self.name,
             instance_type=instance_type_name(count, gpu_name),
             region=country_code(raw.get("geolocation")) or "unknown",
-            gpu=gpu_of(gpu_name, raw.get("gpu_ram")), gpu_count=count, gpu_memory_gb=memory,
+            gpu=gpu_of(gpu_name, raw.get("gpu_ram")), gpu_count=count,
+            gpu_memory_gb=ram_gb(raw.get("gpu_ram")),
             vcpus=int(raw["cpu_cores_effective"]) if is_num(raw.get("cpu_cores_effective"))
             else None,
-            memory_gb=ram_gb(raw.get("cpu_ram")), disk_gb=DEFAULT_DISK_GB,
-            price_per_hour=money(base), spot=False, available=True, source="live",
-            disk_price_per_gb_month=money(storage) if storage is not None else None,
-            offer_id=str(ask),
+            memory_gb=ram_gb(raw.get("cpu_ram")), disk_gb=disk,
+            price_per_hour=price, spot=False, available=True, source="live",
+            disk_price_per_gb_month=storage, disk_billed_apart=True,
+            hours_per_month=HOURS_PER_MONTH, usage_prices=usage, offer_id=str(ask),
         )
 
     def _instance(self, response: httpx.Response, raw: Any) -> Instance:
         if not isinstance(raw, dict) or not is_int(raw.get("id")):
             raise self.invalid(response, "an instance without an integer id")
-        label = raw.get("label") if isinstance(raw.get("label"), str) else None
+        label = raw.get("label")
+        if label is not None and not isinstance(label, str):  # the label holds the launch id
+            raise self.invalid(response, f"instance {raw['id']!r}: label is not a string")
         env = env_of(raw.get("extra_env"))
         launch_id, deadline, name = parse_label(label)
         gpu_name = raw.get("gpu_name") if isinstance(raw.get("gpu_name"), str) else None
@@ -315,7 +337,8 @@ class VastProvider(Provider):
         try:
             return Instance(
                 provider=self.name, id=str(raw["id"]), name=name,
-                status=map_status(actual, raw.get("intended_status"), raw.get("status_msg")),
+                status=map_status(actual, raw.get("intended_status"), raw.get("status_msg"),
+                                  raw.get("cur_state")),
                 provider_status=actual if isinstance(actual, str) else None,
                 gpu=gpu_of(gpu_name, raw.get("gpu_ram")) if gpu_name else None, gpu_count=count,
                 instance_type=instance_type_name(count, gpu_name) if gpu_name and count
@@ -333,3 +356,6 @@ class VastProvider(Provider):
             raise self.invalid(response, f"instance {raw['id']!r}: {exc}") from exc
 
 
+def _is_create(response: httpx.Response) -> bool:
+    request = response.request
+    return request.method == "PUT" and request.url.path.startswith("/api/v0/asks/")

@@ -75,13 +75,24 @@ HINTS: dict[str, str] = {
 }
 
 # Neither SDK documents a "no capacity" code: Verda answers invalid_request
-# with a message. Availability is checked (offers) before a launch; any 4xx
-# whose message speaks of availability or capacity is a capacity failure.
+# with a message. Availability is checked (offers) before a launch; a 4xx whose
+# message says the instance type (or its GPUs) cannot be had is a capacity
+# failure. "Not available" alone is not enough: "Image not available for this
+# instance type" or "Operating system is not valid ..." are a wrong request,
+# the same on every candidate (exit 2), never a reason to try the next offer.
 _CAPACITY = re.compile(
-    r"capacity|not available|unavailable|no longer available|sold out|out of stock"
+    r"capacity|no longer available|sold out|out of stock"
     r"|not enough (?:resources|instances|gpus)|no (?:available )?(?:instances|resources|gpus) "
-    r"(?:left|available)",
+    r"(?:left|available)"
+    r"|instance(?: type)?\s+\S+\s+is\s+(?:currently\s+)?(?:not available|unavailable)"
+    r"|^(?:instance type )?(?:not available|unavailable)(?: in| at|$)",
     re.IGNORECASE)
+# What a request names that no capacity can fix.
+_NOT_CAPACITY = re.compile(r"\b(?:image|operating system|os|ssh key|startup script|volume)\b",
+                           re.IGNORECASE)
+# Instance ids are UUIDs (every instance in the SDK fixtures, and Verda's own
+# "Input should be a valid UUID" error for a malformed id).
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 # dstack's list: how Verda says an id does not (or no longer) exist(s).
 _GONE = re.compile(r"invalid instance id|can't discontinue a discontinued instance",
                    re.IGNORECASE)
@@ -97,7 +108,8 @@ def error_class(status: int, code: str | None, message: str | None) -> type[APIS
     if 400 <= status < 500 and code in (None, "invalid_request", "not_found") \
             and _GONE.search(text):
         return NotFoundError
-    if 400 <= status < 500 and code in (None, "invalid_request") and _CAPACITY.search(text):
+    if 400 <= status < 500 and code in (None, "invalid_request") and _CAPACITY.search(text) \
+            and not _NOT_CAPACITY.search(text):
         return InsufficientCapacityError
     cls = ERRORS.get(code) if code else None
     if cls is None:
@@ -142,7 +154,7 @@ class VerdaTokenSource(TokenSource):
             raise self._map_error(response)
         try:
             body = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):
             body = None
         access = body.get("access_token") if isinstance(body, dict) else None
         if not isinstance(access, str) or not access:
@@ -237,6 +249,13 @@ def key_fields(public_key: str) -> tuple[str, ...]:
     return tuple(public_key.split()[:2])
 
 
+def instance_id(response: httpx.Response) -> str | None:
+    """The new instance's id in a create reply, only if it looks like one (a UUID):
+    anything else is an unreadable reply to a launch, hence ambiguous."""
+    raw = plain_id(response)
+    return raw if raw is not None and _UUID.fullmatch(raw) else None
+
+
 def plain_id(response: httpx.Response) -> str | None:
     """The id in a plain-text reply (POST /instances, POST /sshkeys); a JSON string too."""
     raw = response.text.strip()
@@ -245,7 +264,7 @@ def plain_id(response: httpx.Response) -> str | None:
             import json
 
             raw = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         if not isinstance(raw, str):
             return None
@@ -255,7 +274,7 @@ def plain_id(response: httpx.Response) -> str | None:
             import json
 
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         raw = data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else ""
     if not raw or any(c.isspace() for c in raw) or len(raw) > 128:

@@ -141,9 +141,11 @@ class VerdaProvider(Provider):
         }
         response = yield self.request("POST", "/instances", json=body, kind="launch")
         self.raise_for_error(response)
-        instance_id = wire.plain_id(response)
+        instance_id = wire.instance_id(response)
         if instance_id is None:
-            raise self.invalid(response, "no instance id in the reply")
+            # Maybe created, maybe not: the launcher looks it up by launch id.
+            raise self.invalid(response, "no instance id (a UUID) in the reply; the machine "
+                                         f"may exist, look for launch id {spec.launch_id}")
 
         # The machine exists and is billed from here on. If reading it back
         # fails, still report it as created: raising now would make the caller
@@ -190,7 +192,7 @@ class VerdaProvider(Provider):
         code = message = None
         try:
             body = response.json()
-        except ValueError:  # an HTML page from a proxy, an empty 502...
+        except (ValueError, RecursionError):  # an HTML page from a proxy, an empty 502...
             body = None
         if isinstance(body, dict):
             code = wire.text(body.get("code"))
@@ -309,7 +311,11 @@ class VerdaProvider(Provider):
         total_memory = wire.size_gb(raw.get("gpu_memory"))
         gpu = _gpu_name(raw, total_memory // count if total_memory and count else None) \
             if count else None
-        launch_id, deadline = wire.read_description(raw.get("description"))
+        description = raw.get("description")
+        if description is not None and not isinstance(description, str):
+            # The description holds the launch id: never guess past a garbled one.
+            raise self.invalid(response, f"instance {raw['id']!r}: description is not text")
+        launch_id, deadline = wire.read_description(description)
         status = raw["status"]
         try:
             return Instance(
