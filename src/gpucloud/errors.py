@@ -201,23 +201,8 @@ class ConflictError(APIStatusError):
 
 class RateLimitError(APIStatusError):
     code = "rate_limited"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        provider: str,
-        status_code: int,
-        provider_code: str | None = None,
-        request_id: str | None = None,
-        request: httpx.Request | None = None,
-        hint: str | None = None,
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(message, provider=provider, status_code=status_code,
-                         provider_code=provider_code, request_id=request_id, request=request,
-                         hint=hint)
-        self.retry_after = retry_after
+    # Seconds the provider asked us to wait (Retry-After), when it said.
+    retry_after: float | None = None
 
 
 class InternalServerError(APIStatusError):

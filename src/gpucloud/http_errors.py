@@ -66,7 +66,9 @@ def status_error(
     )
     text = f"{provider}: {message} (HTTP {status}{', ' + provider_code if provider_code else ''})"
     if cls is RateLimitError:
-        return RateLimitError(text, retry_after=retry_after(response), **kwargs)
+        limited = RateLimitError(text, **kwargs)
+        limited.retry_after = retry_after(response)
+        return limited
     return cls(text, **kwargs)
 
 
