@@ -31,6 +31,8 @@ _LAZY = {
     "CostLine": "gpucloud.models",
     "Attempt": "gpucloud.models",
     "Plan": "gpucloud.models",
+    "ReapAction": "gpucloud.models",
+    "ReapReport": "gpucloud.models",
     "parse_gpu": "gpucloud.gpus",
     "GpuCloudError": "gpucloud.errors",
     "ConfigurationError": "gpucloud.errors",
@@ -63,8 +65,8 @@ _LAZY = {
 
 __all__ = [
     "__version__", "Client", "AsyncClient", "Offer", "Instance", "InstanceStatus",
-    "CostEstimate", "CostLine", "Attempt", "Plan", "parse_gpu", "GpuCloudError",
-    "ConfigurationError", "CredentialsError", "StateError", "SpecError", "UnknownGPUError",
+    "CostEstimate", "CostLine", "Attempt", "Plan", "ReapAction", "ReapReport", "parse_gpu",
+    "GpuCloudError", "ConfigurationError", "CredentialsError", "StateError", "SpecError", "UnknownGPUError",
     "BudgetExceededError", "ConfirmationRequired", "NoOffersError", "APIError",
     "APIConnectionError", "APITimeoutError", "APIStatusError", "AuthenticationError",
     "PermissionDeniedError", "NotFoundError", "BadRequestError", "ConflictError",
@@ -96,6 +98,7 @@ if TYPE_CHECKING:  # pragma: no cover - what type checkers and IDEs see
     from .models import (
         Offer as Offer, Instance as Instance, InstanceStatus as InstanceStatus,
         CostEstimate as CostEstimate, CostLine as CostLine, Attempt as Attempt, Plan as Plan,
+        ReapAction as ReapAction, ReapReport as ReapReport,
     )
 
 def __getattr__(name: str) -> Any:

@@ -28,7 +28,9 @@ from ._http import AsyncSession, Session, adrive, drive
 from .adapters.base import Sleep
 from .context import ClientContext
 from .engine import Engine
-from .models import Attempt, AuthStatus, CostEstimate, Instance, Offer, Plan, ProviderStatus
+from .models import (
+    Attempt, AuthStatus, CostEstimate, Instance, Offer, Plan, ProviderStatus, ReapReport,
+)
 from .ops import Call, Gather, Op
 
 Duration = Union[timedelta, str]
@@ -213,6 +215,19 @@ class Client(_Base):
         result: Instance = self._run(self._engine.power(ref, "start"))
         return result
 
+    def extend(self, ref: Ref, by: Duration | None = None,
+               until: datetime | str | None = None) -> Instance:
+        """Move a machine's deadline later by `by`, or to `until` (aware datetime or
+        ISO-8601 with a zone), on the provider and in the journal."""
+        result: Instance = self._run(self._engine.extend(ref, by, until))
+        return result
+
+    def reap(self, dry_run: bool = False, provider: str | None = None) -> ReapReport:
+        """Terminate every gpucloud machine past its deadline, on every provider with
+        credentials; works from the providers' own records, not the local journal."""
+        result: ReapReport = self._run(self._engine.reap(dry_run, provider))
+        return result
+
     def verify(self, provider: str) -> datetime | None:
         """Check a provider's credential with a cheap read; returns the token expiry if known."""
         result: datetime | None = self._run(self._engine.verify(provider))
@@ -334,6 +349,15 @@ class AsyncClient(_Base):
 
     async def start(self, ref: Ref) -> Instance:
         result: Instance = await self._run(self._engine.power(ref, "start"))
+        return result
+
+    async def extend(self, ref: Ref, by: Duration | None = None,
+                     until: datetime | str | None = None) -> Instance:
+        result: Instance = await self._run(self._engine.extend(ref, by, until))
+        return result
+
+    async def reap(self, dry_run: bool = False, provider: str | None = None) -> ReapReport:
+        result: ReapReport = await self._run(self._engine.reap(dry_run, provider))
         return result
 
     async def verify(self, provider: str) -> datetime | None:

@@ -20,7 +20,7 @@ import logging
 import time
 from typing import Any
 
-from . import pricing, refs
+from . import deadlines, pricing, refs
 from .adapters.base import OfferQuery, Provider, Sleep
 from .credentials import how_to_set
 from .errors import (
@@ -219,6 +219,12 @@ class Engine:
         yield Call(provider, self.ctx.adapter(provider).delete(ident))
         self.ctx.tolerant(f"{provider}/{ident} was deleted but the journal could not record it",
                           self.ctx.journal.mark_deleted, provider, ident)
+
+    def extend(self, ref: Any, by: Any = None, until: Any = None) -> Op:
+        return (yield from deadlines.extend(self, ref, by, until))
+
+    def reap(self, dry_run: bool = False, provider: str | None = None) -> Op:
+        return (yield from deadlines.reap(self, dry_run, provider))
 
     # -- credentials ------------------------------------------------------------
 

@@ -166,7 +166,7 @@ class ProviderStatus(_Model):
 
 
 __all__ = [
-    "Attempt", "AuthStatus", "CostEstimate", "CostLine", "Instance", "InstanceSpec",
+    "Attempt", "AuthStatus", "ReapAction", "ReapReport", "CostEstimate", "CostLine", "Instance", "InstanceSpec",
     "InstanceStatus", "Offer", "Plan", "ProviderStatus", "UsagePrice", "Field",
 ]
 
@@ -197,3 +197,29 @@ class Plan(_Model):
     total_per_hour: Decimal | None
     total: Decimal | None
     notes: tuple[str, ...] = ()
+
+
+class ReapAction(_Model):
+    """What the reaper did (or, in a dry run, would do) about one machine.
+
+    ``terminated``: past its deadline and deleted; ``would_terminate``: the same
+    in a dry run; ``extended``: past the deadline of the listing but a fresh read
+    found a later one (an ``extend`` from elsewhere), left alone; ``failed``:
+    the delete was refused or failed (``error``); ``gone``: it vanished between
+    the listing and the fresh read."""
+
+    instance: Instance
+    action: Literal["terminated", "would_terminate", "extended", "failed", "gone"]
+    overdue_seconds: int  # how far past its deadline when the reaper looked (>= 0)
+    error: str | None = None
+
+
+class ReapReport(_Model):
+    """One pass of the reaper over every provider with credentials."""
+
+    at: datetime
+    dry_run: bool
+    providers: tuple[str, ...]  # listed successfully
+    checked: int  # gpucloud machines seen (with a launch id)
+    actions: tuple[ReapAction, ...]
+    warnings: tuple[str, ...] = ()

@@ -111,6 +111,19 @@ class Journal:
                        " WHERE provider = ? AND instance_id = ?",
                        (utcnow().isoformat(), provider, instance_id))
 
+    def set_deadline(self, provider: str, instance_id: str, shutdown_at: datetime | None) -> None:
+        """The local copy of a moved deadline (extend); the provider's copy is the truth."""
+        with self._db() as db:
+            db.execute("UPDATE launches SET shutdown_at = ?, updated_at = ?"
+                       " WHERE provider = ? AND instance_id = ?",
+                       (shutdown_at.isoformat() if shutdown_at else None, utcnow().isoformat(),
+                        provider, instance_id))
+
+    def unresolved(self) -> list[LaunchRecord]:
+        """Launches sent but never recorded as delivered or failed: each machine may
+        exist (a crash, an interrupt, an ambiguous reply). reconcile settles them."""
+        return self._rows("WHERE status IN ('intent', 'ambiguous')", ())
+
     def _rows(self, where: str, args: tuple[object, ...]) -> list[LaunchRecord]:
         with self._db() as db:
             rows = db.execute(

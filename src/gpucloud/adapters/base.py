@@ -56,6 +56,9 @@ class Capabilities:
     custom_disk: bool = False  # disk size can be chosen at create
     needs_ssh_key: bool = False  # launch fails without a registered key
     native_shutdown: bool = False  # the provider enforces a deadline itself
+    # A start-up guard on the machine ends it at its deadline (plus grace) with a
+    # credential the provider scopes to that one machine; never an account key.
+    self_guard: bool = False
 
 
 @dataclass(frozen=True)
@@ -189,6 +192,20 @@ class Provider:
 
     def start(self, instance_id: str) -> Flow[Instance]:
         raise NotImplementedError
+
+    def set_deadline(self, instance: Instance, shutdown_at: datetime) -> Flow[Instance]:
+        """Move a machine's deadline in every place this provider keeps it (what
+        ``extend`` does); returns the machine as read back afterwards.
+
+        ``instance`` is the machine as just read (``get``), so an adapter that must
+        read-modify-write (a label holding the name too) keeps the rest. Where the
+        provider cannot hold a later deadline, raise SpecError saying why: a
+        deadline that only the laptop knows is not enforced by any reaper."""
+        from ..errors import SpecError
+
+        raise SpecError(f"{self.name}: moving a machine's deadline is not supported",
+                        hint=f"`gpucloud delete {self.name}/{instance.id}` ends it; create a "
+                             "new machine with the deadline you want")
 
     def verify(self) -> Flow[None]:
         """A cheap authenticated read that proves the credential works."""

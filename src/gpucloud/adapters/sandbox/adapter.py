@@ -187,6 +187,9 @@ class SandboxProvider(Provider):
         self.raise_for_error(response)
         return self._instance(response, self.json(response))
 
+    def set_deadline(self, instance: Instance, shutdown_at: datetime) -> Flow[Instance]:
+        return (yield from self.set_shutdown(instance.id, shutdown_at))
+
     # -- translation -------------------------------------------------------------------
 
     def _data(self, response: httpx.Response) -> list[Any]:

@@ -29,6 +29,7 @@ class Knobs:
     fail_on: frozenset[str] = OPERATIONS
     seed: int | None = None
     exhaust: frozenset[str] = frozenset()
+    native_timer: bool = True
 
     @classmethod
     def load(cls, config: Mapping[str, Any] | None = None,
@@ -68,6 +69,15 @@ def _convert(name: str, raw: Any, where: str) -> Any:
             if out - OPERATIONS:
                 raise bad(f"operations from {', '.join(sorted(OPERATIONS))}")
         return out
+    if name == "native_timer":
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise bad("true or false (1 or 0)")
     try:
         if isinstance(raw, bool):
             raise ValueError

@@ -70,6 +70,8 @@ given (the ``[sandbox]`` section of config.toml, lower-case names):
                        start), delete (all)
     SEED               seeds the failure dice: same seed, same failures
     EXHAUST            instance types with zero capacity, comma-separated, or "all"
+    NATIVE_TIMER       0: keep shutdown_at but never act on it, like the real
+                       clouds, so only a reaper ends machines (1)
 
 One die is rolled per request subject to failures: r < FAIL_429 is a 429,
 r < FAIL_429 + FAIL_5XX a 503, and (creates only) r < FAIL_429 + FAIL_5XX +
@@ -242,7 +244,8 @@ class SandboxCloud:
 
     def _ended(self, row: sqlite3.Row, now: int) -> int | None:
         """When the machine became terminated, or None while it is not."""
-        ends = [t for t in (row["terminated_us"], row["shutdown_us"]) if t is not None and t <= now]
+        timer = row["shutdown_us"] if self.knobs.native_timer else None
+        ends = [t for t in (row["terminated_us"], timer) if t is not None and t <= now]
         return min(ends) if ends else None
 
     def _status(self, row: sqlite3.Row, now: int) -> str:

@@ -1,0 +1,175 @@
+"""Deadlines: moving one later (extend) and enforcing them all (reap).
+
+A deadline lives on the provider (tags, env, labels, description: each adapter
+reads back the *latest* of its copies) and, as a copy, in the local journal.
+The reaper works from the providers alone, so any machine with the same
+credentials enforces every deadline, whoever created the machines:
+
+1. list every provider with credentials;
+2. for each machine gpucloud created (it carries a launch id) whose deadline
+   has passed, read that one machine again: an ``extend`` from another
+   machine may have moved its deadline since the listing;
+3. still past its deadline: terminate it (not in a dry run).
+
+A machine that has already ended is left alone; one that is stopped is
+terminated too (its disk still bills). Deadlines only ever move later, so a
+copy that missed an update can only make the reaper act earlier, never later.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from . import pricing
+from .errors import GpuCloudError, NotFoundError, SpecError
+from .models import Instance, InstanceStatus, ReapAction, ReapReport
+from .ops import Call, Gather, Op
+from .state import utcnow
+
+ENDED = (InstanceStatus.TERMINATED, InstanceStatus.TERMINATING, InstanceStatus.FAILED)
+
+
+def parse_deadline(value: Any) -> datetime:
+    """An absolute deadline: an aware datetime, or ISO-8601 text with an offset
+    or "Z" ("2026-12-01T18:00Z"). A time without a zone is refused, not guessed."""
+    if isinstance(value, datetime):
+        moment = value
+    else:
+        text = str(value).strip()
+        try:
+            moment = datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00"))
+        except ValueError:
+            raise SpecError(f"deadline {value!r} is not an ISO-8601 time",
+                            hint="e.g. 2026-12-01T18:00Z (UTC) or 2026-12-01T19:00+01:00") \
+                from None
+    if moment.tzinfo is None:
+        raise SpecError(f"deadline {value!r} has no time zone",
+                        hint="add Z for UTC (2026-12-01T18:00Z) or an offset (+01:00)")
+    return moment.astimezone(timezone.utc)
+
+
+def future_deadline(value: Any, now: datetime | None = None) -> datetime:
+    moment = parse_deadline(value)
+    now = now or utcnow()
+    if moment <= now:
+        raise SpecError(f"deadline {moment:%Y-%m-%dT%H:%M:%SZ} is in the past "
+                        f"(now {now:%Y-%m-%dT%H:%M:%SZ})", hint="give a time in the future")
+    return moment
+
+
+def extend(engine: Any, ref: Any, by: Any = None, until: Any = None) -> Op:
+    """Move a machine's deadline later, everywhere it is kept."""
+    if (by is None) == (until is None):
+        raise SpecError("give how much longer (by=, --by 2h) or a new deadline "
+                        "(until=, --until 2026-12-01T18:00Z), not both or neither")
+    delta = pricing.parse_duration(by) if by is not None else None
+    target = parse_deadline(until) if until is not None else None
+    instance: Instance = yield from engine.get(ref)
+    if instance.status in ENDED:
+        raise SpecError(f"{instance.ref} is {instance.status.value}: there is nothing to extend",
+                        hint="`gpucloud list` shows the machines still running")
+    if instance.launch_id is None:
+        raise SpecError(f"{instance.ref} was not created by gpucloud: no reaper enforces a "
+                        "deadline on it", hint="only machines made with `gpucloud create` "
+                                               "carry a deadline the reaper reads")
+    now = utcnow()
+    current = instance.shutdown_at
+    if delta is not None:
+        # An overdue machine the reaper has not reached yet gets `by` from now.
+        target = max(current or now, now) + delta
+    assert target is not None
+    if target <= now:
+        raise SpecError(f"deadline {target:%Y-%m-%dT%H:%M:%SZ} is in the past",
+                        hint="give a time in the future")
+    if current is not None and target < current:
+        raise SpecError(
+            f"{target:%Y-%m-%dT%H:%M:%SZ} is before the current deadline "
+            f"{current:%Y-%m-%dT%H:%M:%SZ}: a deadline only moves later",
+            hint=f"to end it sooner, `gpucloud delete {instance.ref}` when you are done")
+    adapter = engine.ctx.adapter(instance.provider)
+    updated: Instance = yield Call(instance.provider, adapter.set_deadline(instance, target))
+    engine.ctx.tolerant(f"{instance.ref}: the new deadline is on the provider but not in the "
+                        "local journal", engine.ctx.journal.set_deadline, instance.provider,
+                        instance.id, target)
+    if updated.shutdown_at is None or updated.shutdown_at < target:
+        updated = updated.model_copy(update={"shutdown_at": target})
+    return updated
+
+
+def overdue(instance: Instance, now: datetime) -> bool:
+    return (instance.launch_id is not None and instance.shutdown_at is not None
+            and instance.shutdown_at <= now and instance.status not in ENDED)
+
+
+def reap(engine: Any, dry_run: bool = False, provider: str | None = None) -> Op:
+    """One pass over every provider with credentials (or just `provider`)."""
+    ctx = engine.ctx
+    names = [n for n in ctx.scope(provider, listing=True) if ctx.can_call(n)]
+    if provider is not None and not names:
+        raise ctx.missing_credentials([provider])
+    listed = yield Gather([Call(n, ctx.adapter(n).list_instances()) for n in names])
+    ctx.warnings.clear()
+    warnings = ctx.warnings
+    ok: list[str] = []
+    machines: list[Instance] = []
+    for name, result in zip(names, listed):
+        if isinstance(result, GpuCloudError):
+            warnings.append(f"{name}: could not list machines, none reaped there ({result})")
+            continue
+        if isinstance(result, BaseException):
+            raise result
+        ok.append(name)
+        machines.extend(result)
+    if names and not ok:
+        raise next(r for r in listed if isinstance(r, BaseException))
+    now = utcnow()
+    due = [m for m in machines if overdue(m, now)]
+    # A fresh read of each: the deadline may have moved since the listing.
+    fresh = yield Gather([Call(m.provider, ctx.adapter(m.provider).get(m.id)) for m in due])
+    actions: list[ReapAction] = []
+    doomed: list[Instance] = []
+    for listed_machine, again in zip(due, fresh):
+        if isinstance(again, NotFoundError):
+            actions.append(_action(listed_machine, "gone", now))
+            continue
+        if isinstance(again, GpuCloudError):
+            actions.append(_action(listed_machine, "failed", now, f"could not re-read: {again}"))
+            continue
+        if isinstance(again, BaseException):
+            raise again
+        if again.status in ENDED:
+            continue
+        if not overdue(again, now):
+            actions.append(_action(again, "extended", now))
+            continue
+        doomed.append(again)
+    if dry_run:
+        actions.extend(_action(m, "would_terminate", now) for m in doomed)
+    else:
+        results = yield Gather([Call(m.provider, ctx.adapter(m.provider).delete(m.id))
+                                for m in doomed])
+        for machine, result in zip(doomed, results):
+            if isinstance(result, NotFoundError):
+                actions.append(_action(machine, "gone", now))
+            elif isinstance(result, GpuCloudError):
+                actions.append(_action(machine, "failed", now, str(result)))
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                actions.append(_action(machine, "terminated", now))
+                ctx.tolerant(f"{machine.ref} was reaped but the journal could not record it",
+                             ctx.journal.mark_deleted, machine.provider, machine.id)
+    return ReapReport(at=now, dry_run=dry_run, providers=tuple(ok),
+                      checked=sum(1 for m in machines if m.launch_id is not None),
+                      actions=tuple(actions), warnings=tuple(warnings))
+
+
+def _action(instance: Instance, action: Any, now: datetime, error: str | None = None
+            ) -> ReapAction:
+    late = (now - instance.shutdown_at) if instance.shutdown_at else timedelta(0)
+    return ReapAction(instance=instance, action=action,
+                      overdue_seconds=max(0, int(late.total_seconds())), error=error)
+
+
+__all__ = ["extend", "future_deadline", "overdue", "parse_deadline", "reap"]
