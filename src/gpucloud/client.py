@@ -10,6 +10,10 @@ Argument types, the same in every method:
   "90m", "1h30m", "2d";
 * money (``max_cost``, ``max_price``): ``Decimal``, a decimal string or an
   int, in USD (never a float: 0.1 is not a price);
+* an absolute deadline (``until``): an aware ``datetime`` or ISO-8601 text
+  with a zone ("2026-12-01T18:00Z"); give it or ``auto_shutdown``, not both.
+  Neither: ``[defaults] auto_shutdown`` of config.toml applies, if set;
+  ``auto_shutdown="never"`` opts out of that default;
 * ``hours`` of an estimate: a number of hours or a duration;
 * a machine (``ref``): an ``Instance`` or its "provider/id" string.
 """
@@ -37,6 +41,7 @@ Duration = Union[timedelta, str]
 Money = Union[Decimal, str, int]
 Hours = Union[Decimal, int, str, timedelta]
 Ref = Union[Instance, str]
+Deadline = Union[datetime, str]
 Status = Literal["pending", "running", "stopping", "stopped", "terminating", "terminated"]
 
 
@@ -81,10 +86,10 @@ class _Base:
     def _create_op(self, gpu: str, count: int, provider: str | None, region: str | None,
                    name: str | None, image: str | None, ssh_key: str | None,
                    disk_gb: int | None, auto_shutdown: Duration | None, max_cost: Money | None,
-                   spot: bool, n: int, plan: Plan | None) -> Op:
+                   spot: bool, n: int, plan: Plan | None, until: Deadline | None = None) -> Op:
         if plan is None:
             plan = yield from self._engine.plan(gpu, count, provider, region, disk_gb,
-                                                auto_shutdown, max_cost, spot, n)
+                                                auto_shutdown, max_cost, spot, n, until=until)
         elif plan.instances != n:
             from .errors import SpecError
 
@@ -156,21 +161,23 @@ class Client(_Base):
     def plan(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
              region: str | None = None, disk_gb: int | None = None,
              auto_shutdown: Duration | None = None, max_cost: Money | None = None,
-             spot: bool = False, n: int = 1) -> Plan:
+             spot: bool = False, n: int = 1, until: Deadline | None = None) -> Plan:
         """What create would do (offer, fallbacks, estimate, deadline); spends nothing."""
         result: Plan = self._run(self._engine.plan(gpu, count, provider, region, disk_gb,
-                                                   auto_shutdown, max_cost, spot, n))
+                                                   auto_shutdown, max_cost, spot, n,
+                                                   until=until))
         return result
 
     def create(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
                region: str | None = None, name: str | None = None, image: str | None = None,
                ssh_key: str | None = None, disk_gb: int | None = None,
                auto_shutdown: Duration | None = None, max_cost: Money | None = None,
-               spot: bool = False, plan: Plan | None = None) -> Instance:
+               spot: bool = False, plan: Plan | None = None,
+               until: Deadline | None = None) -> Instance:
         """Create one machine. Plans first (cheapest available offer, estimate,
         `max_cost`), then launches; see launcher.py for failover and reconcile."""
         made = self._run(self._create_op(gpu, count, provider, region, name, image, ssh_key,
-                                         disk_gb, auto_shutdown, max_cost, spot, 1, plan))
+                                         disk_gb, auto_shutdown, max_cost, spot, 1, plan, until))
         instance: Instance = made[0]
         return instance
 
@@ -179,12 +186,13 @@ class Client(_Base):
                     name: str | None = None, image: str | None = None,
                     ssh_key: str | None = None, disk_gb: int | None = None,
                     auto_shutdown: Duration | None = None, max_cost: Money | None = None,
-                    spot: bool = False, plan: Plan | None = None) -> list[Instance]:
+                    spot: bool = False, plan: Plan | None = None,
+                    until: Deadline | None = None) -> list[Instance]:
         """Create `n` machines alike; `max_cost` caps all of them together. A
         failure part-way raises with `.instances` (those made, still running)."""
         made: list[Instance] = self._run(self._create_op(
             gpu, count, provider, region, name, image, ssh_key, disk_gb, auto_shutdown,
-            max_cost, spot, n, plan))
+            max_cost, spot, n, plan, until))
         return made
 
     def list(self, provider: str | None = None) -> list[Instance]:
@@ -216,7 +224,7 @@ class Client(_Base):
         return result
 
     def extend(self, ref: Ref, by: Duration | None = None,
-               until: datetime | str | None = None) -> Instance:
+               until: Deadline | None = None) -> Instance:
         """Move a machine's deadline later by `by`, or to `until` (aware datetime or
         ISO-8601 with a zone), on the provider and in the journal."""
         result: Instance = self._run(self._engine.extend(ref, by, until))
@@ -300,9 +308,10 @@ class AsyncClient(_Base):
     async def plan(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
                    region: str | None = None, disk_gb: int | None = None,
                    auto_shutdown: Duration | None = None, max_cost: Money | None = None,
-                   spot: bool = False, n: int = 1) -> Plan:
+                   spot: bool = False, n: int = 1, until: Deadline | None = None) -> Plan:
         result: Plan = await self._run(self._engine.plan(
-            gpu, count, provider, region, disk_gb, auto_shutdown, max_cost, spot, n))
+            gpu, count, provider, region, disk_gb, auto_shutdown, max_cost, spot, n,
+            until=until))
         return result
 
     async def create(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
@@ -310,10 +319,10 @@ class AsyncClient(_Base):
                      image: str | None = None, ssh_key: str | None = None,
                      disk_gb: int | None = None, auto_shutdown: Duration | None = None,
                      max_cost: Money | None = None, spot: bool = False,
-                     plan: Plan | None = None) -> Instance:
+                     plan: Plan | None = None, until: Deadline | None = None) -> Instance:
         made = await self._run(self._create_op(gpu, count, provider, region, name, image,
                                                ssh_key, disk_gb, auto_shutdown, max_cost, spot,
-                                               1, plan))
+                                               1, plan, until))
         instance: Instance = made[0]
         return instance
 
@@ -322,10 +331,11 @@ class AsyncClient(_Base):
                           name: str | None = None, image: str | None = None,
                           ssh_key: str | None = None, disk_gb: int | None = None,
                           auto_shutdown: Duration | None = None, max_cost: Money | None = None,
-                          spot: bool = False, plan: Plan | None = None) -> list[Instance]:
+                          spot: bool = False, plan: Plan | None = None,
+                          until: Deadline | None = None) -> list[Instance]:
         made: list[Instance] = await self._run(self._create_op(
             gpu, count, provider, region, name, image, ssh_key, disk_gb, auto_shutdown,
-            max_cost, spot, n, plan))
+            max_cost, spot, n, plan, until))
         return made
 
     async def list(self, provider: str | None = None) -> list[Instance]:
@@ -352,7 +362,7 @@ class AsyncClient(_Base):
         return result
 
     async def extend(self, ref: Ref, by: Duration | None = None,
-                     until: datetime | str | None = None) -> Instance:
+                     until: Deadline | None = None) -> Instance:
         result: Instance = await self._run(self._engine.extend(ref, by, until))
         return result
 

@@ -9,6 +9,7 @@ config.toml:
 
     [defaults]
     providers = ["lambda", "runpod"]   # what Client() considers by default
+    auto_shutdown = "8h"               # deadline of new machines unless given
 
     [sandbox]                          # knobs of the simulated cloud
     capacity = 4
@@ -66,6 +67,7 @@ def sandbox_db_path() -> Path:
 class Config:
     path: Path
     providers: tuple[str, ...] | None = None
+    auto_shutdown: str | None = None
     sandbox: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -89,5 +91,9 @@ def load_config(path: Path | None = None) -> Config:
             isinstance(providers, list) and all(isinstance(p, str) for p in providers)):
         raise ConfigurationError(f"{path}: defaults.providers must be a list of names",
                                  hint='e.g. providers = ["lambda", "runpod"]')
+    auto_shutdown = defaults.get("auto_shutdown")
+    if auto_shutdown is not None and not isinstance(auto_shutdown, str):
+        raise ConfigurationError(f"{path}: defaults.auto_shutdown must be a duration string",
+                                 hint='e.g. auto_shutdown = "8h"')
     return Config(path=path, providers=tuple(providers) if providers is not None else None,
-                  sandbox=dict(sandbox), raw=data)
+                  auto_shutdown=auto_shutdown, sandbox=dict(sandbox), raw=data)

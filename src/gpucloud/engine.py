@@ -135,9 +135,9 @@ class Engine:
 
     def plan(self, gpu: str, count: int, provider: str | None = None, region: str | None = None,
              disk_gb: int | None = None, auto_shutdown: Any = None, max_cost: Any = None,
-             spot: bool = False, n: int = 1) -> Op:
+             spot: bool = False, n: int = 1, *, until: Any = None) -> Op:
         return (yield from make_plan(self, gpu, count, provider, region, disk_gb, auto_shutdown,
-                                max_cost, spot, n))
+                                     max_cost, spot, n, until))
 
     def no_launchable(self, gpu: str, count: int, provider: str | None,
                       region: str | None) -> GpuCloudError:

@@ -23,9 +23,11 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Literal
 
-from . import pricing
+from . import deadlines, pricing
 from .ops import MAX_FALLBACKS, Op
-from .errors import BudgetExceededError, InsufficientCapacityError, SpecError
+from .errors import (
+    BudgetExceededError, ConfigurationError, InsufficientCapacityError, SpecError, option,
+)
 from .gpus import parse_gpu
 from .models import CostEstimate, Offer, Plan
 from .state import utcnow
@@ -36,7 +38,8 @@ MIN_RUN_SECONDS = 60
 
 
 def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | None,
-         disk_gb: int | None, auto_shutdown: Any, max_cost: Any, spot: bool, n: int) -> Op:
+         disk_gb: int | None, auto_shutdown: Any, max_cost: Any, spot: bool, n: int,
+         until: Any = None) -> Op:
     if disk_gb is not None and (isinstance(disk_gb, bool) or not isinstance(disk_gb, int)
                                 or disk_gb < 1):
         raise SpecError(f"disk size must be a positive number of GB, got {disk_gb!r}")
@@ -47,7 +50,7 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
     if cap is not None and cap <= 0:
         raise SpecError(f"max cost must be positive, got {max_cost}",
                         hint="USD for the whole run, e.g. --max-cost 200")
-    window = pricing.parse_duration(auto_shutdown) if auto_shutdown is not None else None
+    window, target, origin = _deadline(engine.ctx, auto_shutdown, until, max_cost)
 
     offers = yield from engine.offers(gpu, count, provider, region, spot, live_only=True,
                                       disk_gb=disk_gb)
@@ -73,12 +76,16 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
     if window is not None:
         hours = pricing.duration_hours(window)
         estimate = pricing.estimate(offer, hours, disk_gb=disk_gb)
-        shutdown_at, basis = utcnow() + window, "auto_shutdown"
+        shutdown_at, basis = target or utcnow() + window, "auto_shutdown"
+        if origin:
+            notes.append(origin)
         if cap is not None:
             _refuse_unknown(estimate, cap)
             if estimate.total * n > cap:
                 raise BudgetExceededError(
-                    f"estimate ${estimate.total * n} over {auto_shutdown}{per_machine} exceeds "
+                    f"estimate ${estimate.total * n} over "
+                    f"{auto_shutdown if isinstance(auto_shutdown, str) and until is None else _span(window)}"
+                    f"{per_machine} exceeds "
                     f"--max-cost ${cap}",
                     hint="shorten --auto-shutdown, raise --max-cost, or pick a cheaper GPU")
         fits = [o for o in candidates[1:] if cap is None or _fits(o, hours, disk_gb, cap / n)]
@@ -106,6 +113,13 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
         estimate, shutdown_at, basis = pricing.estimate(offer, 1, disk_gb=disk_gb), None, "per_hour"
         notes.append("no auto-shutdown: the machine runs until you delete it"
                      + ("" if offer.simulated else ", and bills by the hour"))
+        if not offer.simulated:
+            engine.ctx.warn(
+                f"no deadline: {'these machines run' if n > 1 else 'the machine runs'} and "
+                f"bill{'' if n > 1 else 's'} until deleted; set "
+                f"{option('auto_shutdown', '--auto-shutdown')} or "
+                f"{option('until', '--until')}, or a default in config.toml "
+                "([defaults] auto_shutdown = \"8h\")")
         fits = list(candidates[1:])
     if estimate.unknown:
         notes.append(f"price unknown for: {', '.join(estimate.unknown)}")
@@ -119,6 +133,45 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
                 total_per_hour=per_hour * n if per_hour is not None else None,
                 total=pricing.money(total * n) if total is not None else None,
                 notes=tuple(notes))
+
+
+NEVER = ("never", "none", "off")
+
+
+def _deadline(ctx: Any, auto_shutdown: Any, until: Any, max_cost: Any
+              ) -> tuple[timedelta | None, datetime | None, str | None]:
+    """(window, absolute deadline, where it came from) of a create.
+
+    ``until`` is an absolute deadline; ``auto_shutdown`` a window from now, or
+    "never" to opt out of the config default; with neither (and no max_cost,
+    which sets its own deadline) ``[defaults] auto_shutdown`` applies."""
+    never = isinstance(auto_shutdown, str) and auto_shutdown.strip().lower() in NEVER
+    if until is not None:
+        if auto_shutdown is not None and not never:
+            raise SpecError("give a window (auto_shutdown, --auto-shutdown) or a deadline "
+                            "(until, --until), not both")
+        target = deadlines.future_deadline(until)
+        return target - utcnow(), target, None
+    if never:
+        return None, None, None
+    if auto_shutdown is not None:
+        return pricing.parse_duration(auto_shutdown), None, None
+    default = ctx.config.auto_shutdown
+    if default is None or max_cost is not None:
+        return None, None, None
+    try:
+        window = pricing.parse_duration(default)
+    except SpecError as exc:
+        raise ConfigurationError(f"{ctx.config.path}: [defaults] auto_shutdown: {exc.message}",
+                                 hint='e.g. auto_shutdown = "8h"') from None
+    return window, None, (f"deadline from [defaults] auto_shutdown = \"{default}\" in "
+                          f"{ctx.config.path} (--auto-shutdown never to opt out)")
+
+
+def _span(window: timedelta) -> str:
+    seconds = int(window.total_seconds())
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
 def _refuse_unknown(estimate: CostEstimate, cap: Decimal) -> None:

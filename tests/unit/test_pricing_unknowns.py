@@ -4,6 +4,7 @@ what they cover (pricing.py, planner.py, and their rendering)."""
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from gpucloud import pricing
 from gpucloud.cli.instance_cmds import plan_text
 from gpucloud.cli.output import estimate_text
+from gpucloud.config import Config
 from gpucloud.errors import BudgetExceededError, exit_code_for
 from gpucloud.models import Offer, UsagePrice
 from gpucloud.planner import plan
@@ -33,8 +35,10 @@ class FakeEngine:
     def __init__(self, offers):
         self._offers = offers
         self.asked = None
+        self.warned = []
         self.ctx = SimpleNamespace(adapter=lambda name: SimpleNamespace(
-            capabilities=SimpleNamespace(native_shutdown=False)))
+            capabilities=SimpleNamespace(native_shutdown=False)),
+            config=Config(path=Path("config.toml")), warn=self.warned.append)
 
     def offers(self, *args, **kwargs):
         self.asked = kwargs
