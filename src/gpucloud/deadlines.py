@@ -58,14 +58,20 @@ def future_deadline(value: Any, now: datetime | None = None) -> datetime:
     return moment
 
 
-def extend(engine: Any, ref: Any, by: Any = None, until: Any = None) -> Op:
-    """Move a machine's deadline later, everywhere it is kept."""
+def _extension(by: Any, until: Any) -> tuple[timedelta | None, datetime | None]:
     if (by is None) == (until is None):
         raise SpecError("give how much longer (by=, --by 2h) or a new deadline "
                         "(until=, --until 2026-12-01T18:00Z), not both or neither")
-    delta = pricing.parse_duration(by) if by is not None else None
-    target = parse_deadline(until) if until is not None else None
-    instance: Instance = yield from engine.get(ref)
+    if by is not None:
+        return pricing.parse_duration(by), None
+    return None, parse_deadline(until)
+
+
+def new_deadline(instance: Instance, by: Any = None, until: Any = None,
+                 now: datetime | None = None) -> datetime:
+    """Where `extend` moves a machine's deadline: `until`, or `by` past the current
+    one (from now for a machine with none, or overdue and not reaped yet)."""
+    delta, moment = _extension(by, until)
     if instance.status in ENDED:
         raise SpecError(f"{instance.ref} is {instance.status.value}: there is nothing to extend",
                         hint="`gpucloud list` shows the machines still running")
@@ -73,11 +79,9 @@ def extend(engine: Any, ref: Any, by: Any = None, until: Any = None) -> Op:
         raise SpecError(f"{instance.ref} was not created by gpucloud: no reaper enforces a "
                         "deadline on it", hint="only machines made with `gpucloud create` "
                                                "carry a deadline the reaper reads")
-    now = utcnow()
+    now = now or utcnow()
     current = instance.shutdown_at
-    if delta is not None:
-        # An overdue machine the reaper has not reached yet gets `by` from now.
-        target = max(current or now, now) + delta
+    target = max(current or now, now) + delta if delta is not None else moment
     assert target is not None
     if target <= now:
         raise SpecError(f"deadline {target:%Y-%m-%dT%H:%M:%SZ} is in the past",
@@ -87,6 +91,14 @@ def extend(engine: Any, ref: Any, by: Any = None, until: Any = None) -> Op:
             f"{target:%Y-%m-%dT%H:%M:%SZ} is before the current deadline "
             f"{current:%Y-%m-%dT%H:%M:%SZ}: a deadline only moves later",
             hint=f"to end it sooner, `gpucloud delete {instance.ref}` when you are done")
+    return target
+
+
+def extend(engine: Any, ref: Any, by: Any = None, until: Any = None) -> Op:
+    """Move a machine's deadline later, everywhere it is kept."""
+    _extension(by, until)  # bad arguments are refused before any request
+    instance: Instance = yield from engine.get(ref)
+    target = new_deadline(instance, by, until)
     adapter = engine.ctx.adapter(instance.provider)
     updated: Instance = yield Call(instance.provider, adapter.set_deadline(instance, target))
     engine.ctx.tolerant(f"{instance.ref}: the new deadline is on the provider but not in the "
@@ -172,4 +184,4 @@ def _action(instance: Instance, action: Any, now: datetime, error: str | None = 
                       overdue_seconds=max(0, int(late.total_seconds())), error=error)
 
 
-__all__ = ["extend", "future_deadline", "overdue", "parse_deadline", "reap"]
+__all__ = ["extend", "future_deadline", "new_deadline", "overdue", "parse_deadline", "reap"]

@@ -41,7 +41,11 @@ def plan_text(plan: Any) -> str:
     else:
         lines.append("  total over the window: unknown")
     if plan.shutdown_at:
-        lines.append(f"  auto-shutdown at {output.iso(plan.shutdown_at)}")
+        left = output.span(plan.shutdown_at - output.utcnow())
+        lines.append(f"  deadline: {output.iso(plan.shutdown_at)} (in {left}); the reaper "
+                     "terminates the machine then (`gpucloud reap`)")
+    else:
+        lines.append("  deadline: none (runs until deleted)")
     lines.extend(f"  note: {n}" for n in plan.notes)
     if plan.alternatives:
         lines.append("Next cheapest:")
@@ -73,8 +77,12 @@ def create(
                                           help="Registered key name or path to a .pub file."),
     disk_gb: Optional[int] = typer.Option(None, "--disk-gb", min=1, metavar="GB",
                                           help="Disk size in GB."),
-    auto_shutdown: Optional[str] = typer.Option(None, "--auto-shutdown", metavar="DURATION",
-                                                help="Deadline after creation, e.g. 4h, 90m."),
+    auto_shutdown: Optional[str] = typer.Option(
+        None, "--auto-shutdown", metavar="DURATION",
+        help="Deadline after creation, e.g. 4h, 90m; \"never\" skips the config default."),
+    until: Optional[str] = typer.Option(
+        None, "--until", metavar="TIME",
+        help="Absolute deadline, ISO-8601 with a zone, e.g. 2026-12-01T18:00Z."),
     max_cost: Optional[str] = typer.Option(None, "--max-cost", metavar="USD",
                                            help="Refuse if the estimate exceeds this many USD."),
     spot: bool = typer.Option(False, "--spot", help="Spot/interruptible capacity."),
@@ -103,7 +111,8 @@ def create(
 
     client = Client(on_attempt=show_attempt)
     plan = client.plan(gpu=gpu, count=count, provider=provider, region=region, disk_gb=disk_gb,
-                       auto_shutdown=auto_shutdown, max_cost=max_cost, spot=spot, n=instances)
+                       auto_shutdown=auto_shutdown, max_cost=max_cost, spot=spot, n=instances,
+                       until=until)
     if not json_output:
         for warning in client.warnings:
             output.err(f"warning: {warning}")

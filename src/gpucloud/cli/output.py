@@ -224,6 +224,16 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+utcnow = _now
+
+
+def deadline(i: Any) -> str | None:
+    """A deadline, short enough for a table column: 12-01 18:00Z."""
+    if i.shutdown_at is None or _ended(i):
+        return None
+    return i.shutdown_at.astimezone(timezone.utc).strftime("%m-%d %H:%MZ")
+
+
 def _ended(i: Any) -> bool:
     return i.status.value == "terminated"
 
@@ -257,13 +267,13 @@ def hourly(i: Any) -> str:
 def instances_table(instances: Sequence[Any], now: datetime | None = None) -> str:
     now = now or _now()
     return table(
-        ["REF", "NAME", "STATUS", "GPUS", "REGION", "$/HOUR", "AGE", "LEFT", "COST",
-         "IP", "LAUNCH ID"],
+        ["REF", "NAME", "STATUS", "GPUS", "REGION", "$/HOUR", "AGE", "DEADLINE", "LEFT",
+         "COST", "IP", "LAUNCH ID"],
         [[i.ref + (" (simulated)" if i.simulated else ""), i.name or "-", i.status.value,
           f"{i.gpu_count}x {i.gpu}" if i.gpu_count else (i.gpu or "-"), i.region or "-",
-          hourly(i), age(i, now) or "-", time_left(i, now) or "-",
+          hourly(i), age(i, now) or "-", deadline(i) or "-", time_left(i, now) or "-",
           usd(cost_so_far(i, now)), i.ip or "-", i.launch_id or "-"] for i in instances],
-        shrink=(1, 3, 4, 10), keep=(0,))
+        shrink=(1, 3, 4, 11), keep=(0,))
 
 
 def instance_text(i: Any, now: datetime | None = None) -> str:
