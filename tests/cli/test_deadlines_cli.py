@@ -1,0 +1,190 @@
+"""Deadlines from the command line: --until, the config default, extend, reap,
+reap --install. Against the sandbox with its native timer off, so only what
+gpucloud itself does ends a machine."""
+
+from __future__ import annotations
+
+import json
+import re
+import os
+import stat
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from typer.testing import CliRunner
+
+from gpucloud import Client
+from gpucloud.cli import app
+
+
+@pytest.fixture(autouse=True)
+def no_native_timer(monkeypatch):
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_NATIVE_TIMER", "0")
+
+
+@pytest.fixture
+def cli():
+    runner = CliRunner()
+
+    def invoke(*args, input=None):
+        return runner.invoke(app, list(args), input=input)
+    return invoke
+
+
+def as_json(result):
+    assert result.stderr == "", result.stderr
+    return json.loads(result.stdout)
+
+
+def at(moment: str) -> datetime:
+    return datetime.fromisoformat(moment.replace("Z", "+00:00"))
+
+
+def create(cli, *extra):
+    result = cli("create", "--gpu", "h100", "-c", "1", "-p", "sandbox", "--yes", "--json", *extra)
+    assert result.exit_code == 0, result.stdout
+    return as_json(result)
+
+
+def test_until_sets_the_absolute_deadline_on_the_machine_and_in_the_plan(cli):
+    until = (datetime.now(timezone.utc) + timedelta(hours=3)).replace(microsecond=0)
+    data = create(cli, "--until", until.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    assert at(data["plan"]["shutdown_at"]) == until
+    assert at(data["instance"]["shutdown_at"]) == until
+    listed = cli("list")
+    assert until.strftime("%m-%d %H:%MZ") in listed.stdout and "DEADLINE" in listed.stdout
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (("--until", "2020-01-01T00:00Z"), "in the past"),
+    (("--until", "2030-01-01T00:00"), "no time zone"),
+    (("--until", "tomorrow"), "not an ISO-8601 time"),
+    (("--until", "2030-01-01T00:00Z", "--auto-shutdown", "4h"), "not both"),
+])
+def test_bad_deadlines_are_usage_errors_and_create_nothing(cli, args, fragment):
+    result = cli("create", "--gpu", "h100", "-c", "1", "-p", "sandbox", "--yes", *args)
+    assert result.exit_code == 2 and fragment in result.stderr
+    assert "Traceback" not in result.output
+    assert Client(providers=["sandbox"]).list() == []
+
+
+def write_config(text: str) -> None:
+    home = os.environ["GPUCLOUD_HOME"]
+    os.makedirs(home, exist_ok=True)
+    with open(os.path.join(home, "config.toml"), "w") as handle:
+        handle.write(text)
+
+
+def test_config_default_deadline_applies_and_can_be_opted_out_of(cli):
+    write_config('[defaults]\nauto_shutdown = "8h"\n')
+    before = datetime.now(timezone.utc)
+    data = create(cli)
+    deadline = at(data["instance"]["shutdown_at"])
+    assert timedelta(hours=8) - timedelta(minutes=1) < deadline - before <= timedelta(hours=8, seconds=5)
+    assert any("[defaults] auto_shutdown" in n for n in data["plan"]["notes"])
+    # Explicit flags win over the default; "never" opts out.
+    assert at(create(cli, "--auto-shutdown", "1h")["instance"]["shutdown_at"]) < deadline
+    assert create(cli, "--auto-shutdown", "never")["instance"]["shutdown_at"] is None
+
+
+def test_a_bad_config_default_is_a_configuration_error(cli):
+    write_config('[defaults]\nauto_shutdown = "soon"\n')
+    result = cli("create", "--gpu", "h100", "-c", "1", "-p", "sandbox", "--yes")
+    assert result.exit_code == 3 and "auto_shutdown" in result.stderr
+    write_config('[defaults]\nauto_shutdown = 8\n')
+    assert cli("create", "--gpu", "h100", "-c", "1", "-p", "sandbox", "--yes").exit_code == 3
+
+
+def test_plan_always_states_the_deadline(cli):
+    result = cli("create", "--gpu", "h100", "-c", "1", "-p", "sandbox", "--dry-run")
+    assert "deadline: none (runs until deleted)" in result.stdout
+    result = cli("create", "--gpu", "h100", "-c", "1", "-p", "sandbox", "--dry-run",
+                 "--auto-shutdown", "2h")
+    assert re.search(r"deadline: 20\S+Z \(in (1h59m|2h00m)\)", result.stdout), result.stdout
+
+
+def test_extend_moves_the_deadline_on_the_provider_and_shows_the_cost(cli):
+    made = create(cli, "--auto-shutdown", "1h", "--name", "run-a")["instance"]
+    old = at(made["shutdown_at"])
+    # Without --yes and without a terminal: confirmation needed, nothing moved.
+    refused = cli("extend", "run-a", "--by", "2h", "--json")
+    assert refused.exit_code == 8
+    assert at(Client(providers=["sandbox"]).get(made["ref"]).shutdown_at.isoformat()) == old
+    result = cli("extend", "run-a", "--by", "2h", "--yes")
+    assert result.exit_code == 0, result.output
+    assert "about $" in result.stderr and "extended" in result.stdout
+    fresh = Client(providers=["sandbox"]).get(made["ref"])  # read back from the cloud
+    assert fresh.shutdown_at == old + timedelta(hours=2)
+    data = as_json(cli("extend", made["ref"], "--until",
+                       (old + timedelta(hours=5)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                       "--yes", "--json"))
+    assert at(data["instance"]["shutdown_at"]) == old + timedelta(hours=5)
+    # JSON times are to the second
+    assert abs(at(data["previous_shutdown_at"]) - (old + timedelta(hours=2))) < timedelta(seconds=1)
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (("--by", "2h", "--until", "2030-01-01T00:00Z"), "not both"),
+    ((), "not both or neither"),
+    (("--by", "-1h"), "duration"),
+    (("--until", "2026-01-01T00:00Z"), "past"),
+])
+def test_extend_refuses_bad_requests(cli, args, fragment):
+    made = create(cli, "--auto-shutdown", "1h")["instance"]
+    result = cli("extend", made["ref"], "--yes", *args)
+    assert result.exit_code == 2 and fragment in result.stderr, result.output
+
+
+def test_extend_never_moves_a_deadline_earlier(cli):
+    made = create(cli, "--auto-shutdown", "3h")["instance"]
+    sooner = (at(made["shutdown_at"]) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    result = cli("extend", made["ref"], "--until", sooner, "--yes")
+    assert result.exit_code == 2 and "only moves later" in result.stderr
+
+
+def test_reap_dry_run_then_reap_terminates_only_the_overdue(cli, monkeypatch):
+    overdue = create(cli, "--auto-shutdown", "1s", "--name", "late")["instance"]
+    keep = create(cli, "--auto-shutdown", "1h", "--name", "keep")["instance"]
+    time.sleep(1.2)
+    dry = as_json(cli("reap", "--dry-run", "--json"))
+    assert [(a["action"], a["instance"]["id"]) for a in dry["actions"]] == [
+        ("would_terminate", overdue["id"])]
+    assert Client(providers=["sandbox"]).get(overdue["ref"]).status.value == "running"
+    # A second machine: another GPUCLOUD_HOME, same simulated cloud.
+    db = os.path.join(os.environ["GPUCLOUD_HOME"], "sandbox", "cloud.sqlite")
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_DB", db)
+    monkeypatch.setenv("GPUCLOUD_HOME", os.environ["GPUCLOUD_HOME"] + "-elsewhere")
+    report = as_json(cli("reap", "--json"))
+    assert [(a["action"], a["instance"]["id"]) for a in report["actions"]] == [
+        ("terminated", overdue["id"])]
+    assert report["checked"] == 2 and report["providers"] == ["sandbox"]
+    statuses = {i.id: i.status.value for i in Client(providers=["sandbox"]).list()}
+    assert statuses[overdue["id"]] in ("terminating", "terminated")
+    assert statuses[keep["id"]] == "running"
+
+
+def test_reap_install_prints_units_and_a_cronjob_without_any_key(cli, monkeypatch):
+    monkeypatch.setenv("GPUCLOUD_LAMBDA_API_KEY", "secret-lambda-key-123")
+    result = cli("reap", "--install")
+    assert result.exit_code == 0
+    text = result.stdout
+    assert "OnUnitActiveSec=1min" in text and "ExecStart=" in text and " reap" in text
+    assert "kind: CronJob" in text and 'schedule: "* * * * *"' in text
+    assert "GPUCLOUD_LAMBDA_API_KEY" in text and "secretKeyRef" in text
+    assert "secret-lambda-key-123" not in result.output
+
+
+def test_reap_install_write_writes_the_files_env_file_private(cli, monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUCLOUD_RUNPOD_API_KEY", "secret-runpod-key-456")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.chdir(tmp_path)
+    data = as_json(cli("reap", "--install", "--write", "--json"))
+    written = data["written"]
+    assert any(p.endswith("gpucloud-reap.timer") for p in written)
+    env_file = data["systemd"]["environment_file"]
+    assert env_file in written
+    assert stat.S_IMODE(os.stat(env_file).st_mode) == 0o600
+    for path in written:
+        assert "secret-runpod-key-456" not in open(path).read()
+    assert (tmp_path / "gpucloud-reaper-cronjob.yaml").exists()
