@@ -5,6 +5,7 @@ and tables fit the terminal."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
@@ -80,11 +81,12 @@ def test_list_shows_age_time_left_cost_ip_and_launch_id(monkeypatch):
     assert invoke("delete", gone["ref"], "--yes").exit_code == 0
     rows = {r["REF"].split(" ")[0]: r for r in columns(invoke("list").stdout)}
     assert list(next(iter(rows.values()))) == [
-        "REF", "NAME", "STATUS", "GPUS", "REGION", "$/HOUR", "AGE", "LEFT", "COST", "IP",
-        "LAUNCH ID"]
+        "REF", "NAME", "STATUS", "GPUS", "REGION", "$/HOUR", "AGE", "DEADLINE", "LEFT", "COST",
+        "IP", "LAUNCH ID"]
     row = rows[kept["ref"]]
     assert row["STATUS"] == "running" and row["$/HOUR"].startswith("$")
     assert row["AGE"].endswith("s") and row["LEFT"] in ("3h59m", "4h00m")
+    assert re.fullmatch(r"\d\d-\d\d \d\d:\d\dZ", row["DEADLINE"])
     assert row["COST"].startswith("$") and row["IP"] == kept["ip"]
     assert row["LAUNCH ID"] == kept["launch_id"] and row["LAUNCH ID"].startswith("gc-")
     ended = rows[gone["ref"]]
@@ -99,7 +101,8 @@ def test_cost_so_far_is_price_times_age_in_decimal():
     assert output.cost_so_far(machine, now) == Decimal("3.15")
     assert output.age(machine, now) == "1h30m" and output.time_left(machine, now) == "2h05m"
     row = columns(output.instances_table([machine], now))[0]
-    assert (row["AGE"], row["LEFT"], row["COST"]) == ("1h30m", "2h05m", "$3.15")
+    assert (row["AGE"], row["DEADLINE"], row["LEFT"], row["COST"]) == (
+        "1h30m", "12-01 14:05Z", "2h05m", "$3.15")
     late = machine.model_copy(update={"shutdown_at": now - timedelta(minutes=1)})
     assert output.time_left(late, now) == "due"
     unpriced = machine.model_copy(update={"price_per_hour": None})
