@@ -33,6 +33,9 @@ _LAZY = {
     "Plan": "gpucloud.models",
     "ReapAction": "gpucloud.models",
     "ReapReport": "gpucloud.models",
+    "ReconcileReport": "gpucloud.reconcile",
+    "LaunchIntent": "gpucloud.reconcile",
+    "Orphan": "gpucloud.reconcile",
     "parse_gpu": "gpucloud.gpus",
     "GpuCloudError": "gpucloud.errors",
     "ConfigurationError": "gpucloud.errors",
@@ -65,7 +68,8 @@ _LAZY = {
 
 __all__ = [
     "__version__", "Client", "AsyncClient", "Offer", "Instance", "InstanceStatus",
-    "CostEstimate", "CostLine", "Attempt", "Plan", "ReapAction", "ReapReport", "parse_gpu",
+    "CostEstimate", "CostLine", "Attempt", "Plan", "ReapAction", "ReapReport",
+    "ReconcileReport", "LaunchIntent", "Orphan", "parse_gpu",
     "GpuCloudError", "ConfigurationError", "CredentialsError", "StateError", "SpecError", "UnknownGPUError",
     "BudgetExceededError", "ConfirmationRequired", "NoOffersError", "APIError",
     "APIConnectionError", "APITimeoutError", "APIStatusError", "AuthenticationError",
@@ -95,6 +99,9 @@ if TYPE_CHECKING:  # pragma: no cover - what type checkers and IDEs see
         WaitTimeoutError as WaitTimeoutError,
     )
     from .gpus import parse_gpu as parse_gpu
+    from .reconcile import (
+        LaunchIntent as LaunchIntent, Orphan as Orphan, ReconcileReport as ReconcileReport,
+    )
     from .models import (
         Offer as Offer, Instance as Instance, InstanceStatus as InstanceStatus,
         CostEstimate as CostEstimate, CostLine as CostLine, Attempt as Attempt, Plan as Plan,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -36,6 +36,7 @@ from .models import (
     Attempt, AuthStatus, CostEstimate, Instance, Offer, Plan, ProviderStatus, ReapReport,
 )
 from .ops import Call, Gather, Op
+from .reconcile import ReconcileReport
 
 Duration = Union[timedelta, str]
 Money = Union[Decimal, str, int]
@@ -236,6 +237,15 @@ class Client(_Base):
         result: ReapReport = self._run(self._engine.reap(dry_run, provider))
         return result
 
+    def reconcile(self, terminate_orphans: bool | Iterable[str] = False,
+                  provider: str | None = None) -> ReconcileReport:
+        """Repair the journal after a crash: adopt machines of launches never
+        recorded (by launch id), mark the ones the providers prove absent failed,
+        report orphans and foreign machines; terminate the orphans if asked
+        (True: all; refs: those among them)."""
+        result: ReconcileReport = self._run(self._engine.reconcile(terminate_orphans, provider))
+        return result
+
     def verify(self, provider: str) -> datetime | None:
         """Check a provider's credential with a cheap read; returns the token expiry if known."""
         result: datetime | None = self._run(self._engine.verify(provider))
@@ -368,6 +378,12 @@ class AsyncClient(_Base):
 
     async def reap(self, dry_run: bool = False, provider: str | None = None) -> ReapReport:
         result: ReapReport = await self._run(self._engine.reap(dry_run, provider))
+        return result
+
+    async def reconcile(self, terminate_orphans: bool | Iterable[str] = False,
+                        provider: str | None = None) -> ReconcileReport:
+        result: ReconcileReport = await self._run(
+            self._engine.reconcile(terminate_orphans, provider))
         return result
 
     async def verify(self, provider: str) -> datetime | None:

@@ -122,6 +122,7 @@ def reap(engine: Any, dry_run: bool = False, provider: str | None = None) -> Op:
         raise ctx.missing_credentials([provider])
     listed = yield Gather([Call(n, ctx.adapter(n).list_instances()) for n in names])
     ctx.warnings.clear()
+    engine.warn_unresolved()
     warnings = ctx.warnings
     ok: list[str] = []
     machines: list[Instance] = []

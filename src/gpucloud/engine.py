@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from . import deadlines, pricing, refs
+from . import reconcile as reconciling
 from .adapters.base import OfferQuery, Provider, Sleep
 from .credentials import how_to_set
 from .errors import (
@@ -180,6 +181,7 @@ class Engine:
         results = yield Gather([Call(n, self.ctx.adapter(n).list_instances()) for n in names])
         out: list[Instance] = []
         self.ctx.warnings.clear()
+        self.warn_unresolved()
         failed = [r for r in results if isinstance(r, BaseException)]
         if failed and (provider is not None or len(failed) == len(names)):
             raise failed[0]  # "no machines" must never mean "could not look"
@@ -225,6 +227,12 @@ class Engine:
 
     def reap(self, dry_run: bool = False, provider: str | None = None) -> Op:
         return (yield from deadlines.reap(self, dry_run, provider))
+
+    def reconcile(self, terminate_orphans: Any = False, provider: str | None = None) -> Op:
+        return (yield from reconciling.reconcile(self, terminate_orphans, provider))
+
+    def warn_unresolved(self) -> None:
+        reconciling.warn_unresolved(self.ctx)
 
     # -- credentials ------------------------------------------------------------
 

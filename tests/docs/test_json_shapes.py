@@ -29,6 +29,7 @@ RUNS = {
     "stop": ["stop", "shape"],
     "start": ["start", "shape", "--yes"],
     "delete": ["delete", "{ref}", "--yes"],
+    "reconcile": ["reconcile"],
     "providers": ["providers"],
     "gpus": ["gpus"],
     "auth login": ["auth", "login", "lambda", "--from-env"],

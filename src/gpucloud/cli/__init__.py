@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from .app import app
 
-from . import auth_cmds, catalog_cmds, deadline_cmds, instance_cmds  # noqa: E402,F401  (register commands)
+from . import (  # noqa: E402,F401  (register commands)
+    auth_cmds, catalog_cmds, deadline_cmds, instance_cmds, reconcile_cmds,
+)
 
 
 def main() -> None:

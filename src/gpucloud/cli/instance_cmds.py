@@ -219,11 +219,14 @@ def get(
     """Show one machine."""
     from ..client import Client
 
-    instance = Client().get(ref)
+    client = Client()
+    instance = client.get(ref)
     if json_output:
         output.emit_json(output.dump(instance))
-    else:
-        output.out(output.instance_text(instance))
+        return
+    for warning in client.warnings:  # a name is looked up by listing every provider
+        output.warn(warning)
+    output.out(output.instance_text(instance))
 
 
 @app.command()

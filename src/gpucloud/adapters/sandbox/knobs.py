@@ -30,6 +30,7 @@ class Knobs:
     seed: int | None = None
     exhaust: frozenset[str] = frozenset()
     native_timer: bool = True
+    hang_after_create: float = 0.0
 
     @classmethod
     def load(cls, config: Mapping[str, Any] | None = None,

@@ -72,6 +72,10 @@ given (the ``[sandbox]`` section of config.toml, lower-case names):
     EXHAUST            instance types with zero capacity, comma-separated, or "all"
     NATIVE_TIMER       0: keep shutdown_at but never act on it, like the real
                        clouds, so only a reaper ends machines (1)
+    HANG_AFTER_CREATE  seconds POST /v1/instances waits after committing the
+                       machine, before answering: a window in which to kill the
+                       client (SIGKILL) between the request and its journal
+                       entry, as reconcile's crash test does (0)
 
 One die is rolled per request subject to failures: r < FAIL_429 is a 429,
 r < FAIL_429 + FAIL_5XX a 503, and (creates only) r < FAIL_429 + FAIL_5XX +
@@ -215,6 +219,8 @@ class SandboxCloud:
             return 200, {"data": self._list(request.url.params.get_list("label"))}
         if op == "create":
             created = self._create(json_body(request))
+            if self.knobs.hang_after_create:
+                time.sleep(self.knobs.hang_after_create)  # committed, not yet answered
             if ambiguous:
                 raise ApiError(503, "unavailable", "the service is temporarily unavailable")
             return 201, created
