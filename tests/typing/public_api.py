@@ -3,13 +3,13 @@ public API as a user's script writes it, with the types a user relies on."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import assert_type
 
 from gpucloud import (
     APIError, AsyncClient, Attempt, Client, CostEstimate, GpuCloudError, Instance,
-    InsufficientCapacityError, Offer, Plan, parse_gpu,
+    InsufficientCapacityError, Offer, Plan, ReapReport, parse_gpu,
 )
 
 
@@ -34,6 +34,12 @@ def sync_usage() -> None:
     assert_type(client.warnings, list[str])
     assert_type(client.last_attempts, list[Attempt])
     assert_type(client.last_created, list[Instance])
+    assert_type(client.extend(machine, by="2h"), Instance)
+    assert_type(client.extend(machine.ref, until="2026-12-01T18:00Z"), Instance)
+    report = client.reap(dry_run=True)
+    assert_type(report, ReapReport)
+    assert_type(report.actions[0].instance, Instance)
+    client.create(gpu="h100", until=datetime(2026, 12, 1, 18, tzinfo=timezone.utc))
     client.delete(machine)
     assert_type(parse_gpu("H100 80GB"), str)
     try:
@@ -58,4 +64,6 @@ async def async_usage() -> None:
         many = await client.create_many(gpu="h100", count=1, n=2)
         assert_type(many, list[Instance])
         assert_type(await client.offers(gpu="a100-80gb"), list[Offer])
+        assert_type(await client.extend(machine, by=timedelta(hours=1)), Instance)
+        assert_type(await client.reap(), ReapReport)
         await client.delete(machine.ref)

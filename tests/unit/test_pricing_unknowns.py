@@ -207,3 +207,29 @@ def test_the_disk_asked_for_reaches_the_offer_search():
     engine = FakeEngine([offer()])
     make_plan([], disk_gb=200, auto_shutdown="1h", engine=engine)
     assert engine.asked.get("disk_gb") == 200
+
+
+# -- deadlines in the plan -------------------------------------------------------------
+
+
+def test_a_plan_without_any_deadline_on_a_real_provider_warns():
+    engine = FakeEngine([offer()])
+    result = make_plan([offer()], engine=engine)
+    assert result.shutdown_at is None
+    assert engine.warned and "no deadline" in engine.warned[0]
+    assert "--auto-shutdown" in engine.warned[0] and "config.toml" in engine.warned[0]
+    engine = FakeEngine([offer()])
+    assert make_plan([offer()], auto_shutdown="4h", engine=engine).shutdown_at is not None
+    assert engine.warned == []
+
+
+def test_the_config_default_deadline_applies_only_when_none_is_given():
+    engine = FakeEngine([offer()])
+    engine.ctx.config = Config(path=Path("c.toml"), auto_shutdown="8h")
+    result = make_plan([offer()], engine=engine)
+    assert result.hours_basis == "auto_shutdown" and result.estimate.hours == 8
+    assert engine.warned == [] and any("[defaults] auto_shutdown" in n for n in result.notes)
+    assert make_plan([offer()], auto_shutdown="never", engine=engine).shutdown_at is None
+    # --max-cost alone sets its own deadline: the default does not override it.
+    capped = make_plan([offer()], max_cost="10", engine=engine)
+    assert capped.hours_basis == "max_cost"
