@@ -90,13 +90,16 @@ class ClientContext:
                             hint=f"did you mean {' or '.join(close)}?" if close
                             else f"known providers: {', '.join(self.known)}")
 
-    def scope(self, provider: str | None, listing: bool = False) -> list[str]:
+    def scope(self, provider: str | None, listing: bool = False, every: bool = False
+              ) -> list[str]:
+        """The providers an operation covers. `every`: all of them, whatever
+        config.toml's default list says (the reaper must not miss a machine)."""
         if provider is not None:
             self.check_known(provider)
             names = [provider]
         elif self.providers is not None:
             names = self.providers
-        elif self.config.providers is not None:
+        elif self.config.providers is not None and not every:
             names = list(self.config.providers)
         else:
             # The simulated cloud never mixes into real price comparisons;

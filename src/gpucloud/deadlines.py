@@ -117,7 +117,7 @@ def overdue(instance: Instance, now: datetime) -> bool:
 def reap(engine: Any, dry_run: bool = False, provider: str | None = None) -> Op:
     """One pass over every provider with credentials (or just `provider`)."""
     ctx = engine.ctx
-    names = [n for n in ctx.scope(provider, listing=True) if ctx.can_call(n)]
+    names = [n for n in ctx.scope(provider, listing=True, every=True) if ctx.can_call(n)]
     if provider is not None and not names:
         raise ctx.missing_credentials([provider])
     listed = yield Gather([Call(n, ctx.adapter(n).list_instances()) for n in names])

@@ -188,3 +188,11 @@ def test_reap_install_write_writes_the_files_env_file_private(cli, monkeypatch, 
     for path in written:
         assert "secret-runpod-key-456" not in open(path).read()
     assert (tmp_path / "gpucloud-reaper-cronjob.yaml").exists()
+
+
+def test_reap_covers_every_provider_whatever_the_config_default_list(cli, monkeypatch):
+    overdue = create(cli, "--auto-shutdown", "1s")["instance"]
+    write_config('[defaults]\nproviders = ["lambda"]\n')
+    time.sleep(1.2)
+    report = as_json(cli("reap", "--json"))
+    assert [a["instance"]["id"] for a in report["actions"]] == [overdue["id"]]
