@@ -62,7 +62,8 @@ def set_deadline(provider: Any, instance: Instance, shutdown_at: datetime
     for other in UNTIL_KEYS:
         if other != key and other in current:
             yield from _delete_tag(provider, path, other)
-    return (yield from provider.get(instance.id))
+    updated: Instance = yield from provider.get(instance.id)
+    return updated
 
 
 def _delete_tag(provider: Any, path: str, key: str) -> Flow[None]:
