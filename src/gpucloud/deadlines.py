@@ -11,8 +11,8 @@ credentials enforces every deadline, whoever created the machines:
    machine may have moved its deadline since the listing;
 3. still past its deadline: terminate it (not in a dry run).
 
-A machine that has already ended is left alone; one that is stopped is
-terminated too (its disk still bills). Deadlines only ever move later, so a
+A machine that is terminated or terminating is left alone; one that is
+stopped or failed is terminated too (it still exists, and its disk may bill). Deadlines only ever move later, so a
 copy that missed an update can only make the reaper act earlier, never later.
 """
 
@@ -22,12 +22,15 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from . import pricing
-from .errors import GpuCloudError, NotFoundError, SpecError
+from .errors import APIResponseValidationError, GpuCloudError, NotFoundError, SpecError
 from .models import Instance, InstanceStatus, ReapAction, ReapReport
 from .ops import Call, Gather, Op
 from .state import utcnow
 
 ENDED = (InstanceStatus.TERMINATED, InstanceStatus.TERMINATING, InstanceStatus.FAILED)
+# What the reaper leaves alone: a machine on its way out. A failed (crashed,
+# exited) machine still exists on the provider and its disk may still bill.
+GONE = (InstanceStatus.TERMINATED, InstanceStatus.TERMINATING)
 
 
 def parse_deadline(value: Any) -> datetime:
@@ -105,13 +108,24 @@ def extend(engine: Any, ref: Any, by: Any = None, until: Any = None) -> Op:
                         "local journal", engine.ctx.journal.set_deadline, instance.provider,
                         instance.id, target)
     if updated.shutdown_at is None or updated.shutdown_at < target:
-        updated = updated.model_copy(update={"shutdown_at": target})
+        # The provider answered but does not show the new deadline: the reaper
+        # would act on the old one, so this is not an extension.
+        raise APIResponseValidationError(
+            f"{instance.ref}: {instance.provider} accepted the update but reads back deadline "
+            f"{_utc(updated.shutdown_at)}, not {_utc(target)}",
+            provider=instance.provider,
+            hint=f"`gpucloud get {instance.ref}` shows the deadline the reaper will use; retry "
+                 "the extend")
     return updated
+
+
+def _utc(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment else "none"
 
 
 def overdue(instance: Instance, now: datetime) -> bool:
     return (instance.launch_id is not None and instance.shutdown_at is not None
-            and instance.shutdown_at <= now and instance.status not in ENDED)
+            and instance.shutdown_at <= now and instance.status not in GONE)
 
 
 def reap(engine: Any, dry_run: bool = False, provider: str | None = None) -> Op:
@@ -151,7 +165,7 @@ def reap(engine: Any, dry_run: bool = False, provider: str | None = None) -> Op:
             continue
         if isinstance(again, BaseException):
             raise again
-        if again.status in ENDED:
+        if again.status in GONE:
             continue
         if not overdue(again, now):
             actions.append(_action(again, "extended", now))

@@ -22,6 +22,7 @@ from gpucloud.errors import (
     InternalServerError,
     SpecError,
 )
+from gpucloud.adapters.vastai._guard import onstart
 from gpucloud.models import InstanceStatus
 from tests.adapters._vastai_support import (  # noqa: F401 (fixtures)
     ASK,
@@ -50,6 +51,7 @@ def test_create_rents_the_ask_with_exactly_this_body(api, run, provider):
         "image": "vastai/pytorch", "disk": DEFAULT_DISK_GB,
         "label": "gpucloud:lid-7f3a9c gpucloud-h100-lid-7f3a9c",
         "env": {"GPUCLOUD_LAUNCH_ID": "lid-7f3a9c"}, "runtype": "ssh_direct",
+        "onstart": onstart(),
     }
     assert put.call_count == 1 and get.call_count == 1
     assert (instance.id, instance.launch_id, instance.name, instance.status) == (

@@ -14,7 +14,9 @@ What shapes this adapter:
   family name, the two forms of the spec's ``image`` oneOf.
 * There is no idempotency key, so the launch id and the deadline travel as
   instance tags, where ``list_instances`` reads them back for reconcile and
-  ``gpucloud reap`` (any machine with the key can see them).
+  ``gpucloud reap`` (any machine with the key can see them). Tags cannot be
+  changed after launch, so ``extend`` renames the machine with a deadline
+  marker (see _name_marker.py); reads take the later of tag and marker.
 * Limits: 1 request/s overall, 1 launch per 12 s (the spec's info text).
 """
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
@@ -30,22 +32,12 @@ from urllib.parse import quote
 import httpx
 
 from ..http_errors import status_error
-from ..errors import (
-    APIStatusError,
-    AuthenticationError,
-    BadRequestError,
-    ConfigurationError,
-    ConflictError,
-    InsufficientCapacityError,
-    InternalServerError,
-    NotFoundError,
-    PermissionDeniedError,
-    QuotaExceededError,
-    RateLimitError,
-    SpecError,
-)
+from ..errors import APIStatusError, ConfigurationError, RateLimitError, SpecError
 from ..gpus import gpu_info, normalize_gpu
 from ..models import Instance, InstanceSpec, InstanceStatus, Offer
+from . import _lambda_wire as wire
+from ._lambda_wire import image_spec
+from ._name_marker import latest, mark_name, split_name
 from .base import Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
 
 LAUNCH_ID_TAG = "gpucloud-launch-id"
@@ -53,36 +45,7 @@ SHUTDOWN_AT_TAG = "gpucloud-shutdown-at"
 NAME_MAX = 64  # InstanceLaunchRequest.name and AddSSHKeyRequest.name
 TAG_VALUE_MAX = 128  # RequestedTagEntry.value
 
-_STATUS = {
-    "booting": InstanceStatus.PENDING,
-    "active": InstanceStatus.RUNNING,
-    "unhealthy": InstanceStatus.UNKNOWN,
-    "terminating": InstanceStatus.TERMINATING,
-    "terminated": InstanceStatus.TERMINATED,
-    # A preempted machine is gone and no longer billed; nothing to wait for.
-    "preempted": InstanceStatus.TERMINATED,
-}
-
-_ERRORS: dict[str, type[APIStatusError]] = {
-    "global/invalid-api-key": AuthenticationError,
-    "global/account-inactive": PermissionDeniedError,
-    "global/invalid-address": PermissionDeniedError,
-    # Also sent as a 400 on launch when the key name or image does not exist.
-    "global/object-does-not-exist": NotFoundError,
-    "instance-operations/launch/insufficient-capacity": InsufficientCapacityError,
-    "global/quota-exceeded": QuotaExceededError,
-    "global/invalid-parameters": BadRequestError,
-    "global/duplicate": ConflictError,
-    "global/internal-error": InternalServerError,
-}
-
 log = logging.getLogger("gpucloud.lambda")
-
-_IMAGE_ID = re.compile(
-    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
-
-# "H100 (80 GB SXM5)" -> 80
-_GPU_MEMORY = re.compile(r"\(\s*(\d+)\s*GB\b", re.IGNORECASE)
 
 
 class LambdaProvider(Provider):
@@ -175,6 +138,15 @@ class LambdaProvider(Provider):
                                       json={"instance_ids": [instance_id]}, kind="idempotent")
         self.raise_for_error(response)
 
+    def set_deadline(self, instance: Instance, shutdown_at: datetime) -> Flow[Instance]:
+        """Lambda's update accepts only ``name`` (InstanceModificationRequest, the
+        1.8.3 contract): the moved deadline goes into the name as a marker after
+        the user's name, cut to fit 64 characters."""
+        response = yield self.request(
+            "POST", f"/api/v1/instances/{quote(instance.id, safe='')}", kind="idempotent",
+            json={"name": mark_name(instance.name, shutdown_at, NAME_MAX)})
+        return self._instance(response, self._data(response, dict))
+
     def verify(self) -> Flow[None]:
         response = yield self.request("GET", "/api/v1/ssh-keys")
         self._data(response, list)
@@ -189,15 +161,15 @@ class LambdaProvider(Provider):
             body = None
         error = body.get("error") if isinstance(body, dict) else None
         if isinstance(error, dict):
-            code = _str(error.get("code"))
-            message = _str(error.get("message"))
-            suggestion = _str(error.get("suggestion"))
+            code = wire.text(error.get("code"))
+            message = wire.text(error.get("message"))
+            suggestion = wire.text(error.get("suggestion"))
         if response.status_code == 429:
             cls: type[APIStatusError] | None = RateLimitError
         else:
             # Unknown codes fall back to the status: 5xx -> InternalServerError,
             # 404 -> NotFoundError, other 4xx -> APIStatusError.
-            cls = _ERRORS.get(code) if code else None
+            cls = wire.ERRORS.get(code) if code else None
         return status_error(
             self.name, response,
             message=self.redact(message or response.reason_phrase or "request failed"),
@@ -219,33 +191,34 @@ class LambdaProvider(Provider):
     def _offers_of(self, item: dict[str, Any], query: OfferQuery) -> list[Offer]:
         itype = item["instance_type"]
         specs = itype["specs"]
-        gpu_count = _int(specs["gpus"])
+        gpu_count = wire.integer(specs["gpus"])
         if gpu_count == 0:
             return []  # CPU-only types
         if query.count is not None and gpu_count != query.count:
             return []
-        name = _str(itype["name"])
-        description = _str(itype["gpu_description"])
+        name = wire.text(itype["name"])
+        description = wire.text(itype["gpu_description"])
         if not name or description is None:
             raise ValueError("missing name or gpu_description")
         gpu = normalize_gpu(description)
         if query.gpu is not None and gpu != query.gpu:
             return []
-        price = Decimal(_int(itype["price_cents_per_hour"])) / 100
-        live = [_str(r["name"]) for r in item["regions_with_capacity_available"]]
+        price = Decimal(wire.integer(itype["price_cents_per_hour"])) / 100
+        live = [wire.text(r["name"]) for r in item["regions_with_capacity_available"]]
         if not all(live):
             raise ValueError("a region without a name")
         # Catalog regions the type is sold in but has no capacity in right now
         # are still offers, shown as unavailable.
         catalog = [r for t in self.catalog.types_named(name) for r in t.regions]
         regions = list(dict.fromkeys([*live, *catalog]))
-        memory = _GPU_MEMORY.search(description)
+        memory = wire.GPU_MEMORY.search(description)
         info = gpu_info(gpu)
         gpu_memory = int(memory.group(1)) if memory else (info.memory_gb if info else None)
         return [
             Offer(provider=self.name, instance_type=name, region=region, gpu=gpu,
-                  gpu_count=gpu_count, gpu_memory_gb=gpu_memory, vcpus=_int(specs["vcpus"]),
-                  memory_gb=_int(specs["memory_gib"]), disk_gb=_int(specs["storage_gib"]),
+                  gpu_count=gpu_count, gpu_memory_gb=gpu_memory,
+                  vcpus=wire.integer(specs["vcpus"]), memory_gb=wire.integer(specs["memory_gib"]),
+                  disk_gb=wire.integer(specs["storage_gib"]),
                   price_per_hour=price, spot=False, available=region in live, source="live")
             for region in regions
             if query.region is None or region == query.region
@@ -267,7 +240,7 @@ class LambdaProvider(Provider):
 
     def _ensure_ssh_key(self, name: str | None, public_key: str) -> Flow[str]:
         """The name of a registered key with this public key, registering it if needed."""
-        wanted = _key_fields(public_key)
+        wanted = wire.key_fields(public_key)
         if not wanted:
             raise ConfigurationError("the SSH public key is empty")
         if name is None:
@@ -279,7 +252,8 @@ class LambdaProvider(Provider):
         for key in keys:
             if not isinstance(key, dict):
                 raise self.invalid(response, "an SSH key entry is not an object")
-            if _key_fields(_str(key.get("public_key")) or "") == wanted and _str(key.get("name")):
+            if wire.key_fields(wire.text(key.get("public_key")) or "") == wanted \
+                    and wire.text(key.get("name")):
                 return key["name"]
             taken = taken or key.get("name") == name
         if taken:
@@ -291,13 +265,14 @@ class LambdaProvider(Provider):
                                       json={"name": name, "public_key": public_key.strip()},
                                       kind="unsafe")
         created = self._data(response, dict)
-        registered = _str(created.get("name"))
+        registered = wire.text(created.get("name"))
         if not registered:
             raise self.invalid(response, "the registered SSH key has no name")
         return registered
 
     def _instance(self, response: httpx.Response, raw: Any) -> Instance:
-        if not isinstance(raw, dict) or not _str(raw.get("id")) or not _str(raw.get("status")):
+        if not isinstance(raw, dict) or not wire.text(raw.get("id")) \
+                or not wire.text(raw.get("status")):
             raise self.invalid(response, "an instance without id or status")
         itype = raw.get("instance_type") if isinstance(raw.get("instance_type"), dict) else {}
         specs = itype.get("specs") if isinstance(itype.get("specs"), dict) else {}
@@ -309,59 +284,28 @@ class LambdaProvider(Provider):
             raise self.invalid(response, f"instance {raw['id']!r}: tags are not a list of "
                                          "key/value objects")
         tags = {t.get("key"): t.get("value") for t in raw_tags}
-        description = _str(itype.get("gpu_description"))
+        description = wire.text(itype.get("gpu_description"))
         cents = itype.get("price_cents_per_hour")
         status = raw["status"]
+        # The launch tag is the original deadline; an extend renames the machine
+        # (tags cannot change): the later of the two counts, the name shows
+        # without the marker.
+        name, extended = split_name(wire.text(raw.get("name")))
         try:
             return Instance(
-                provider=self.name, id=raw["id"], name=_str(raw.get("name")),
-                status=_STATUS.get(status, InstanceStatus.UNKNOWN), provider_status=status,
+                provider=self.name, id=raw["id"], name=name,
+                status=wire.STATUS.get(status, InstanceStatus.UNKNOWN), provider_status=status,
                 gpu=normalize_gpu(description) if description else None,
-                gpu_count=specs.get("gpus") if _is_int(specs.get("gpus")) else None,
-                instance_type=_str(itype.get("name")), region=_str(region.get("name")),
-                price_per_hour=Decimal(cents) / 100 if _is_int(cents) else None,
-                ip=_str(raw.get("ip")), launch_id=_str(tags.get(LAUNCH_ID_TAG)),
-                shutdown_at=parse_utc(tags.get(SHUTDOWN_AT_TAG)),
+                gpu_count=specs.get("gpus") if wire.is_int(specs.get("gpus")) else None,
+                instance_type=wire.text(itype.get("name")), region=wire.text(region.get("name")),
+                price_per_hour=Decimal(cents) / 100 if wire.is_int(cents) else None,
+                ip=wire.text(raw.get("ip")), launch_id=wire.text(tags.get(LAUNCH_ID_TAG)),
+                shutdown_at=latest(parse_utc(tags.get(SHUTDOWN_AT_TAG)), extended),
             )
         except ValueError as exc:  # pydantic's ValidationError included
             raise self.invalid(response, f"instance {raw['id']!r}: {exc}") from exc
 
 
 
-def image_spec(image: str) -> dict[str, str]:
-    """InstanceLaunchRequest.image is oneOf {id} / {family}. Image ids are UUIDs
-    (GET /api/v1/images); anything else is a family ("lambda-stack-22-04").
-    "id:..." or "family:..." says which, for an id that does not look like one."""
-    kind, sep, rest = image.partition(":")
-    if sep and kind in ("id", "family") and rest.strip():
-        return {kind: rest.strip()}
-    if _IMAGE_ID.fullmatch(image.strip()):
-        return {"id": image.strip()}
-    return {"family": image.strip()}
 
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _int(value: Any) -> int:
-    # A float price would put binary rounding into money: refuse it.
-    if not _is_int(value):
-        raise TypeError(f"expected an integer, got {value!r}")
-    return value
-
-
-def _key_fields(public_key: str) -> tuple[str, ...]:
-    # "ssh-ed25519 AAAA... comment": the comment is free text, often changed.
-    return tuple(public_key.split()[:2])
-
-
-
-
-
-
-__all__ = ["LAUNCH_ID_TAG", "SHUTDOWN_AT_TAG", "LambdaProvider"]
+__all__ = ["LAUNCH_ID_TAG", "SHUTDOWN_AT_TAG", "LambdaProvider", "image_spec"]

@@ -21,7 +21,9 @@ What shapes this adapter:
 * No idempotency key: the launch id and the deadline travel in the pod's
   ``env``, which every pod read returns, for reconcile and ``gpucloud reap``.
   An SSH key travels as ``env.PUBLIC_KEY`` (RunPod images' convention), so
-  the account's key set is never rewritten.
+  the account's key set is never rewritten. ``extend`` renames the pod with a
+  deadline marker (never PATCH env: that restarts the pod, see set_deadline);
+  reads take the later of env and marker.
 * Errors are RFC 9457 problem bodies without machine codes; "no capacity" is
   a 400 recognised only from its ``detail`` text. On createPod the contract's
   table says a 400 is "try your next candidate" and a 403 "cannot access the
@@ -34,10 +36,8 @@ What shapes this adapter:
 from __future__ import annotations
 
 import logging
-import re
-from decimal import Decimal
+from datetime import datetime
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 
@@ -45,53 +45,21 @@ from ..http_errors import status_error
 from ..errors import (
     APIResponseValidationError,
     APIStatusError,
-    AuthenticationError,
-    BadRequestError,
-    ConflictError,
     InsufficientCapacityError,
-    NotFoundError,
     OfferRefusedError,
-    PermissionDeniedError,
     QuotaExceededError,
-    RateLimitError,
     SpecError,
 )
 from ..gpus import gpu_info, normalize_gpu
 from ..models import Instance, InstanceSpec, InstanceStatus, Offer
+from . import _runpod_wire as wire
+from ._name_marker import latest, mark_name, split_name
 from .base import Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
 
 LAUNCH_ID_ENV = "GPUCLOUD_LAUNCH_ID"
 SHUTDOWN_AT_ENV = "GPUCLOUD_SHUTDOWN_AT"
 SSH_KEY_ENV = "PUBLIC_KEY"  # read by RunPod images to set up sshd
-COMMUNITY_SUFFIX = " (community)"
 CLOUDS = ("SECURE", "COMMUNITY")
-
-_STATUS = {
-    "PROVISIONING": InstanceStatus.PENDING,
-    "STARTING": InstanceStatus.PENDING,
-    "RUNNING": InstanceStatus.RUNNING,
-    "EXITED": InstanceStatus.STOPPED,
-    "ERROR": InstanceStatus.FAILED,
-    "TERMINATED": InstanceStatus.TERMINATED,
-}
-
-_BY_STATUS: dict[int, type[APIStatusError]] = {
-    400: BadRequestError, 401: AuthenticationError, 403: PermissionDeniedError,
-    404: NotFoundError, 409: ConflictError, 422: BadRequestError, 429: RateLimitError,
-}
-
-# The capacity 400 has only prose. RunPod's own wording ("There are no longer
-# any instances available with the requested specifications"), v1's ("There
-# are no instances currently available"), and the spec's ("could not be placed").
-_CAPACITY = re.compile(
-    r"no longer any instances available"
-    r"|no (?:gpu |gpus |machines? |hosts? )?instances? (?:are )?(?:currently )?available"
-    r"|(?:not enough|insufficient|no|out of) (?:gpu )?capacity"
-    r"|could not be placed"
-    r"|no (?:gpus?|machines?|hosts?) (?:are )?(?:currently )?available",
-    re.IGNORECASE)
-
-_TYPE_NAME = re.compile(r"(\d+)x (.+?)(" + re.escape(COMMUNITY_SUFFIX) + r")?")
 
 log = logging.getLogger("gpucloud.runpod")
 
@@ -119,7 +87,7 @@ class RunPodProvider(Provider):
 
     def create(self, spec: InstanceSpec) -> Flow[Instance]:
         offer = spec.offer
-        match = _TYPE_NAME.fullmatch(offer.instance_type)
+        match = wire.TYPE_NAME.fullmatch(offer.instance_type)
         if match is None or int(match.group(1)) != offer.gpu_count:
             raise SpecError(f"not a RunPod instance type: {offer.instance_type!r}",
                             hint="RunPod types are named '<count>x <GPU type id>', "
@@ -150,7 +118,7 @@ class RunPodProvider(Provider):
 
         response = yield self.request("POST", "/v2/pods", json=body, kind="launch")
         raw = self._object(response)
-        if not _str(raw.get("id")):
+        if not wire.text(raw.get("id")):
             raise self.invalid(response, "no pod id in the create response")
         # The pod exists and is billed from here on: a reply we cannot fully
         # read must still come back as created, or the caller would launch again.
@@ -169,11 +137,11 @@ class RunPodProvider(Provider):
         return [self._instance(response, raw) for raw in self._field(response, "pods")]
 
     def get(self, instance_id: str) -> Flow[Instance]:
-        response = yield self.request("GET", _pod_path(instance_id))
+        response = yield self.request("GET", wire.pod_path(instance_id))
         return self._instance(response, self._object(response))
 
     def delete(self, instance_id: str) -> Flow[None]:
-        response = yield self.request("DELETE", _pod_path(instance_id), kind="idempotent")
+        response = yield self.request("DELETE", wire.pod_path(instance_id), kind="idempotent")
         self.raise_for_error(response)
 
     def stop(self, instance_id: str) -> Flow[Instance]:
@@ -183,6 +151,14 @@ class RunPodProvider(Provider):
     def start(self, instance_id: str) -> Flow[Instance]:
         return (yield from self._action(instance_id, "start", {"PROVISIONING", "STARTING",
                                                               "RUNNING"}))
+
+    def set_deadline(self, instance: Instance, shutdown_at: datetime) -> Flow[Instance]:
+        """PATCH the pod's *name* only: RunPod's docs say an env change restarts the
+        pod and clears everything outside the volume, so env keeps the original
+        deadline and the moved one goes into the name as a marker."""
+        response = yield self.request("PATCH", wire.pod_path(instance.id), kind="idempotent",
+                                      json={"name": mark_name(instance.name, shutdown_at)})
+        return self._instance(response, self._object(response))
 
     def verify(self) -> Flow[None]:
         response = yield self.request("GET", "/v2/pods")
@@ -198,7 +174,7 @@ class RunPodProvider(Provider):
         except (ValueError, RecursionError):  # an HTML page from a proxy, an empty 502...
             body = None
         if isinstance(body, dict):
-            title, detail = _str(body.get("title")), _str(body.get("detail"))
+            title, detail = wire.text(body.get("title")), wire.text(body.get("detail"))
             listed = body.get("errors")  # 422: one entry per violation
             errors = [e for e in listed if isinstance(e, str)] if isinstance(listed, list) else []
         status = response.status_code
@@ -206,11 +182,11 @@ class RunPodProvider(Provider):
         if errors:
             message = f"{message}: {'; '.join(errors)}"
         hint = None
-        cls = _BY_STATUS.get(status)
-        if status == 400 and detail and _CAPACITY.search(" ".join(detail.split())):
+        cls = wire.BY_STATUS.get(status)
+        if status == 400 and detail and wire.CAPACITY.search(" ".join(detail.split())):
             cls = InsufficientCapacityError
             hint = "try another data center or GPU type"
-        elif status in (400, 403) and _is_create(response) and (title or detail):
+        elif status in (400, 403) and wire.is_create(response) and (title or detail):
             # The createPod contract: a 400 that matches the schema means "try your
             # next candidate" (a cross-field rule or a GPU/data-center pair that
             # could not be placed), a 403 "your account cannot access the requested
@@ -233,7 +209,7 @@ class RunPodProvider(Provider):
 
     def _action(self, instance_id: str, action: str, done: set[str]) -> Flow[Instance]:
         # Repeating stop or start has the same effect (or a 409): idempotent.
-        response = yield self.request("POST", _pod_path(instance_id) + "/action",
+        response = yield self.request("POST", wire.pod_path(instance_id) + "/action",
                                       json={"action": action}, kind="idempotent")
         if response.status_code == 409:
             # Not valid in the current status. When the pod is already where
@@ -266,9 +242,9 @@ class RunPodProvider(Provider):
         for raw in self._field(response, "gpus"):
             try:
                 gpu = self._gpu_of(raw)
-                if _sells(raw, cloud, count, query, gpu):
+                if wire.sells(raw, cloud, count, query, gpu):
                     offers.extend(self._offers_of(raw, gpu, cloud, count, query))
-                community = community or _sells(raw, "COMMUNITY", count, query, gpu)
+                community = community or wire.sells(raw, "COMMUNITY", count, query, gpu)
             except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
                 ident = raw.get("id") if isinstance(raw, dict) else raw
                 raise self.invalid(response, f"GPU type {ident!r}: "
@@ -277,10 +253,10 @@ class RunPodProvider(Provider):
 
     def _gpu_of(self, raw: Any) -> str:
         """Canonical name of a GpuType: by its id, else its display name."""
-        if not isinstance(raw, dict) or not _str(raw.get("id")):
+        if not isinstance(raw, dict) or not wire.text(raw.get("id")):
             raise ValueError("a GPU type without an id")
         gpu = normalize_gpu(raw["id"])
-        if gpu_info(gpu) is None and _str(raw.get("name")) and gpu_info(
+        if gpu_info(gpu) is None and wire.text(raw.get("name")) and gpu_info(
                 normalize_gpu(raw["name"])) is not None:
             return normalize_gpu(raw["name"])
         return gpu
@@ -288,12 +264,13 @@ class RunPodProvider(Provider):
     def _offers_of(self, raw: dict[str, Any], gpu: str, cloud: str, count: int,
                    query: OfferQuery) -> list[Offer]:
         key = cloud.lower()
-        name = f"{count}x {raw['id']}" + (COMMUNITY_SUFFIX if cloud == "COMMUNITY" else "")
-        price = _money(raw["price"][key]) * count
-        memory = _int(raw["memory"])
+        name = f"{count}x {raw['id']}" + (
+            wire.COMMUNITY_SUFFIX if cloud == "COMMUNITY" else "")
+        price = wire.money(raw["price"][key]) * count
+        memory = wire.integer(raw["memory"])
         live: dict[str, bool] = {}
         for dc in raw.get("dataCenters") or ():
-            if not _str(dc["id"]) or not _str(dc["availability"]):
+            if not wire.text(dc["id"]) or not wire.text(dc["availability"]):
                 raise ValueError("a data center without id or availability")
             live[dc["id"]] = dc["availability"] != "NONE"
         # The live list names every data center that carries the type (sold out
@@ -307,90 +284,39 @@ class RunPodProvider(Provider):
         ]
 
     def _instance(self, response: httpx.Response, raw: Any) -> Instance:
-        if not isinstance(raw, dict) or not _str(raw.get("id")) or not _str(raw.get("status")):
+        if not isinstance(raw, dict) or not wire.text(raw.get("id")) \
+                or not wire.text(raw.get("status")):
             raise self.invalid(response, "a pod without id or status")
         gpu = raw.get("gpu") if isinstance(raw.get("gpu"), dict) else {}
         env = raw.get("env") if raw.get("env") is not None else {}
         if not isinstance(env, dict):  # env carries the launch id: never guess past it
             raise self.invalid(response, f"pod {raw['id']!r}: env is not an object")
-        gpu_id = _str(gpu.get("id"))
+        gpu_id = wire.text(gpu.get("id"))
         count = gpu.get("count", 1) if gpu_id else None
         itype = None
-        if gpu_id and _is_int(count):
+        if gpu_id and wire.is_int(count):
             itype = f"{count}x {gpu_id}" + (
-                COMMUNITY_SUFFIX if raw.get("cloud") == "COMMUNITY" else "")
+                wire.COMMUNITY_SUFFIX if raw.get("cloud") == "COMMUNITY" else "")
         cost = raw.get("cost")
         status = raw["status"]
+        # env holds the deadline set at create; an extend renames the pod (an env
+        # change would restart it): the later of the two counts.
+        name, extended = split_name(wire.text(raw.get("name")))
         try:
             return Instance(
-                provider=self.name, id=raw["id"], name=_str(raw.get("name")),
-                status=_STATUS.get(status, InstanceStatus.UNKNOWN), provider_status=status,
+                provider=self.name, id=raw["id"], name=name,
+                status=wire.STATUS.get(status, InstanceStatus.UNKNOWN), provider_status=status,
                 gpu=self._gpu_of(gpu) if gpu_id else None,
-                gpu_count=count if _is_int(count) else None, instance_type=itype,
-                region=_str(raw.get("dataCenterId")),
-                price_per_hour=_money(cost) if _is_number(cost) else None,
-                ip=_ip(raw), created_at=parse_utc(raw.get("createdAt")),
-                shutdown_at=parse_utc(env.get(SHUTDOWN_AT_ENV)),
-                launch_id=_str(env.get(LAUNCH_ID_ENV)),
+                gpu_count=count if wire.is_int(count) else None, instance_type=itype,
+                region=wire.text(raw.get("dataCenterId")),
+                price_per_hour=wire.money(cost) if wire.is_number(cost) else None,
+                ip=wire.ip_of(raw), created_at=parse_utc(raw.get("createdAt")),
+                shutdown_at=latest(parse_utc(env.get(SHUTDOWN_AT_ENV)), extended),
+                launch_id=wire.text(env.get(LAUNCH_ID_ENV)),
             )
         except ValueError as exc:  # pydantic's ValidationError included
             raise self.invalid(response, f"pod {raw['id']!r}: {exc}") from exc
 
-
-def _sells(raw: dict[str, Any], cloud: str, count: int, query: OfferQuery, gpu: str) -> bool:
-    """Whether this GPU type is sold in that cloud, in that count, for the query."""
-    key = cloud.lower()
-    if query.gpu is not None and gpu != query.gpu:
-        return False
-    if raw[key] is not True:
-        return False
-    return _int(raw["maxCount"][key]) >= count and _money(raw["price"][key]) > 0
-
-
-def _is_create(response: httpx.Response) -> bool:
-    request = response.request
-    return request.method == "POST" and request.url.path.rstrip("/") == "/v2/pods"
-
-
-def _pod_path(instance_id: str) -> str:
-    return f"/v2/pods/{quote(instance_id, safe='')}"
-
-
-def _ip(raw: dict[str, Any]) -> str | None:
-    """The public address of the pod's 22/tcp mapping, else the direct SSH host."""
-    runtime = raw.get("runtime") if isinstance(raw.get("runtime"), dict) else {}
-    for port in runtime.get("ports") or ():
-        if isinstance(port, dict) and port.get("private") == 22 and _str(port.get("ip")):
-            return port["ip"]
-    ssh = raw.get("ssh") if isinstance(raw.get("ssh"), dict) else {}
-    direct = ssh.get("direct") if isinstance(ssh.get("direct"), dict) else {}
-    return _str(direct.get("host"))
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _int(value: Any) -> int:
-    if not _is_int(value):
-        raise TypeError(f"expected an integer, got {value!r}")
-    return value
-
-
-def _money(value: Any) -> Decimal:
-    # JSON numbers arrive as floats; str() gives their shortest repr ("0.44"),
-    # so no binary rounding gets into money.
-    if not _is_number(value):
-        raise TypeError(f"expected a price, got {value!r}")
-    return Decimal(str(value))
 
 
 __all__ = ["LAUNCH_ID_ENV", "SHUTDOWN_AT_ENV", "RunPodProvider"]

@@ -26,6 +26,7 @@ SEARCH_LIMIT = 64  # cheapest asks per search; enough to fail over within one se
 PAGE_LIMIT = 25  # the v1 list's maximum page size
 MAX_PAGES = 50  # a server that keeps answering next_token cannot loop us forever
 LABEL_PREFIX = "gpucloud:"
+LABEL_MAX = 1024  # manageInstance's label: maxLength 1024
 ENV_LAUNCH_ID = "GPUCLOUD_LAUNCH_ID"
 ENV_SHUTDOWN_AT = "GPUCLOUD_SHUTDOWN_AT"
 BILLING_HINT = "add credit at https://cloud.vast.ai/billing/"

@@ -20,8 +20,10 @@ What shapes this adapter:
 * ``frozen`` (``actual_status`` or ``cur_state``) is a paused contract, a
   stopped machine that still exists, not a failure.
 * No idempotency key: the launch id (and the deadline) travel in the label,
-  which ``list_instances`` reads back and which can be edited later; a copy of
-  both goes into the container's environment.
+  which ``list_instances`` reads back and ``extend`` rewrites; a copy of both
+  goes into the container's environment (the create's deadline: reads take the
+  later of label and env). An ``onstart`` self-guard (_guard.py) destroys a
+  machine past its deadline with the per-instance key Vast injects.
 * No Retry-After on 429 and per-endpoint minimum intervals (see min_interval).
 * Paths end in "/" like vast-cli's; the spec omits the slash.
 """
@@ -50,8 +52,11 @@ from ...errors import (
 )
 from ...models import Instance, InstanceSpec, InstanceStatus, Offer, UsagePrice
 from ..base import Capabilities, Flow, OfferQuery, Provider
+from .._name_marker import latest
+from ._guard import onstart
 from ._wire import (
     BILLING_HINT,
+    LABEL_MAX,
     DEFAULT_DISK_GB,
     ENV_LAUNCH_ID,
     HOURS_PER_MONTH,
@@ -86,8 +91,10 @@ class VastProvider(Provider):
     name = "vastai"
     # spot: interruptible instances are bid-priced; a bid machine is stopped as
     # soon as someone outbids it, and the engine has no bid support yet.
+    # self_guard: the onstart guard (_guard.py) destroys a machine past its
+    # deadline with the per-instance key Vast injects, following extend.
     capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
-                                needs_ssh_key=False, native_shutdown=False)
+                                needs_ssh_key=False, native_shutdown=False, self_guard=True)
     # Vast enforces a minimum interval per endpoint and identity. Per request
     # kind, the strictest interval among the endpoints of that kind: reads
     # 2 s (GET instances, show instance), launch 4.5 s (create's 429
@@ -150,6 +157,8 @@ class VastProvider(Provider):
             "label": make_label(spec.launch_id, deadline, spec.name),
             "env": env,
             "runtype": "ssh_direct",
+            # runs in ssh_direct mode, on every container start (the guard re-arms)
+            "onstart": onstart(),
         }
         response = yield self.request("PUT", f"/api/v0/asks/{offer.offer_id}/", json=body,
                                       kind="launch")
@@ -205,6 +214,18 @@ class VastProvider(Provider):
         response = yield self.request("DELETE", f"/api/v0/instances/{checked_id(instance_id)}/",
                                       kind="idempotent")
         self._body(response)
+
+    def set_deadline(self, instance: Instance, shutdown_at: datetime) -> Flow[Instance]:
+        """Rewrite the label (PUT manageInstance, read-modify-write: the launch id
+        and the name stay). The env copy keeps the create's deadline; reads and
+        the self-guard take the later of the two."""
+        if not instance.launch_id:
+            raise SpecError(f"vastai/{instance.id} carries no gpucloud launch id")
+        label = make_label(instance.launch_id, format_utc(shutdown_at), instance.name or "")
+        response = yield self.request("PUT", f"/api/v0/instances/{checked_id(instance.id)}/",
+                                      json={"label": label[:LABEL_MAX]}, kind="idempotent")
+        self._body(response)
+        return (yield from self.get(instance.id))
 
     def stop(self, instance_id: str) -> Flow[Instance]:
         return (yield from self._set_state(instance_id, "stopped"))
@@ -349,7 +370,8 @@ class VastProvider(Provider):
                 ip=(as_str(raw.get("public_ipaddr")) or "").strip() or None,
                 created_at=datetime.fromtimestamp(raw["start_date"], timezone.utc)
                 if is_num(raw.get("start_date")) else None,
-                shutdown_at=parse_utc(deadline or env.get(ENV_SHUTDOWN_AT)),
+                # The label is moved by extend, env keeps the create's copy.
+                shutdown_at=latest(parse_utc(deadline), parse_utc(env.get(ENV_SHUTDOWN_AT))),
                 launch_id=launch_id or env.get(ENV_LAUNCH_ID),
             )
         except (ValueError, ArithmeticError, OverflowError, OSError) as exc:

@@ -14,7 +14,9 @@ What shapes this adapter:
   list and ``spot_price``. Create sends ``is_spot`` accordingly.
 * ``POST /instances`` answers with the new id as plain text. There is no
   idempotency key, so the launch id and the deadline travel in the
-  instance description, where ``list_instances`` reads them back.
+  instance description, where ``list_instances`` reads them back. The
+  description cannot be changed: ``extend`` writes instance tags (Go SDK,
+  _deadline.py) and reads take the latest copy.
 * SSH keys are referred to by id; a public key is registered once (matched by
   its key text) and reused. The API accepts a launch without keys, but such a
   VM cannot be logged in to, so gpucloud requires one (needs_ssh_key).
@@ -28,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -39,7 +42,9 @@ from ...gpus import gpu_info, normalize_gpu
 from ...models import Instance, InstanceSpec, InstanceStatus, Offer
 from ...tokens import RefreshingTokenAuth
 from ..base import Capabilities, Flow, OfferQuery, Provider, _user_agent
+from . import _deadline
 from . import _wire as wire
+from .._name_marker import latest
 
 log = logging.getLogger("gpucloud.verda")
 
@@ -180,6 +185,11 @@ class VerdaProvider(Provider):
         self.raise_for_error(response)
         if response.status_code == 207:  # multi-status: one item per id
             self._check_multi_status(response, instance_id)
+
+    def set_deadline(self, instance: Instance, shutdown_at: datetime) -> Flow[Instance]:
+        """No description update exists: the moved deadline goes into instance
+        tags (Go SDK; see _deadline.py)."""
+        return (yield from _deadline.set_deadline(self, instance, shutdown_at))
 
     def verify(self) -> Flow[None]:
         # Getting a token proves the client pair; a cheap read proves it is usable.
@@ -325,7 +335,8 @@ class VerdaProvider(Provider):
                 region=wire.text(raw.get("location")),
                 price_per_hour=wire.money(raw.get("price_per_hour")),
                 ip=wire.text(raw.get("ip")), created_at=wire.parse_utc(raw.get("created_at")),
-                launch_id=launch_id, shutdown_at=deadline,
+                launch_id=launch_id,
+                shutdown_at=latest(deadline, *_deadline.tag_deadlines(raw.get("tags")).values()),
             )
         except (TypeError, ValueError) as exc:  # pydantic's ValidationError included
             raise self.invalid(response, f"instance {raw['id']!r}: {exc}") from exc
