@@ -33,6 +33,8 @@ _LAZY = {
     "Plan": "gpucloud.models",
     "ReapAction": "gpucloud.models",
     "ReapReport": "gpucloud.models",
+    "CostReport": "gpucloud.costs",
+    "SpendLine": "gpucloud.costs",
     "parse_gpu": "gpucloud.gpus",
     "GpuCloudError": "gpucloud.errors",
     "ConfigurationError": "gpucloud.errors",
@@ -66,6 +68,7 @@ _LAZY = {
 __all__ = [
     "__version__", "Client", "AsyncClient", "Offer", "Instance", "InstanceStatus",
     "CostEstimate", "CostLine", "Attempt", "Plan", "ReapAction", "ReapReport", "parse_gpu",
+    "CostReport", "SpendLine",
     "GpuCloudError", "ConfigurationError", "CredentialsError", "StateError", "SpecError", "UnknownGPUError",
     "BudgetExceededError", "ConfirmationRequired", "NoOffersError", "APIError",
     "APIConnectionError", "APITimeoutError", "APIStatusError", "AuthenticationError",
@@ -77,6 +80,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover - what type checkers and IDEs see
     from .client import AsyncClient as AsyncClient, Client as Client
+    from .costs import CostReport as CostReport, SpendLine as SpendLine
     from .errors import (
         GpuCloudError as GpuCloudError, ConfigurationError as ConfigurationError,
         CredentialsError as CredentialsError, StateError as StateError, SpecError as SpecError,

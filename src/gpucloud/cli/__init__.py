@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .app import app
 
-from . import auth_cmds, catalog_cmds, instance_cmds  # noqa: E402,F401  (register commands)
+from . import auth_cmds, catalog_cmds, costs_cmds, instance_cmds  # noqa: E402,F401  (register commands)
 
 
 def main() -> None:
