@@ -37,7 +37,8 @@ WARN_AT = Decimal("0.8")
 def check(engine: Any, plan: Plan) -> Plan:
     """The plan with the budget's figures in its notes, or BudgetExceededError."""
     ctx = engine.ctx
-    limit: Decimal | None = ctx.config.budget_monthly
+    # A context without a config (a bare planner, as in unit tests) has no budget.
+    limit: Decimal | None = getattr(getattr(ctx, "config", None), "budget_monthly", None)
     if limit is None:
         return plan
     now = utcnow()

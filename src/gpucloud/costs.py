@@ -206,7 +206,8 @@ def _line(key: str, members: list[Machine], by: str) -> SpendLine:
     one = members[0].last if by == "instance" else None
     return SpendLine(
         key=key, instances=tuple(sorted(m.last.ref for m in members)),
-        name=one.name if one else None, status=one.state if one else None, price_per_hour=one.price_per_hour if one else None,
+        name=one.name if one else None, status=one.state if one else None,
+        price_per_hour=one.price_per_hour if one else None,
         running_hours=_round_hours(sum((m.running_hours for m in members), Decimal(0))),
         stopped_hours=_round_hours(sum((m.stopped_hours for m in members), Decimal(0))),
         spent=_money(spent), projected=_money(projected),

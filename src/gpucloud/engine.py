@@ -190,8 +190,9 @@ class Engine:
                 self.ctx.warnings.append(f"{name}: could not list instances ({result})")
                 continue
             out.extend(self._known_deadline(i) for i in result)
+        whole = [n for n, r in zip(names, results) if isinstance(r, list)]
         self.ctx.tolerant("the cost ledger did not record this listing", ledger.observed,
-                          self.ctx, out)
+                          self.ctx, out, whole)
         return out
 
     def _known_deadline(self, instance: Instance) -> Instance:

@@ -25,7 +25,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -54,6 +54,9 @@ SCHEMA = (
 )
 
 RUNNING, STOPPED, ENDED = "running", "stopped", "ended"
+# A machine missing from its provider's list is taken as ended only once its
+# last row is older than this: a new launch can take a moment to be listed.
+APPEAR_GRACE = timedelta(minutes=10)
 _STATES = {
     InstanceStatus.PENDING: RUNNING,  # providers bill from the launch, not from boot
     InstanceStatus.RUNNING: RUNNING,
@@ -134,16 +137,27 @@ class Ledger:
                                " ORDER BY provider, instance_id, at, seq", args).fetchall()
         return [_row(r) for r in found]
 
-    def observe(self, instances: Iterable[Instance], now: datetime) -> None:
-        """A listing: one transaction, a row only for what changed."""
-        machines = [i for i in instances]
+    def observe(self, instances: Iterable[Instance], now: datetime,
+                listed: Iterable[str] = ()) -> None:
+        """A listing: one transaction, a row only for what changed. A machine of a
+        provider in `listed` (listed in full) that the listing no longer shows has
+        ended (providers drop terminated machines from their lists)."""
+        machines = list(instances)
+        complete = set(listed)
         with self._db() as db:
-            latest = _latest(db, {(i.provider, i.id) for i in machines})
+            latest = _latest(db, {(i.provider, i.id) for i in machines}, complete)
+            seen = {(i.provider, i.id) for i in machines}
             rows = []
             for instance in machines:
                 row = _observed(instance, latest.get((instance.provider, instance.id)), now)
                 if row is not None:
                     rows.append(_carry(row, latest))
+            for key, last in list(latest.items()):
+                # A launch may take a moment to show in its provider's list.
+                if key not in seen and last.state != ENDED and now - last.at > APPEAR_GRACE:
+                    rows.append(_carry(Row(at=now, provider=key[0], instance_id=key[1],
+                                           event="observed", source="list", state=ENDED),
+                                       latest))
             if rows:
                 db.executemany(
                     f"INSERT INTO ledger ({', '.join(_COLUMNS)}) VALUES "
@@ -175,14 +189,19 @@ def _observed(instance: Instance, last: Row | None, now: datetime) -> Row | None
     return Row(at=now, event="observed", state=state or last.state, **meta)
 
 
-def _latest(db: sqlite3.Connection, machines: set[tuple[str, str]]) -> dict[tuple[str, str], Row]:
-    if not machines:
+def _latest(db: sqlite3.Connection, machines: set[tuple[str, str]],
+            providers: frozenset[str] | set[str] = frozenset()) -> dict[tuple[str, str], Row]:
+    """The latest row of each of `machines`, and of every machine of `providers`
+    still open (not ended)."""
+    if not machines and not providers:
         return {}
     found = db.execute(
         f"SELECT {', '.join(_COLUMNS)} FROM ledger WHERE seq IN"
         " (SELECT MAX(seq) FROM ledger GROUP BY provider, instance_id)").fetchall()
     rows = (_row(r) for r in found)
-    return {(r.provider, r.instance_id): r for r in rows if (r.provider, r.instance_id) in machines}
+    return {(r.provider, r.instance_id): r for r in rows
+            if (r.provider, r.instance_id) in machines
+            or (r.provider in providers and r.state != ENDED)}
 
 
 def _carry(row: Row, latest: dict[tuple[str, str], Row]) -> Row:
@@ -203,8 +222,8 @@ def _values(row: Row) -> tuple[Any, ...]:
             value = value.isoformat()
         elif isinstance(value, Decimal):
             value = str(value)
-        elif isinstance(value, bool):
-            value = int(value)
+        elif isinstance(value, bool) or column == "simulated":
+            value = int(bool(value))  # not said and nothing to carry: a real provider
         out.append(value)
     return tuple(out)
 
@@ -260,8 +279,9 @@ def powered(ctx: Any, instance: Instance, action: str) -> None:
         name=instance.name, launch_id=instance.launch_id)])
 
 
-def observed(ctx: Any, instances: Iterable[Instance]) -> None:
-    Ledger(ctx.journal).observe(instances, utcnow())
+def observed(ctx: Any, instances: Iterable[Instance], listed: Iterable[str] = ()) -> None:
+    """A listing of `instances`; `listed`: the providers whose list came back whole."""
+    Ledger(ctx.journal).observe(instances, utcnow(), listed)
 
 
 __all__ = ["ENDED", "Ledger", "RUNNING", "Row", "STOPPED", "ended", "launched", "observed",

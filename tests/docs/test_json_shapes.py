@@ -26,6 +26,7 @@ RUNS = {
     "stop": ["stop", "shape"],
     "start": ["start", "shape", "--yes"],
     "delete": ["delete", "{ref}", "--yes"],
+    "costs": ["costs"],
     "providers": ["providers"],
     "gpus": ["gpus"],
     "auth login": ["auth", "login", "lambda", "--from-env"],

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from .app import app
 
-from . import auth_cmds, catalog_cmds, costs_cmds, instance_cmds  # noqa: E402,F401  (register commands)
+from . import auth_cmds, catalog_cmds, instance_cmds  # noqa: E402,F401  (register commands)
+from . import costs_cmds  # noqa: E402,F401  (registers `costs`)
 
 
 def main() -> None:
