@@ -159,3 +159,21 @@ def test_a_broken_ledger_never_hides_a_machine(clock):
     client.stop(machine)
     client.delete(machine)
     assert client.get(machine).status.value in ("terminating", "terminated")
+
+
+def test_the_async_client_reports_the_same(clock):
+    import asyncio
+
+    from gpucloud import AsyncClient
+
+    client = client_on(clock)
+    machine = client.create(gpu="h100", count=8, auto_shutdown="2h")
+    clock.advance(1 * HOUR)
+
+    async def report():
+        async with AsyncClient(providers=["sandbox"]) as other:
+            other._ctx._adapters["sandbox"] = client._ctx._adapters["sandbox"]
+            return await other.costs(by="provider")
+
+    sync, concurrent = client.costs(by="provider"), asyncio.run(report())
+    assert concurrent.lines == sync.lines and sync.lines[0].instances == (machine.ref,)

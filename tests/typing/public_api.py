@@ -8,8 +8,8 @@ from decimal import Decimal
 from typing import assert_type
 
 from gpucloud import (
-    APIError, AsyncClient, Attempt, Client, CostEstimate, GpuCloudError, Instance,
-    InsufficientCapacityError, Offer, Plan, parse_gpu,
+    APIError, AsyncClient, Attempt, Client, CostEstimate, CostReport, GpuCloudError, Instance,
+    InsufficientCapacityError, Offer, Plan, SpendLine, parse_gpu,
 )
 
 
@@ -34,6 +34,10 @@ def sync_usage() -> None:
     assert_type(client.warnings, list[str])
     assert_type(client.last_attempts, list[Attempt])
     assert_type(client.last_created, list[Instance])
+    report = client.costs(month="2026-11", by="provider")
+    assert_type(report, CostReport)
+    assert_type(report.lines[0], SpendLine)
+    assert_type(report.total, Decimal | None)
     client.delete(machine)
     assert_type(parse_gpu("H100 80GB"), str)
     try:
@@ -59,3 +63,4 @@ async def async_usage() -> None:
         assert_type(many, list[Instance])
         assert_type(await client.offers(gpu="a100-80gb"), list[Offer])
         await client.delete(machine.ref)
+        assert_type(await client.costs(), CostReport)
