@@ -36,6 +36,8 @@ _LAZY = {
     "ReconcileReport": "gpucloud.reconcile",
     "LaunchIntent": "gpucloud.reconcile",
     "Orphan": "gpucloud.reconcile",
+    "CostReport": "gpucloud.costs",
+    "SpendLine": "gpucloud.costs",
     "parse_gpu": "gpucloud.gpus",
     "GpuCloudError": "gpucloud.errors",
     "ConfigurationError": "gpucloud.errors",
@@ -69,7 +71,8 @@ _LAZY = {
 __all__ = [
     "__version__", "Client", "AsyncClient", "Offer", "Instance", "InstanceStatus",
     "CostEstimate", "CostLine", "Attempt", "Plan", "ReapAction", "ReapReport",
-    "ReconcileReport", "LaunchIntent", "Orphan", "parse_gpu",
+    "ReconcileReport", "LaunchIntent", "Orphan", "CostReport", "SpendLine",
+    "parse_gpu",
     "GpuCloudError", "ConfigurationError", "CredentialsError", "StateError", "SpecError", "UnknownGPUError",
     "BudgetExceededError", "ConfirmationRequired", "NoOffersError", "APIError",
     "APIConnectionError", "APITimeoutError", "APIStatusError", "AuthenticationError",
@@ -81,6 +84,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover - what type checkers and IDEs see
     from .client import AsyncClient as AsyncClient, Client as Client
+    from .costs import CostReport as CostReport, SpendLine as SpendLine
     from .errors import (
         GpuCloudError as GpuCloudError, ConfigurationError as ConfigurationError,
         CredentialsError as CredentialsError, StateError as StateError, SpecError as SpecError,

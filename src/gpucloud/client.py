@@ -28,9 +28,11 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Literal, Union
 
+from . import costs
 from ._http import AsyncSession, Session, adrive, drive
 from .adapters.base import Sleep
 from .context import ClientContext
+from .costs import CostReport
 from .engine import Engine
 from .models import (
     Attempt, AuthStatus, CostEstimate, Instance, Offer, Plan, ProviderStatus, ReapReport,
@@ -44,6 +46,7 @@ Hours = Union[Decimal, int, str, timedelta]
 Ref = Union[Instance, str]
 Deadline = Union[datetime, str]
 Status = Literal["pending", "running", "stopping", "stopped", "terminating", "terminated"]
+CostsBy = Literal["provider", "instance", "name"]
 
 
 class _Base:
@@ -246,6 +249,12 @@ class Client(_Base):
         result: ReconcileReport = self._run(self._engine.reconcile(terminate_orphans, provider))
         return result
 
+    def costs(self, month: str | None = None, by: CostsBy = "instance") -> CostReport:
+        """A month's spend from the cost ledger (default: this month, UTC, "2026-11"):
+        spent so far, and projected for machines still running; unknown prices are None."""
+        result: CostReport = self._run(costs.report(self._engine, month, by))
+        return result
+
     def verify(self, provider: str) -> datetime | None:
         """Check a provider's credential with a cheap read; returns the token expiry if known."""
         result: datetime | None = self._run(self._engine.verify(provider))
@@ -384,6 +393,10 @@ class AsyncClient(_Base):
                         provider: str | None = None) -> ReconcileReport:
         result: ReconcileReport = await self._run(
             self._engine.reconcile(terminate_orphans, provider))
+        return result
+
+    async def costs(self, month: str | None = None, by: CostsBy = "instance") -> CostReport:
+        result: CostReport = await self._run(costs.report(self._engine, month, by))
         return result
 
     async def verify(self, provider: str) -> datetime | None:

@@ -14,6 +14,9 @@ config.toml:
     [sandbox]                          # knobs of the simulated cloud
     capacity = 4
     boot_seconds = 2
+
+    [budget]
+    monthly = "5000"                   # USD per calendar month (UTC); budget.py
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +74,7 @@ class Config:
     auto_shutdown: str | None = None
     sandbox: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
+    budget_monthly: Decimal | None = None  # USD; None: no monthly budget
 
 
 def load_config(path: Path | None = None) -> Config:
@@ -96,4 +101,31 @@ def load_config(path: Path | None = None) -> Config:
         raise ConfigurationError(f"{path}: defaults.auto_shutdown must be a duration string",
                                  hint='e.g. auto_shutdown = "8h"')
     return Config(path=path, providers=tuple(providers) if providers is not None else None,
-                  auto_shutdown=auto_shutdown, sandbox=dict(sandbox), raw=data)
+                  auto_shutdown=auto_shutdown, sandbox=dict(sandbox), raw=data,
+                  budget_monthly=_budget(path, data))
+
+
+def _budget(path: Path, data: dict[str, Any]) -> Decimal | None:
+    """[budget] monthly = "5000": USD per calendar month, a positive amount."""
+    section = data.get("budget", {})
+    if not isinstance(section, dict):
+        raise ConfigurationError(f"{path}: [budget] must be a table",
+                                 hint='write it as a [budget] section: monthly = "5000"')
+    unknown = sorted(set(section) - {"monthly"})
+    if unknown:
+        raise ConfigurationError(f"{path}: unknown key budget.{unknown[0]}",
+                                 hint='the [budget] section knows monthly = "5000" (USD)')
+    value = section.get("monthly")
+    if value is None:
+        return None
+    try:
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise InvalidOperation
+        # A TOML float goes through its text, so 0.1 stays 0.1.
+        amount = Decimal(str(value).strip().lstrip("$").replace("_", ""))
+    except InvalidOperation:
+        amount = None
+    if amount is None or not amount.is_finite() or amount <= 0 or amount > 10 ** 9:
+        raise ConfigurationError(f"{path}: budget.monthly must be a positive amount in USD, "
+                                 f"got {value!r}", hint='e.g. monthly = "5000"')
+    return amount

@@ -21,7 +21,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from . import pricing
+from . import ledger, pricing
 from .errors import APIResponseValidationError, GpuCloudError, NotFoundError, SpecError
 from .models import Instance, InstanceStatus, ReapAction, ReapReport
 from .ops import Call, Gather, Op
@@ -187,6 +187,8 @@ def reap(engine: Any, dry_run: bool = False, provider: str | None = None) -> Op:
                 actions.append(_action(machine, "terminated", now))
                 ctx.tolerant(f"{machine.ref} was reaped but the journal could not record it",
                              ctx.journal.mark_deleted, machine.provider, machine.id)
+                ctx.tolerant(f"{machine.ref}: its end is not in the cost ledger", ledger.ended,
+                             ctx, machine.provider, machine.id, "reap")
     return ReapReport(at=now, dry_run=dry_run, providers=tuple(ok),
                       checked=sum(1 for m in machines if m.launch_id is not None),
                       actions=tuple(actions), warnings=tuple(warnings))

@@ -20,7 +20,7 @@ import logging
 import time
 from typing import Any
 
-from . import deadlines, pricing, refs
+from . import deadlines, ledger, pricing, refs
 from . import reconcile as reconciling
 from .adapters.base import OfferQuery, Provider, Sleep
 from .credentials import how_to_set
@@ -192,6 +192,9 @@ class Engine:
                 self.ctx.warnings.append(f"{name}: could not list instances ({result})")
                 continue
             out.extend(self._known_deadline(i) for i in result)
+        whole = [n for n, r in zip(names, results) if isinstance(r, list)]
+        self.ctx.tolerant("the cost ledger did not record this listing", ledger.observed,
+                          self.ctx, out, whole)
         return out
 
     def _known_deadline(self, instance: Instance) -> Instance:
@@ -221,6 +224,8 @@ class Engine:
         yield Call(provider, self.ctx.adapter(provider).delete(ident))
         self.ctx.tolerant(f"{provider}/{ident} was deleted but the journal could not record it",
                           self.ctx.journal.mark_deleted, provider, ident)
+        self.ctx.tolerant(f"{provider}/{ident}: its end is not in the cost ledger",
+                          ledger.ended, self.ctx, provider, ident, "delete")
 
     def extend(self, ref: Any, by: Any = None, until: Any = None) -> Op:
         return (yield from deadlines.extend(self, ref, by, until))
@@ -277,6 +282,8 @@ class Engine:
             raise SpecError(f"{provider} cannot stop and start machines through its API",
                             hint=f"`gpucloud delete {provider}/{ident}` ends it (and its billing)")
         instance = yield Call(provider, getattr(adapter, action)(ident))
+        self.ctx.tolerant(f"{provider}/{ident}: the {action} is not in the cost ledger",
+                          ledger.powered, self.ctx, instance, action)
         return self._known_deadline(instance)
 
     def wait(self, ref: Any, until: str = "running", timeout: float = 600,

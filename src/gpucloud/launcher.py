@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from .adapters.base import Sleep
+from . import ledger
 from .ops import Call, Op
 from .errors import (
     APIConnectionError, APIError, APIResponseValidationError, GpuCloudError,
@@ -92,6 +93,8 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
         ctx.tolerant(f"{instance.ref} (launch id {spec.launch_id}) was created but is not "
                      "journaled as delivered", ctx.journal.mark, spec.launch_id, "delivered",
                      instance_id=instance.id)
+        ctx.tolerant(f"{instance.ref} is not in the cost ledger", ledger.launched, ctx,
+                     instance, offer, disk_gb, shutdown_at)
         attempts.append(_attempt(offer, spec.launch_id, outcome, None))
         ctx.report(attempts[-1])
         if instance.shutdown_at is None and shutdown_at is not None:

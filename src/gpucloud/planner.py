@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Literal
 
-from . import deadlines, pricing
+from . import budget, deadlines, pricing
 from .ops import MAX_FALLBACKS, Op
 from .errors import (
     BudgetExceededError, ConfigurationError, InsufficientCapacityError, SpecError, option,
@@ -128,11 +128,12 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
                      "machine and in the local journal")
     per_hour = estimate.price_per_hour
     total = estimate.total if basis != "per_hour" else None
-    return Plan(offer=offer, alternatives=tuple(fits[:MAX_FALLBACKS]), estimate=estimate,
+    made = Plan(offer=offer, alternatives=tuple(fits[:MAX_FALLBACKS]), estimate=estimate,
                 hours_basis=basis, shutdown_at=shutdown_at, max_cost=cap, instances=n,
                 total_per_hour=per_hour * n if per_hour is not None else None,
                 total=pricing.money(total * n) if total is not None else None,
                 notes=tuple(notes))
+    return budget.check(engine, made)  # the monthly budget, when config.toml sets one
 
 
 NEVER = ("never", "none", "off")

@@ -30,6 +30,7 @@ RUNS = {
     "start": ["start", "shape", "--yes"],
     "delete": ["delete", "{ref}", "--yes"],
     "reconcile": ["reconcile"],
+    "costs": ["costs"],
     "providers": ["providers"],
     "gpus": ["gpus"],
     "auth login": ["auth", "login", "lambda", "--from-env"],

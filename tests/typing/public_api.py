@@ -8,8 +8,8 @@ from decimal import Decimal
 from typing import assert_type
 
 from gpucloud import (
-    APIError, AsyncClient, Attempt, Client, CostEstimate, GpuCloudError, Instance,
-    InsufficientCapacityError, Offer, Plan, ReapReport, parse_gpu,
+    APIError, AsyncClient, Attempt, Client, CostEstimate, CostReport, GpuCloudError, Instance,
+    InsufficientCapacityError, Offer, Plan, ReapReport, SpendLine, parse_gpu,
 )
 
 
@@ -40,6 +40,10 @@ def sync_usage() -> None:
     assert_type(report, ReapReport)
     assert_type(report.actions[0].instance, Instance)
     client.create(gpu="h100", until=datetime(2026, 12, 1, 18, tzinfo=timezone.utc))
+    spend = client.costs(month="2026-11", by="provider")
+    assert_type(spend, CostReport)
+    assert_type(spend.lines[0], SpendLine)
+    assert_type(spend.total, Decimal | None)
     client.delete(machine)
     assert_type(parse_gpu("H100 80GB"), str)
     try:
@@ -67,3 +71,4 @@ async def async_usage() -> None:
         assert_type(await client.extend(machine, by=timedelta(hours=1)), Instance)
         assert_type(await client.reap(), ReapReport)
         await client.delete(machine.ref)
+        assert_type(await client.costs(), CostReport)

@@ -1,0 +1,105 @@
+"""The monthly budget (``[budget] monthly = "5000"`` in config.toml, USD).
+
+Checked at the end of every plan (so ``create``, ``create --dry-run`` and
+``Client.plan`` alike; never ``offers`` or ``estimate``):
+
+    spent this month + committed + this request  <=  budget
+
+* spent and committed come from the cost ledger (``costs.py``): committed is
+  what machines still running will cost up to their deadline or the end of
+  the month, whichever is first (no deadline: the end of the month);
+* this request: every machine of the plan at the chosen offer's price, up to
+  the plan's deadline or the end of the month, by the same rule;
+* over the budget: BudgetExceededError (exit 7) with the figures; at 80 % or
+  more: a warning. The figures are a note of the plan either way;
+* a cap is never kept on a guess: a request whose price is not known is
+  refused; running machines of unknown price are left out of committed, with
+  a warning naming them;
+* the fallback offers create may try are kept only where they fit too.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from . import pricing
+from .costs import compute, month_bounds
+from .errors import BudgetExceededError
+from .ledger import Ledger
+from .models import Offer, Plan
+from .state import utcnow
+
+WARN_AT = Decimal("0.8")
+
+
+def check(engine: Any, plan: Plan) -> Plan:
+    """The plan with the budget's figures in its notes, or BudgetExceededError."""
+    ctx = engine.ctx
+    # A context without a config (a bare planner, as in unit tests) has no budget.
+    limit: Decimal | None = getattr(getattr(ctx, "config", None), "budget_monthly", None)
+    if limit is None:
+        return plan
+    now = utcnow()
+    month, _, end = month_bounds(None, now)
+    # No tolerance here: a budget that cannot be read cannot be kept (StateError, exit 3).
+    report = compute(Ledger(ctx.journal).rows(), month, "instance", now=now)
+    spent, committed = report.spent_known, report.projected_known
+    request = _request(plan, plan.offer, now, end)
+    if request is None:
+        o = plan.offer
+        raise BudgetExceededError(
+            f"cannot keep the monthly budget ${pricing.money(limit)}: the price of "
+            f"{' and '.join(plan.estimate.unknown) or 'the machine'} for {o.provider} "
+            f"{o.instance_type} is unknown",
+            hint="pick another provider or GPU (`gpucloud offers`), or remove [budget] from "
+                 f"{ctx.config.path}")
+    total = spent + committed + request
+    figures = (f"monthly budget ${pricing.money(limit)} ({month}): spent ${spent}, committed "
+               f"${committed}, this request ${pricing.money(request)}, together "
+               f"${pricing.money(total)} ({_percent(total, limit)})")
+    if report.unknown:
+        ctx.warn(f"monthly budget: running machines of unknown price are not counted: "
+                 f"{', '.join(report.unknown)}")
+    if total > limit:
+        raise BudgetExceededError(
+            f"this create would bring {month} to ${pricing.money(total)}, over the monthly "
+            f"budget ${pricing.money(limit)} (spent ${spent}, committed ${committed}, this "
+            f"request ${pricing.money(request)})",
+            hint="set a shorter --auto-shutdown, fewer machines or a cheaper GPU; delete "
+                 "machines you no longer need (`gpucloud costs` shows what runs); or raise "
+                 f"[budget] monthly in {ctx.config.path}")
+    if total >= limit * WARN_AT:
+        ctx.warn(f"this create brings {month} to {_percent(total, limit)} of the monthly "
+                 f"budget: {figures}")
+    fits = tuple(o for o in plan.alternatives
+                 if (cost := _request(plan, o, now, end)) is not None
+                 and spent + committed + cost <= limit)
+    return plan.model_copy(update={"notes": (*plan.notes, figures), "alternatives": fits})
+
+
+def _request(plan: Plan, offer: Offer, now: datetime, end: datetime) -> Decimal | None:
+    """What the plan's machines cost this month on `offer`; None: price unknown."""
+    if offer is plan.offer:
+        per_hour = plan.estimate.price_per_hour
+    else:  # a fallback: its own price (the plan's disk size is not kept; the offer's is)
+        per_hour = pricing.estimate(offer, 1).price_per_hour
+    if per_hour is None:
+        return None
+    if plan.shutdown_at is not None and plan.shutdown_at <= end:
+        hours = plan.estimate.hours  # the plan's own window: the figure the plan shows
+    else:  # no deadline, or one next month: counted to the end of this month
+        hours = max(Decimal(0), Decimal(int((end - now).total_seconds())) / Decimal(3600))
+    cost = per_hour * hours * plan.instances
+    if plan.hours_basis == "max_cost" and plan.max_cost is not None:
+        # Each machine's deadline is when its share of the cap is spent, on any offer.
+        cost = min(cost, plan.max_cost)
+    return cost
+
+
+def _percent(total: Decimal, limit: Decimal) -> str:
+    return f"{(total * 100 / limit).quantize(Decimal('0.1'))} %"
+
+
+__all__ = ["WARN_AT", "check"]

@@ -1,0 +1,291 @@
+"""The cost ledger: every start, stop, termination and price gpucloud sees.
+
+It lives in the state database beside the journal (same file, same error
+handling). Each row reads "from ``at`` on, this machine is ``state``
+(running, stopped or ended) at ``price_per_hour``": a row carries the whole
+state, what it does not know is carried forward from the machine's previous
+row, so the latest row of a machine is its current state and consecutive
+rows are the intervals ``costs.py`` bills.
+
+Rows come from what this client does (a launch delivered or adopted, a
+delete, a reaper termination, a stop or start) and from what listings
+observe (a machine that changed state or price, or one seen for the first
+time, e.g. created from another machine). A listing is one transaction,
+whatever the number of machines, and writes only what changed.
+
+Prices are what the user pays per hour for the whole machine, disk included
+where priced (``pricing.estimate``); ``stopped_price_per_hour`` is what a
+stopped machine still bills (the sandbox: 0; a provider that prices storage
+apart: its disk rate; otherwise unknown, None). Unknown is None, never 0.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from .models import Instance, InstanceStatus
+from .state import Journal, utcnow
+
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS ledger (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    at            TEXT NOT NULL,     -- ISO-8601 UTC: from this moment on ...
+    provider      TEXT NOT NULL,
+    instance_id   TEXT NOT NULL,
+    event         TEXT NOT NULL,     -- started | stopped | terminated | observed | first_seen
+    source        TEXT NOT NULL,     -- launch | delete | reap | power | list
+    state         TEXT NOT NULL,     -- ... the machine is running | stopped | ended
+    price_per_hour TEXT,             -- ... at this price (NULL: unknown)
+    stopped_price_per_hour TEXT,     -- what it bills while stopped (NULL: unknown)
+    shutdown_at   TEXT,
+    name          TEXT,
+    instance_type TEXT,
+    region        TEXT,
+    launch_id     TEXT,
+    simulated     INTEGER NOT NULL DEFAULT 0
+)""",
+    "CREATE INDEX IF NOT EXISTS ledger_machine ON ledger (provider, instance_id, seq)",
+)
+
+RUNNING, STOPPED, ENDED = "running", "stopped", "ended"
+# A machine missing from its provider's list is taken as ended only once its
+# last row is older than this: a new launch can take a moment to be listed.
+APPEAR_GRACE = timedelta(minutes=10)
+_STATES = {
+    InstanceStatus.PENDING: RUNNING,  # providers bill from the launch, not from boot
+    InstanceStatus.RUNNING: RUNNING,
+    InstanceStatus.STOPPING: STOPPED,
+    InstanceStatus.STOPPED: STOPPED,
+    InstanceStatus.TERMINATING: ENDED,
+    InstanceStatus.TERMINATED: ENDED,
+    InstanceStatus.FAILED: ENDED,
+}
+_COLUMNS = ("at", "provider", "instance_id", "event", "source", "state", "price_per_hour",
+            "stopped_price_per_hour", "shutdown_at", "name", "instance_type", "region",
+            "launch_id", "simulated")
+# What a row that does not say takes from the machine's previous row.
+_CARRIED = ("price_per_hour", "stopped_price_per_hour", "shutdown_at", "name", "instance_type",
+            "region", "launch_id", "simulated")
+
+
+def state_of(status: InstanceStatus) -> str | None:
+    """running / stopped / ended for billing; None when the provider did not say."""
+    return _STATES.get(status)
+
+
+@dataclass(frozen=True)
+class Row:
+    at: datetime
+    provider: str
+    instance_id: str
+    event: str
+    source: str
+    state: str
+    price_per_hour: Decimal | None = None
+    stopped_price_per_hour: Decimal | None = None
+    shutdown_at: datetime | None = None
+    name: str | None = None
+    instance_type: str | None = None
+    region: str | None = None
+    launch_id: str | None = None
+    simulated: bool | None = None  # None: not said (carried forward)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.provider}/{self.instance_id}"
+
+
+class Ledger:
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        # The journal's connection: one file, and one StateError for a damaged one.
+        with self.journal._db() as db:
+            for statement in SCHEMA:
+                db.execute(statement)
+            yield db
+
+    def append(self, rows: Iterable[Row]) -> None:
+        """Rows in one transaction, each completed from its machine's previous row."""
+        rows = list(rows)
+        if not rows:
+            return
+        with self._db() as db:
+            latest = _latest(db, {(r.provider, r.instance_id) for r in rows})
+            db.executemany(
+                f"INSERT INTO ledger ({', '.join(_COLUMNS)}) VALUES "
+                f"({', '.join('?' for _ in _COLUMNS)})",
+                [_values(_carry(r, latest)) for r in rows])
+
+    def latest(self, machines: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Row]:
+        with self._db() as db:
+            return _latest(db, set(machines))
+
+    def rows(self, before: datetime | None = None) -> list[Row]:
+        """Every row (before a moment), per machine in order."""
+        where, args = ("WHERE at < ?", (before.isoformat(),)) if before else ("", ())
+        with self._db() as db:
+            found = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM ledger {where}"
+                               " ORDER BY provider, instance_id, at, seq", args).fetchall()
+        return [_row(r) for r in found]
+
+    def observe(self, instances: Iterable[Instance], now: datetime,
+                listed: Iterable[str] = ()) -> None:
+        """A listing: one transaction, a row only for what changed. A machine of a
+        provider in `listed` (listed in full) that the listing no longer shows has
+        ended (providers drop terminated machines from their lists)."""
+        machines = list(instances)
+        complete = set(listed)
+        with self._db() as db:
+            latest = _latest(db, {(i.provider, i.id) for i in machines}, complete)
+            seen = {(i.provider, i.id) for i in machines}
+            rows = []
+            for instance in machines:
+                row = _observed(instance, latest.get((instance.provider, instance.id)), now)
+                if row is not None:
+                    rows.append(_carry(row, latest))
+            for key, last in list(latest.items()):
+                # A launch may take a moment to show in its provider's list.
+                if key not in seen and last.state != ENDED and now - last.at > APPEAR_GRACE:
+                    rows.append(_carry(Row(at=now, provider=key[0], instance_id=key[1],
+                                           event="observed", source="list", state=ENDED),
+                                       latest))
+            if rows:
+                db.executemany(
+                    f"INSERT INTO ledger ({', '.join(_COLUMNS)}) VALUES "
+                    f"({', '.join('?' for _ in _COLUMNS)})", [_values(r) for r in rows])
+
+
+def _observed(instance: Instance, last: Row | None, now: datetime) -> Row | None:
+    state = state_of(instance.status)
+    price = instance.price_per_hour if instance.price_per_hour else None  # 0: did not say
+    meta: dict[str, Any] = dict(
+        provider=instance.provider, instance_id=instance.id, source="list",
+        price_per_hour=price, shutdown_at=instance.shutdown_at, name=instance.name,
+        instance_type=instance.instance_type, region=instance.region,
+        launch_id=instance.launch_id, simulated=instance.simulated)
+    if last is None:
+        if state in (None, ENDED):
+            return None  # never seen running: nothing to bill or close
+        # First seen (made elsewhere, or a launch the ledger missed): running
+        # since the provider says it was created, the best figure there is.
+        since = instance.created_at if state == RUNNING and instance.created_at else now
+        return Row(at=min(since, now), event="first_seen", state=state, **meta)
+    if last.state == ENDED:
+        return None
+    changed = (state is not None and state != last.state) \
+        or (price is not None and price != last.price_per_hour) \
+        or (instance.shutdown_at is not None and instance.shutdown_at != last.shutdown_at)
+    if not changed:
+        return None
+    return Row(at=now, event="observed", state=state or last.state, **meta)
+
+
+def _latest(db: sqlite3.Connection, machines: set[tuple[str, str]],
+            providers: frozenset[str] | set[str] = frozenset()) -> dict[tuple[str, str], Row]:
+    """The latest row of each of `machines`, and of every machine of `providers`
+    still open (not ended)."""
+    if not machines and not providers:
+        return {}
+    found = db.execute(
+        f"SELECT {', '.join(_COLUMNS)} FROM ledger WHERE seq IN"
+        " (SELECT MAX(seq) FROM ledger GROUP BY provider, instance_id)").fetchall()
+    rows = (_row(r) for r in found)
+    return {(r.provider, r.instance_id): r for r in rows
+            if (r.provider, r.instance_id) in machines
+            or (r.provider in providers and r.state != ENDED)}
+
+
+def _carry(row: Row, latest: dict[tuple[str, str], Row]) -> Row:
+    """Fill what the row does not say from the previous one, and make it the latest."""
+    key = (row.provider, row.instance_id)
+    last = latest.get(key)
+    if last is not None:
+        row = replace(row, **{f: getattr(last, f) for f in _CARRIED if getattr(row, f) is None})
+    latest[key] = row
+    return row
+
+
+def _values(row: Row) -> tuple[Any, ...]:
+    out: list[Any] = []
+    for column in _COLUMNS:
+        value = getattr(row, column)
+        if isinstance(value, datetime):
+            value = value.isoformat()
+        elif isinstance(value, Decimal):
+            value = str(value)
+        elif isinstance(value, bool) or column == "simulated":
+            value = int(bool(value))  # not said and nothing to carry: a real provider
+        out.append(value)
+    return tuple(out)
+
+
+def _row(values: tuple[Any, ...]) -> Row:
+    data = dict(zip(_COLUMNS, values))
+    for column in ("at", "shutdown_at"):
+        data[column] = datetime.fromisoformat(data[column]) if data[column] else None
+    for column in ("price_per_hour", "stopped_price_per_hour"):
+        data[column] = Decimal(data[column]) if data[column] is not None else None
+    data["simulated"] = bool(data["simulated"])
+    return Row(**data)
+
+
+# -- the hooks: one call each from launcher, engine and deadlines -------------------
+
+def launched(ctx: Any, instance: Instance, offer: Any, disk_gb: int | None,
+             shutdown_at: datetime | None) -> None:
+    """A launch delivered or adopted: billing starts now at the offer's full price."""
+    from . import pricing
+
+    estimate = pricing.estimate(offer, 1, disk_gb=disk_gb)
+    Ledger(ctx.journal).append([Row(
+        at=utcnow(), provider=instance.provider, instance_id=instance.id, event="started",
+        source="launch", state=RUNNING, price_per_hour=estimate.price_per_hour,
+        stopped_price_per_hour=_stopped_price(offer, estimate),
+        shutdown_at=instance.shutdown_at or shutdown_at, name=instance.name,
+        instance_type=instance.instance_type or offer.instance_type,
+        region=instance.region or offer.region, launch_id=instance.launch_id,
+        simulated=instance.simulated or offer.simulated)])
+
+
+def _stopped_price(offer: Any, estimate: Any) -> Decimal | None:
+    if offer.simulated:
+        return Decimal(0)  # the sandbox bills nothing while stopped
+    disk = [line for line in estimate.breakdown if line.component.startswith("disk")]
+    return disk[0].price_per_hour if disk else None
+
+
+def ended(ctx: Any, provider: str, instance_id: str, source: str) -> None:
+    """A delete or a reaper termination: billing ends now."""
+    Ledger(ctx.journal).append([Row(at=utcnow(), provider=provider, instance_id=instance_id,
+                                    event="terminated", source=source, state=ENDED)])
+
+
+def powered(ctx: Any, instance: Instance, action: str) -> None:
+    """A stop or a start; the price the provider quotes, when it quotes one."""
+    Ledger(ctx.journal).append([Row(
+        at=utcnow(), provider=instance.provider, instance_id=instance.id,
+        event="stopped" if action == "stop" else "started", source="power",
+        state=STOPPED if action == "stop" else RUNNING,
+        price_per_hour=instance.price_per_hour or None, shutdown_at=instance.shutdown_at,
+        name=instance.name, launch_id=instance.launch_id)])
+
+
+def observed(ctx: Any, instances: Iterable[Instance], listed: Iterable[str] = ()) -> None:
+    """A listing of `instances`; `listed`: the providers whose list came back whole."""
+    machines = list(instances)
+    if not machines and not ctx.journal.path.exists():
+        return  # nothing to record: an empty listing never creates the state file
+    Ledger(ctx.journal).observe(machines, utcnow(), listed)
+
+
+__all__ = ["ENDED", "Ledger", "RUNNING", "Row", "STOPPED", "ended", "launched", "observed",
+           "powered", "state_of"]

@@ -1,0 +1,158 @@
+"""Costs arithmetic over ledger rows on a fixed clock: month clipping, stopped
+time, projection to the deadline or the month's end, unknown prices."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+
+import pytest
+
+from gpucloud import SpecError
+from gpucloud import costs
+from gpucloud.costs import month_bounds
+from gpucloud.config import state_db_path
+from gpucloud.ledger import Ledger, Row
+from gpucloud.state import Journal
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
+PRICE = Decimal("10.00")
+_DATABASES = itertools.count()
+
+
+def row(at, state, *, ident="m1", provider="runpod", price=None, stopped=None, deadline=None,
+        name=None, simulated=None):
+    """A ledger row; what it leaves None is carried forward from the machine's last row."""
+    return Row(at=at, provider=provider, instance_id=ident, event="observed", source="list",
+               state=state, price_per_hour=price, stopped_price_per_hour=stopped,
+               shutdown_at=deadline, name=name, simulated=simulated)
+
+
+def start(at, **kw):
+    kw.setdefault("price", PRICE)
+    kw.setdefault("name", "train")
+    return row(at, "running", **kw)
+
+
+def compute(rows, *args, **kw):
+    """Through the real ledger (one row at a time, as the hooks write them)."""
+    fresh = state_db_path().with_name(f"ledger-{next(_DATABASES)}.sqlite")
+    ledger = Ledger(Journal(fresh))
+    for one in rows:
+        ledger.append([one])
+    return costs.compute(ledger.rows(), *args, **kw)
+
+
+def at(day, hour=0, month=11):
+    return datetime(2026, month, day, hour, tzinfo=timezone.utc)
+
+
+def test_running_time_is_clipped_to_the_month():
+    rows = [start(at(31, 22, month=10)), row(at(1, 2), "ended")]
+    report = compute(rows, "2026-11", now=NOW)
+    (line,) = report.lines
+    assert line.running_hours == Decimal("2.00")  # 22:00-24:00 belongs to October
+    assert line.spent == Decimal("20.00") and line.projected == 0
+    october = compute(rows, "2026-10", now=NOW)
+    assert october.lines[0].running_hours == Decimal("2.00") and october.spent == Decimal("20.00")
+
+
+def test_stopped_time_bills_the_stopped_price_or_is_noted_as_not_counted():
+    rows = [start(at(1), stopped=Decimal("0.50")), row(at(1, 1), "stopped"),
+            row(at(1, 5), "ended")]
+    (line,) = compute(rows, "2026-11", now=NOW).lines
+    assert line.running_hours == 1 and line.stopped_hours == 4
+    assert line.spent == Decimal("12.00")  # 1 h x 10 + 4 h x 0.50 of disk
+    unpriced = [start(at(1)), row(at(1, 1), "stopped"), row(at(1, 5), "ended")]
+    report = compute(unpriced, "2026-11", now=NOW)
+    assert report.spent == Decimal("10.00") and report.unknown == ()
+    assert any("stopped time is not counted for runpod" in n for n in report.notes)
+
+
+def test_the_sandbox_bills_nothing_stopped():
+    rows = [start(at(1), provider="sandbox", stopped=Decimal(0), simulated=True),
+            row(at(1, 2), "stopped", provider="sandbox")]
+    report = compute(rows, "2026-11", now=NOW)
+    assert report.spent == Decimal("20.00") and report.projected == 0
+    assert not any("not counted" in n for n in report.notes)
+    assert any("simulated" in n for n in report.notes)
+
+
+def test_a_running_machine_projects_to_its_deadline_or_the_month_end():
+    with_deadline = [start(at(20, 10), ident="a", deadline=NOW + timedelta(hours=3))]
+    without = [start(at(20, 10), ident="b")]
+    late = [start(at(20, 10), ident="c", deadline=at(2, 0, month=12))]
+    report = compute([*with_deadline, *without, *late], "2026-11", now=NOW)
+    lines = {line.key: line for line in report.lines}
+    assert lines["runpod/a"].spent == Decimal("20.00")
+    assert lines["runpod/a"].projected == Decimal("30.00")
+    hours_left = Decimal(10 * 24 + 12)  # Nov 20 12:00 -> Dec 1 00:00
+    assert lines["runpod/b"].projected == PRICE * hours_left
+    assert lines["runpod/c"].projected == PRICE * hours_left  # clipped to the month
+    assert report.total == report.spent + report.projected
+
+
+def test_a_machine_past_its_deadline_projects_nothing_and_is_named():
+    rows = [start(at(20, 8), deadline=at(20, 10))]
+    report = compute(rows, "2026-11", now=NOW)
+    assert report.projected == 0 and report.spent == Decimal("40.00")
+    assert any("past their deadline" in n and "runpod/m1" in n for n in report.notes)
+
+
+def test_an_unknown_price_is_unknown_never_zero():
+    rows = [start(at(20, 10), ident="priced"),
+            start(at(20, 10), ident="mystery", price=None)]
+    report = compute(rows, "2026-11", now=NOW)
+    lines = {line.key: line for line in report.lines}
+    assert lines["runpod/mystery"].spent is None and lines["runpod/mystery"].total is None
+    assert lines["runpod/mystery"].unknown == ("runpod/mystery",)
+    assert report.spent is None and report.projected is None and report.total is None
+    assert report.spent_known == Decimal("20.00") and report.unknown == ("runpod/mystery",)
+    assert any("price unknown" in n for n in report.notes)
+    by_provider = compute(rows, "2026-11", "provider", now=NOW)
+    assert by_provider.lines[0].spent is None and by_provider.lines[0].instances == (
+        "runpod/mystery", "runpod/priced")
+
+
+def test_a_price_change_splits_the_interval():
+    rows = [start(at(20, 8)), row(at(20, 10), "running", price=Decimal("20.00"))]
+    (line,) = compute(rows, "2026-11", now=NOW).lines
+    assert line.spent == Decimal("60.00")  # 2 h x 10 + 2 h x 20
+
+
+def test_grouping_by_name_and_provider():
+    rows = [start(at(1), ident="a", name="job"), row(at(1, 1), "ended", ident="a"),
+            start(at(1), ident="b", name="job", provider="vastai"),
+            row(at(1, 2), "ended", ident="b", provider="vastai"),
+            row(at(1), "running", ident="c", price=PRICE), row(at(1, 1), "ended", ident="c")]
+    by_name = {line.key: line for line in compute(rows, "2026-11", "name", now=NOW).lines}
+    assert by_name["job"].spent == Decimal("30.00") and len(by_name["job"].instances) == 2
+    assert by_name["(no name)"].spent == Decimal("10.00")
+    by_provider = {line.key: line for line in
+                   compute(rows, "2026-11", "provider", now=NOW).lines}
+    assert by_provider["runpod"].running_hours == 2 and by_provider["vastai"].running_hours == 2
+
+
+def test_machines_that_did_not_run_in_the_month_are_left_out():
+    rows = [start(at(1, 0, month=10)), row(at(2, 0, month=10), "ended")]
+    report = compute(rows, "2026-11", now=NOW)
+    assert report.lines == () and report.total == 0
+
+
+@pytest.mark.parametrize("bad", ["2026-13", "November", "2026", "2026-1-1", ""])
+def test_a_month_that_is_not_one_is_a_usage_error(bad):
+    with pytest.raises(SpecError) as info:
+        month_bounds(bad, NOW)
+    assert "YYYY-MM" in (info.value.hint or "")
+
+
+def test_month_bounds_roll_over_the_year():
+    assert month_bounds("2026-12", NOW)[1:] == (at(1, month=12),
+                                                datetime(2027, 1, 1, tzinfo=timezone.utc))
+    assert month_bounds(None, NOW)[0] == "2026-11"
+
+
+def test_grouping_by_something_else_is_refused():
+    with pytest.raises(SpecError):
+        compute([], "2026-11", "region", now=NOW)
