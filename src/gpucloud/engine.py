@@ -119,6 +119,7 @@ class Engine:
         offers = yield from self.offers(gpu, count, provider, region, disk_gb=disk_gb)
         if not offers:
             raise self._no_offers(gpu, count, provider, region)
+        # In sort_offers' order: fully priced first, as the plan picks them.
         usable = [o for o in offers if o.available is not False] or offers
         return pricing.estimate(usable[0], hours, disk_gb=disk_gb)
 

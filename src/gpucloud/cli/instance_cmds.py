@@ -7,6 +7,7 @@ from typing import Any, List, Optional
 
 import typer
 
+from .. import pricing
 from . import output, params
 from .app import app, fail
 
@@ -26,11 +27,23 @@ def _confirm(question: str, yes: bool, as_json: bool, what: str) -> None:
         fail(8, "declined", "declined: nothing was done", None, False)
 
 
+def _unknown(plan: Any) -> str:
+    """Which part of the plan's price is not known, to say next to "unknown"."""
+    return f"price unknown for: {', '.join(plan.estimate.unknown)}"
+
+
+def _hourly(plan: Any) -> str:
+    """The price per machine for the confirmation prompt; never "-" or $0."""
+    if plan.estimate.price_per_hour is None:
+        return f"at an unknown price per hour ({_unknown(plan)})"
+    return f"at {output.usd(plan.estimate.price_per_hour)}/hour each"
+
+
 def plan_text(plan: Any) -> str:
     o = plan.offer
     lines = ["Plan:", output.estimate_text(plan.estimate)]
     per_hour = (f"{output.usd(plan.total_per_hour)}/h" if plan.total_per_hour is not None
-                else "unknown per hour")
+                else f"unknown per hour ({_unknown(plan)})")
     if plan.instances > 1:
         lines.append(f"  x {plan.instances} machines = {per_hour}")
     if plan.total is not None:
@@ -39,17 +52,20 @@ def plan_text(plan: Any) -> str:
     elif plan.hours_basis == "per_hour":
         lines.append(f"  total: {per_hour} until deleted (no --auto-shutdown or --max-cost)")
     else:
-        lines.append("  total over the window: unknown")
+        lines.append(f"  total over the window: unknown ({_unknown(plan)})")
     if plan.shutdown_at:
         lines.append(f"  auto-shutdown at {output.iso(plan.shutdown_at)}")
     lines.extend(f"  note: {n}" for n in plan.notes)
     if plan.alternatives:
         lines.append("Next cheapest:")
-        lines.extend(f"  {a.provider} {a.instance_type} {a.region}  {output.usd(a.price_per_hour)}/h"
+        lines.extend(f"  {a.provider} {a.instance_type} {a.region}  {output.offer_price(a, '/h')}"
                      for a in plan.alternatives[:3])
-        top = max(a.price_per_hour for a in plan.alternatives[:MAX_SHOWN_FALLBACKS])
+        tried = plan.alternatives[:MAX_SHOWN_FALLBACKS]
+        known = [a.price_per_hour for a in tried if not pricing.unknown_parts(a)]
+        bound = ", ".join(([f"up to {output.usd(max(known))}/h"] if known else [])
+                          + (["some at a price not known"] if len(known) < len(tried) else []))
         lines.append(f"  if an offer has no capacity, the next is tried (at most "
-                     f"{MAX_SHOWN_FALLBACKS + 1} launches, up to {output.usd(top)}/h)")
+                     f"{MAX_SHOWN_FALLBACKS + 1} launches, {bound})")
     if o.simulated:
         lines.append("SANDBOX: a simulated cloud; no real GPU is created and nothing is billed.")
     return "\n".join(lines)
@@ -116,7 +132,7 @@ def create(
             output.out("dry run: nothing was created")
         return
     many = f"{instances} machines" if instances > 1 else "this machine"
-    _confirm(f"Create {many} at {output.usd(plan.estimate.price_per_hour)}/hour each?",
+    _confirm(f"Create {many} {_hourly(plan)}?",
              yes, json_output, "creating machines")
     made: list[Any] = []
     try:
