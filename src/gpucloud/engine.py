@@ -201,10 +201,7 @@ class Engine:
         return self._with_deadline(instance, record.shutdown_at if record else None)
 
     def get(self, ref: Any) -> Op:
-        if refs.needs_lookup(ref):  # a name or an id prefix
-            listed = yield from self.list()
-            searched = [n for n in self.ctx.scope(None, listing=True) if self.ctx.can_call(n)]
-            ref = refs.resolve(ref, listed, searched)
+        ref = yield from refs.lookup(self, ref)  # a name or an id prefix is looked up
         provider, ident = split_ref(ref)
         self.ctx.require_callable(provider)
         try:
@@ -215,6 +212,7 @@ class Engine:
         return self._known_deadline(instance)
 
     def delete(self, ref: Any) -> Op:
+        ref = yield from refs.lookup(self, ref)  # as get: a name or a unique id prefix
         provider, ident = split_ref(ref)
         self.ctx.require_callable(provider)
         yield Call(provider, self.ctx.adapter(provider).delete(ident))

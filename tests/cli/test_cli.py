@@ -154,10 +154,15 @@ def test_get_unknown_instance_is_not_found(cli):
     assert data["error"]["exit_code"] == 5
 
 
-@pytest.mark.parametrize("ref", ["nope", "/x", "sandbox/"])
+@pytest.mark.parametrize("ref", ["/x", "sandbox/"])
 def test_malformed_ref(cli, ref):
     result = cli("delete", ref, "--yes")
     assert result.exit_code == 2 and "provider/id" in result.stderr
+
+
+def test_a_name_no_machine_has_is_not_found(cli):
+    result = cli("delete", "nope", "--yes")  # a bare word is a name or an id prefix
+    assert result.exit_code == 5 and "provider/id" in result.stderr
 
 
 def test_unknown_provider_suggests(cli):

@@ -236,23 +236,24 @@ def get(
 @app.command()
 def delete(
     refs: List[str] = typer.Argument(..., metavar="REF",
-                                     help="provider/id of each machine to delete."),
+                                     help="Each machine to delete: provider/id, name or id "
+                                          "prefix."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     json_output: bool = params.JSON,
 ) -> None:
     """Delete (terminate) machines. Their disks are gone for good."""
     from ..client import Client
     from ..errors import GpuCloudError, exit_code_for
-    from ..ops import split_ref
 
-    for ref in refs:
-        split_ref(ref)  # reject malformed refs before asking anything
-    _confirm(f"Delete {', '.join(refs)}? This cannot be undone.", yes, json_output,
-             "deleting machines")
     client = Client()
+    # Every name is resolved before anything is asked or deleted: an ambiguous
+    # or unknown one (exit 2 / 5) deletes nothing, not just the refs before it.
+    named = _refs_of(client, refs)
+    shown = ", ".join(ref if typed == ref else f"{ref} ({typed})" for ref, typed in named.items())
+    _confirm(f"Delete {shown}? This cannot be undone.", yes, json_output, "deleting machines")
     deleted: list[str] = []
     failures: list[tuple[str, GpuCloudError]] = []
-    for ref in refs:  # one failure must not leave the others running
+    for ref in named:  # one failure must not leave the others running
         try:
             client.delete(ref)
         except GpuCloudError as exc:
@@ -272,7 +273,7 @@ def delete(
     if failures:
         first = failures[0][1]
         if len(failures) > 1:
-            first.message = (f"{len(failures)} of {len(refs)} deletes failed; "
+            first.message = (f"{len(failures)} of {len(named)} deletes failed; "
                              f"first: {failures[0][0]}: {first.message}")
         fail(exit_code_for(first), first.code, first.message, first.hint, json_output,
              {"deleted": deleted, "failed": failed, "warnings": warnings})
@@ -280,11 +281,20 @@ def delete(
         output.emit_json({"deleted": deleted, "failed": [], "warnings": warnings})
 
 
-def _refs_of(client: Any, refs: List[str]) -> List[str]:
-    """provider/id for each reference; names and id prefixes are looked up."""
+def _refs_of(client: Any, refs: List[str]) -> dict[str, str]:
+    """provider/id of each machine (once each, in order) -> the reference the user
+    gave for it. Malformed provider/ids fail before any lookup; names and id
+    prefixes are looked up, all of them before the caller acts on any."""
+    from ..ops import split_ref
     from ..refs import needs_lookup
 
-    return [client.get(ref).ref if needs_lookup(ref) else ref for ref in refs]
+    for ref in refs:
+        if not needs_lookup(ref):
+            split_ref(ref)
+    named: dict[str, str] = {}
+    for ref in refs:
+        named.setdefault(client.get(ref).ref if needs_lookup(ref) else ref, ref)
+    return named
 
 
 @app.command()
