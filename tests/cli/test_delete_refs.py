@@ -99,3 +99,18 @@ def test_a_machine_already_terminated_does_not_make_a_name_ambiguous(monkeypatch
     result = invoke("delete", "run", "--yes", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["deleted"] == [new["ref"]]
+
+
+def test_resolve_prefers_a_machine_still_up_but_never_guesses_between_two():
+    from gpucloud.models import Instance
+    from gpucloud.refs import resolve
+
+    def machine(ident, status):
+        return Instance(provider="sandbox", id=ident, name="run", status=status)
+
+    gone, up, up2 = (machine("sbx-1", "terminated"), machine("sbx-2", "running"),
+                     machine("sbx-3", "stopped"))
+    assert resolve("run", [gone, up], ["sandbox"]) == up
+    assert resolve("run", [gone], ["sandbox"]) == gone  # get can still show it
+    with pytest.raises(SpecError, match="matches 2 machines"):
+        resolve("run", [gone, up, up2], ["sandbox"])
