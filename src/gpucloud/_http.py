@@ -17,6 +17,12 @@ Retry policy (the same for sync and async):
 Nothing here sleeps or sends by itself: ``with_policy`` is a generator, and
 ``run_flow`` / ``arun_flow`` (the only sync/async twins) carry out what it
 yields. Logs show method, URL path, status and timing; never headers.
+
+A request that has not answered after ``WAIT_NOTICE_AFTER`` seconds logs one
+"waiting for ..." line (INFO, marked like the retry lines, so the CLI prints
+it in text mode and the SDK stays silent by default): a connect that hangs
+is visibly a wait long before the 10 s connect timeout. A watch rather than a
+shorter timeout, because a slow but working provider must not be cut off.
 """
 
 from __future__ import annotations
@@ -169,6 +175,43 @@ def _log_retry(provider: str, attempt: int, policy: RetryPolicy, reason: str) ->
              reason, extra={"retry": True})
 
 
+def _log_waiting(provider: str, request: httpx.Request, after: float) -> None:
+    # Marked `retry` like the retry lines: the same kind of progress line, shown
+    # by the same CLI handler in text mode only.
+    log.info("waiting for %s (%s %s): no answer after %g s\u2026", provider, request.method,
+             request.url.path, after, extra={"retry": True})
+
+
+def watched(provider: str, send: Callable[[httpx.Request], httpx.Response],
+            after: float) -> Callable[[httpx.Request], httpx.Response]:
+    """`send`, with one waiting line if a request has not answered after `after`
+    seconds (a timer thread, cancelled when it returns)."""
+    def send_watched(request: httpx.Request) -> httpx.Response:
+        timer = threading.Timer(after, _log_waiting, (provider, request, after))
+        timer.daemon = True
+        timer.start()
+        try:
+            return send(request)
+        finally:
+            timer.cancel()
+    return send_watched
+
+
+def awatched(provider: str, send: Callable[[httpx.Request], Awaitable[httpx.Response]],
+             after: float) -> Callable[[httpx.Request], Awaitable[httpx.Response]]:
+    """The asyncio twin of watched: a loop callback instead of a thread."""
+    async def send_watched(request: httpx.Request) -> httpx.Response:
+        import asyncio
+
+        handle = asyncio.get_running_loop().call_later(after, _log_waiting, provider,
+                                                       request, after)
+        try:
+            return await send(request)
+        finally:
+            handle.cancel()
+    return send_watched
+
+
 def drive(gen: Generator[Any, Any, T], perform: Callable[[Any], Any],
           catch: type[BaseException] | tuple[type[BaseException], ...] = Exception) -> T:
     """Run a generator: carry out each item it yields with `perform`, send the
@@ -228,6 +271,9 @@ async def arun_flow(flow: Flow[T], send: Callable[[httpx.Request], Awaitable[htt
 
 
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+# Seconds without an answer before a request says it is waiting (read when a
+# session is made, so a test can shorten it).
+WAIT_NOTICE_AFTER = 2.0
 
 
 class Session:
@@ -235,8 +281,10 @@ class Session:
 
     def __init__(self, provider: Any, *, policy: RetryPolicy = DEFAULT_POLICY,
                  sleep: Callable[[float], None] = time.sleep,
-                 timeout: httpx.Timeout = DEFAULT_TIMEOUT) -> None:
+                 timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+                 notice_after: float | None = None) -> None:
         self.provider = provider
+        self.notice_after = WAIT_NOTICE_AFTER if notice_after is None else notice_after
         self.policy = policy
         self.sleep = sleep
         self.limiter = RateLimiter(provider.min_interval)
@@ -245,7 +293,8 @@ class Session:
 
     def run(self, flow: Flow[T]) -> T:
         wrapped = with_policy(self.provider.name, flow, self.limiter, self.policy)
-        return run_flow(wrapped, self._client.send, self.sleep)
+        send = watched(self.provider.name, self._client.send, self.notice_after)
+        return run_flow(wrapped, send, self.sleep)
 
     def close(self) -> None:
         self._client.close()
@@ -256,8 +305,10 @@ class AsyncSession:
 
     def __init__(self, provider: Any, *, policy: RetryPolicy = DEFAULT_POLICY,
                  sleep: Callable[[float], Any] | None = None,
-                 timeout: httpx.Timeout = DEFAULT_TIMEOUT) -> None:
+                 timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+                 notice_after: float | None = None) -> None:
         self.provider = provider
+        self.notice_after = WAIT_NOTICE_AFTER if notice_after is None else notice_after
         self.policy = policy
         self.sleep = sleep
         self.limiter = RateLimiter(provider.min_interval)
@@ -267,7 +318,8 @@ class AsyncSession:
 
     async def run(self, flow: Flow[T]) -> T:
         wrapped = with_policy(self.provider.name, flow, self.limiter, self.policy)
-        return await arun_flow(wrapped, self._client.send, self.sleep)
+        send = awatched(self.provider.name, self._client.send, self.notice_after)
+        return await arun_flow(wrapped, send, self.sleep)
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -120,6 +120,7 @@ class Engine:
         offers = yield from self.offers(gpu, count, provider, region, disk_gb=disk_gb)
         if not offers:
             raise self._no_offers(gpu, count, provider, region)
+        # In sort_offers' order: fully priced first, as the plan picks them.
         usable = [o for o in offers if o.available is not False] or offers
         return pricing.estimate(usable[0], hours, disk_gb=disk_gb)
 
@@ -205,10 +206,7 @@ class Engine:
         return self._with_deadline(instance, record.shutdown_at if record else None)
 
     def get(self, ref: Any) -> Op:
-        if refs.needs_lookup(ref):  # a name or an id prefix
-            listed = yield from self.list()
-            searched = [n for n in self.ctx.scope(None, listing=True) if self.ctx.can_call(n)]
-            ref = refs.resolve(ref, listed, searched)
+        ref = yield from refs.lookup(self, ref)  # a name or an id prefix is looked up
         provider, ident = split_ref(ref)
         self.ctx.require_callable(provider)
         try:
@@ -219,6 +217,7 @@ class Engine:
         return self._known_deadline(instance)
 
     def delete(self, ref: Any) -> Op:
+        ref = yield from refs.lookup(self, ref)  # as get: a name or a unique id prefix
         provider, ident = split_ref(ref)
         self.ctx.require_callable(provider)
         yield Call(provider, self.ctx.adapter(provider).delete(ident))

@@ -53,6 +53,13 @@ GPUS: tuple[GPU, ...] = (
     GPU("V100-32GB", "nvidia", 32, ("v10032gb",)),
     GPU("RTX-PRO-6000", "nvidia", 96, ("rtxpro6000", "rtxpro6000s", "rtxpro6000ws",
                                        "rtxpro6000blackwell", "rtxpro6000se")),
+    # RTX PRO Blackwell: 24, 32 and 48 GB GDDR7 (NVIDIA datasheets; the 4500
+    # Server Edition has the 4500's 32 GB). A 72 GB 5000 exists: not seen in any
+    # catalog yet, so a bare "rtx pro 5000" is the 48 GB card.
+    GPU("RTX-PRO-5000", "nvidia", 48, ("rtxpro5000", "rtxpro5000blackwell")),
+    GPU("RTX-PRO-4500", "nvidia", 32, ("rtxpro4500", "rtxpro4500blackwell", "rtxpro4500se",
+                                       "rtxpro4500blackwellse")),
+    GPU("RTX-PRO-4000", "nvidia", 24, ("rtxpro4000", "rtxpro4000blackwell", "rtxpro4000sff")),
     GPU("RTX6000-ADA", "nvidia", 48, ("rtx6000ada", "rtx6000adageneration", "6000ada")),
     GPU("RTX6000", "nvidia", 24, ("quadrortx6000",)),
     GPU("RTX-A6000", "nvidia", 48, ("rtxa6000", "a6000")),
@@ -60,6 +67,7 @@ GPUS: tuple[GPU, ...] = (
     GPU("RTX-A4500", "nvidia", 20, ("rtxa4500", "a4500")),
     GPU("RTX-A4000", "nvidia", 16, ("rtxa4000", "a4000")),
     GPU("RTX4000-ADA", "nvidia", 20, ("rtx4000ada", "rtx4000adageneration")),
+    GPU("RTX2000-ADA", "nvidia", 16, ("rtx2000ada", "rtx2000adageneration")),
     GPU("RTX5090", "nvidia", 32),
     GPU("RTX4090", "nvidia", 24),
     GPU("RTX3090", "nvidia", 24, ("rtx3090ti",)),

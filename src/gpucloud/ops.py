@@ -10,6 +10,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import pricing
 from .adapters.base import Flow, Sleep
 from .errors import SpecError, option
 from .models import Instance, Offer
@@ -42,8 +43,16 @@ def check_count(count: int) -> int:
 
 
 def sort_offers(offers: list[Offer]) -> list[Offer]:
-    return sorted(offers, key=lambda o: (o.price_per_hour, o.available is False,
-                                         o.provider, o.region, o.instance_type))
+    """Cheapest first; but every offer with a price part not known (a live price
+    of 0, storage billed at a rate not in the data) after all fully priced ones:
+    its real price may be anything, so it is never the "cheapest" (and one with
+    no machine price at all comes last). The one order of offers, estimate and
+    plan alike."""
+    def key(o: Offer) -> tuple[Any, ...]:
+        unknown = pricing.unknown_parts(o)
+        return (bool(unknown), pricing.MACHINE in unknown, o.price_per_hour,
+                o.available is False, o.provider, o.region, o.instance_type)
+    return sorted(offers, key=key)
 
 
 def split_ref(ref: Any) -> tuple[str, str]:

@@ -24,7 +24,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from . import budget, deadlines, pricing
-from .ops import MAX_FALLBACKS, Op
+from .ops import MAX_FALLBACKS, Op, sort_offers
 from .errors import (
     BudgetExceededError, ConfigurationError, InsufficientCapacityError, SpecError, option,
 )
@@ -57,11 +57,11 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
     if not offers:
         raise engine.no_launchable(gpu, count, provider, region)
     # Live offers with capacity first, and a machine with a price part not known
-    # is never picked over one fully priced. Without any, an unreachable
-    # provider's list prices still make a plan (a dry run shows it, warned);
-    # create refuses to launch a catalog row and reports why the provider failed.
-    candidates = sorted((o for o in offers if o.available),
-                        key=lambda o: bool(pricing.estimate(o, 1, disk_gb=disk_gb).unknown)) \
+    # is never picked over one fully priced (sort_offers). Without any, an
+    # unreachable provider's list prices still make a plan (a dry run shows it,
+    # warned); create refuses to launch a catalog row and reports why the
+    # provider failed.
+    candidates = sort_offers([o for o in offers if o.available]) \
         or [o for o in offers if o.source == "catalog"]
     if not candidates:
         raise InsufficientCapacityError(

@@ -44,12 +44,50 @@ def money(value: Decimal) -> Decimal:
     return value.quantize(CENT, rounding=ROUND_HALF_UP)
 
 
+MACHINE = "GPU instance"  # the name of the machine's part in estimates
+
+
+def _month(offer: Any) -> Decimal:
+    return Decimal(offer.hours_per_month) if offer.hours_per_month else HOURS_PER_MONTH
+
+
+def machine_price(offer: Any) -> Decimal | None:
+    """The machine's hourly price without storage billed apart; None when not
+    known: a live price of 0 is a provider that did not say, not a free machine."""
+    machine: Decimal | None = offer.price_per_hour if offer.price_per_hour > 0 else None
+    if machine is not None and offer.disk_price_per_gb_month is not None:
+        # price_per_hour already holds the storage for offer.disk_gb: take it out.
+        machine -= offer.disk_price_per_gb_month * (offer.disk_gb or 0) / _month(offer)
+        machine = machine if machine > 0 else None  # storage alone: machine unpriced
+    return machine
+
+
+def _disk_size(offer: Any, disk_gb: int | None) -> int:
+    return disk_gb if disk_gb is not None else (offer.disk_gb or 0)
+
+
+def _unknown_disk(offer: Any, disk_gb: int | None) -> str | None:
+    """The disk part's name when the provider bills it apart at a rate not known here."""
+    if offer.disk_price_per_gb_month is not None or not offer.disk_billed_apart:
+        return None
+    size = _disk_size(offer, disk_gb)
+    return f"disk ({size} GB)" if size else "disk"
+
+
+def unknown_parts(offer: Any, disk_gb: int | None = None) -> tuple[str, ...]:
+    """The hourly parts of `offer` whose price is not known (an estimate's
+    ``unknown``), machine first; empty for a fully priced offer."""
+    disk = _unknown_disk(offer, disk_gb)
+    return tuple(part for part in (MACHINE if machine_price(offer) is None else None, disk)
+                 if part is not None)
+
+
 def estimate(offer: Any, hours: Any = 1, *, disk_gb: int | None = None) -> Any:
     """CostEstimate for running `offer` for `hours`: the machine, the disk where billed
     apart, and usage charges (per GB ...) as lines of their own, outside the total.
 
-    A part whose price is not known is None and named in ``unknown``: a live price
-    of 0 is a provider that did not say, not a free machine.
+    A part whose price is not known is None and named in ``unknown`` (see
+    ``unknown_parts``).
     """
     from .models import CostEstimate, CostLine
 
@@ -58,32 +96,26 @@ def estimate(offer: Any, hours: Any = 1, *, disk_gb: int | None = None) -> Any:
         raise SpecError(f"hours must be positive, got {hours}",
                         hint="e.g. hours=72 (CLI: --hours 72h)")
     notes: list[str] = []
-    unknown: list[str] = []
-    machine: Decimal | None = offer.price_per_hour if offer.price_per_hour > 0 else None
+    unknown = unknown_parts(offer, disk_gb)
+    machine = machine_price(offer)
     disk_line = None
-    size = disk_gb if disk_gb is not None else (offer.disk_gb or 0)
-    month = Decimal(offer.hours_per_month) if offer.hours_per_month else HOURS_PER_MONTH
+    size = _disk_size(offer, disk_gb)
+    month = _month(offer)
     if offer.disk_price_per_gb_month is not None:
-        # price_per_hour already holds the storage for offer.disk_gb: take it out,
-        # put in the storage for the size asked for.
+        # The storage for the size asked for, in place of what price_per_hour held.
         rate = offer.disk_price_per_gb_month
-        if machine is not None:
-            machine -= rate * (offer.disk_gb or 0) / month
-            machine = machine if machine > 0 else None  # storage alone: machine unpriced
         disk_per_hour = rate * size / month
         disk_line = CostLine(component=f"disk ({size} GB)", price_per_hour=disk_per_hour,
                              total=money(disk_per_hour * hours_d))
         notes.append("storage is billed apart from the machine, at "
                      f"${rate}/GB-month ({month} h months)")
     elif offer.disk_billed_apart:
-        disk_line = CostLine(component=f"disk ({size} GB)" if size else "disk",
+        disk_line = CostLine(component=_unknown_disk(offer, disk_gb) or "disk",
                              price_per_hour=None, total=None)
-        unknown.append(disk_line.component)
         notes.append(f"{offer.provider} bills storage apart; its price is not in this data")
     if machine is None:
-        unknown.insert(0, "GPU instance")
         notes.append(f"{offer.provider} reported no price for {offer.instance_type}")
-    lines = [CostLine(component="GPU instance", price_per_hour=machine,
+    lines = [CostLine(component=MACHINE, price_per_hour=machine,
                       total=money(machine * hours_d) if machine is not None else None)]
     if disk_line is not None:
         lines.append(disk_line)
@@ -104,7 +136,7 @@ def estimate(offer: Any, hours: Any = 1, *, disk_gb: int | None = None) -> Any:
         notes.append("simulated cloud: nothing is billed")
     return CostEstimate(offer=offer, hours=hours_d, price_per_hour=per_hour,
                         total=money(per_hour * hours_d) if per_hour is not None else None,
-                        breakdown=tuple(lines), notes=tuple(notes), unknown=tuple(unknown))
+                        breakdown=tuple(lines), notes=tuple(notes), unknown=unknown)
 
 
 def hours_for_budget(price_per_hour: Decimal, budget: Decimal) -> Decimal:

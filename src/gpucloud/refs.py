@@ -4,16 +4,20 @@ prefix of its id.
 Only ``provider/id`` names a machine without asking anyone; a name or a
 prefix is looked up in the listing of every provider in scope. Ambiguity is
 never resolved by guessing (the wrong machine could be deleted next): it is
-an error that lists the candidates.
+an error that lists the candidates. A machine already terminated (or being
+terminated) is a candidate only when no machine still up matches, so a name
+reused after a delete names the new machine, not an ambiguity with the old.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from .errors import NotFoundError, SpecError
-from .models import Instance
+from .models import Instance, InstanceStatus
+
+_GONE = (InstanceStatus.TERMINATED, InstanceStatus.TERMINATING)
 
 FORMS = "provider/id, a machine's name, or a unique prefix of its id"
 
@@ -28,8 +32,8 @@ def resolve(ref: str, instances: Sequence[Instance], searched: Sequence[str]) ->
     """The one machine `ref` names among `instances`: an exact name or id first,
     then an id prefix."""
     ref = str(ref)
-    exact = [i for i in instances if ref in (i.name, i.id)]
-    matches = exact or [i for i in instances if i.id.startswith(ref)]
+    up = [i for i in instances if i.status not in _GONE]
+    matches = _matches(ref, up) or _matches(ref, instances)
     if len(matches) == 1:
         return matches[0]
     if matches:
@@ -43,10 +47,25 @@ def resolve(ref: str, instances: Sequence[Instance], searched: Sequence[str]) ->
                         hint=f"`gpucloud list` shows the machines; refer to one by {FORMS}")
 
 
+def _matches(ref: str, instances: Sequence[Instance]) -> list[Instance]:
+    exact = [i for i in instances if ref in (i.name, i.id)]
+    return exact or [i for i in instances if i.id.startswith(ref)]
+
+
+def lookup(engine: Any, ref: Any) -> Generator[Any, Any, Any]:
+    """An engine operation: `ref` itself when it is an Instance or provider/id,
+    else the one machine its name or id prefix names in every provider's listing."""
+    if not needs_lookup(ref):
+        return ref
+    listed = yield from engine.list()
+    searched = [n for n in engine.ctx.scope(None, listing=True) if engine.ctx.can_call(n)]
+    return resolve(ref, listed, searched)
+
+
 def not_found_hint(ref: str) -> str:
     """For a provider's 404 on a machine: what the user can do next."""
     return (f"{ref} is not there (deleted, or terminated long enough ago to be forgotten); "
             "`gpucloud list` shows the machines that exist")
 
 
-__all__ = ["FORMS", "needs_lookup", "not_found_hint", "resolve"]
+__all__ = ["FORMS", "lookup", "needs_lookup", "not_found_hint", "resolve"]

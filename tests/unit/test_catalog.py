@@ -70,7 +70,7 @@ def test_every_price_is_a_positive_decimal_written_as_a_string(catalogs):
 
 
 def test_every_gpu_is_a_known_canonical_name(catalogs):
-    unmapped = set(_load_script().RUNPOD_UNMAPPED) | {"RTX2000-Ada", "RTXPRO6000-WK"}
+    unmapped = set(_load_script().RUNPOD_UNMAPPED) | {"RTXPRO6000-WK"}
     for name in REAL:
         for t in catalogs[name].instance_types:
             # RunPod cards gpus.py does not know yet are kept raw, never dropped.

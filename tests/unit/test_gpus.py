@@ -57,3 +57,20 @@ def test_every_canonical_name_round_trips():
         assert parse_gpu(gpu.name) == gpu.name
         assert parse_gpu(gpu.name.lower()) == gpu.name
         assert gpu_info(gpu.name) is gpu
+
+
+@pytest.mark.parametrize("name, expected, memory", [
+    ("NVIDIA RTX 2000 Ada Generation", "RTX2000-ADA", 16),  # RunPod's GpuType id
+    ("RTX2000-Ada", "RTX2000-ADA", 16),  # SkyPilot's RunPod catalog
+    ("rtx 2000 ada", "RTX2000-ADA", 16),
+    ("RTXPRO4000", "RTX-PRO-4000", 24),
+    ("NVIDIA RTX PRO 4000 Blackwell", "RTX-PRO-4000", 24),
+    ("RTXPRO4500", "RTX-PRO-4500", 32),
+    ("RTXPRO4500-SE", "RTX-PRO-4500", 32),
+    ("RTX PRO 4500 Blackwell", "RTX-PRO-4500", 32),
+    ("RTXPRO5000", "RTX-PRO-5000", 48),
+    ("rtx pro 5000 blackwell", "RTX-PRO-5000", 48),
+])
+def test_rtx_2000_ada_and_rtx_pro_blackwell_cards(name, expected, memory):
+    assert parse_gpu(name) == normalize_gpu(name) == expected
+    assert gpu_info(expected).memory_gb == memory

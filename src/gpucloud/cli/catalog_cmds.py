@@ -27,12 +27,16 @@ def offers(
 ) -> None:
     """Compare prices for COUNT x GPU machines across providers, cheapest first."""
     from ..client import Client
+    from ..pricing import unknown_parts
 
     client = Client()
     found = client.offers(gpu=gpu, count=count, provider=provider, region=region, spot=spot,
                           max_price=max_price)
     if json_output:
-        output.emit_json({"offers": [output.dump(o) for o in found],
+        # `unknown` names the parts whose price is not known, as an estimate does:
+        # a price_per_hour of "0" with ["GPU instance"] is no price, not a free machine.
+        output.emit_json({"offers": [{**output.dump(o), "unknown": list(unknown_parts(o))}
+                                     for o in found],
                           "warnings": client.warnings})
         return
     for warning in client.warnings:
@@ -47,6 +51,9 @@ def offers(
     if len(shown) < len(groups):
         output.note(f"... {len(groups) - len(shown)} more rows (--limit 0 shows all; "
                    "--json lists every region)")
+    unknown = output.unknown_price_note([o for o, _ in shown])
+    if unknown:
+        output.note(unknown)
     if any(o.source == "catalog" for o, _ in shown):
         output.note("catalog rows are published list prices; set a provider's credentials "
                    "for live prices and availability")

@@ -7,6 +7,7 @@ from typing import Any, List, Optional
 
 import typer
 
+from .. import pricing
 from . import output, params
 from .app import app, fail
 
@@ -26,11 +27,23 @@ def _confirm(question: str, yes: bool, as_json: bool, what: str) -> None:
         fail(8, "declined", "declined: nothing was done", None, False)
 
 
+def _unknown(plan: Any) -> str:
+    """Which part of the plan's price is not known, to say next to "unknown"."""
+    return f"price unknown for: {', '.join(plan.estimate.unknown)}"
+
+
+def _hourly(plan: Any) -> str:
+    """The price per machine for the confirmation prompt; never "-" or $0."""
+    if plan.estimate.price_per_hour is None:
+        return f"at an unknown price per hour ({_unknown(plan)})"
+    return f"at {output.usd(plan.estimate.price_per_hour)}/hour each"
+
+
 def plan_text(plan: Any) -> str:
     o = plan.offer
     lines = ["Plan:", output.estimate_text(plan.estimate)]
     per_hour = (f"{output.usd(plan.total_per_hour)}/h" if plan.total_per_hour is not None
-                else "unknown per hour")
+                else f"unknown per hour ({_unknown(plan)})")
     if plan.instances > 1:
         lines.append(f"  x {plan.instances} machines = {per_hour}")
     if plan.total is not None:
@@ -39,7 +52,7 @@ def plan_text(plan: Any) -> str:
     elif plan.hours_basis == "per_hour":
         lines.append(f"  total: {per_hour} until deleted (no --auto-shutdown or --max-cost)")
     else:
-        lines.append("  total over the window: unknown")
+        lines.append(f"  total over the window: unknown ({_unknown(plan)})")
     if plan.shutdown_at:
         left = output.span(plan.shutdown_at - output.utcnow())
         lines.append(f"  deadline: {output.iso(plan.shutdown_at)} (in {left}); the reaper "
@@ -49,11 +62,14 @@ def plan_text(plan: Any) -> str:
     lines.extend(f"  note: {n}" for n in plan.notes)
     if plan.alternatives:
         lines.append("Next cheapest:")
-        lines.extend(f"  {a.provider} {a.instance_type} {a.region}  {output.usd(a.price_per_hour)}/h"
+        lines.extend(f"  {a.provider} {a.instance_type} {a.region}  {output.offer_price(a, '/h')}"
                      for a in plan.alternatives[:3])
-        top = max(a.price_per_hour for a in plan.alternatives[:MAX_SHOWN_FALLBACKS])
+        tried = plan.alternatives[:MAX_SHOWN_FALLBACKS]
+        known = [a.price_per_hour for a in tried if not pricing.unknown_parts(a)]
+        bound = ", ".join(([f"up to {output.usd(max(known))}/h"] if known else [])
+                          + (["some at a price not known"] if len(known) < len(tried) else []))
         lines.append(f"  if an offer has no capacity, the next is tried (at most "
-                     f"{MAX_SHOWN_FALLBACKS + 1} launches, up to {output.usd(top)}/h)")
+                     f"{MAX_SHOWN_FALLBACKS + 1} launches, {bound})")
     if o.simulated:
         lines.append("SANDBOX: a simulated cloud; no real GPU is created and nothing is billed.")
     return "\n".join(lines)
@@ -125,7 +141,7 @@ def create(
             output.out("dry run: nothing was created")
         return
     many = f"{instances} machines" if instances > 1 else "this machine"
-    _confirm(f"Create {many} at {output.usd(plan.estimate.price_per_hour)}/hour each?",
+    _confirm(f"Create {many} {_hourly(plan)}?",
              yes, json_output, "creating machines")
     made: list[Any] = []
     try:
@@ -232,23 +248,24 @@ def get(
 @app.command()
 def delete(
     refs: List[str] = typer.Argument(..., metavar="REF",
-                                     help="provider/id of each machine to delete."),
+                                     help="Each machine to delete: provider/id, name or id "
+                                          "prefix."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     json_output: bool = params.JSON,
 ) -> None:
     """Delete (terminate) machines. Their disks are gone for good."""
     from ..client import Client
     from ..errors import GpuCloudError, exit_code_for
-    from ..ops import split_ref
 
-    for ref in refs:
-        split_ref(ref)  # reject malformed refs before asking anything
-    _confirm(f"Delete {', '.join(refs)}? This cannot be undone.", yes, json_output,
-             "deleting machines")
     client = Client()
+    # Every name is resolved before anything is asked or deleted: an ambiguous
+    # or unknown one (exit 2 / 5) deletes nothing, not just the refs before it.
+    named = _refs_of(client, refs)
+    shown = ", ".join(ref if typed == ref else f"{ref} ({typed})" for ref, typed in named.items())
+    _confirm(f"Delete {shown}? This cannot be undone.", yes, json_output, "deleting machines")
     deleted: list[str] = []
     failures: list[tuple[str, GpuCloudError]] = []
-    for ref in refs:  # one failure must not leave the others running
+    for ref in named:  # one failure must not leave the others running
         try:
             client.delete(ref)
         except GpuCloudError as exc:
@@ -268,7 +285,7 @@ def delete(
     if failures:
         first = failures[0][1]
         if len(failures) > 1:
-            first.message = (f"{len(failures)} of {len(refs)} deletes failed; "
+            first.message = (f"{len(failures)} of {len(named)} deletes failed; "
                              f"first: {failures[0][0]}: {first.message}")
         fail(exit_code_for(first), first.code, first.message, first.hint, json_output,
              {"deleted": deleted, "failed": failed, "warnings": warnings})
@@ -276,11 +293,20 @@ def delete(
         output.emit_json({"deleted": deleted, "failed": [], "warnings": warnings})
 
 
-def _refs_of(client: Any, refs: List[str]) -> List[str]:
-    """provider/id for each reference; names and id prefixes are looked up."""
+def _refs_of(client: Any, refs: List[str]) -> dict[str, str]:
+    """provider/id of each machine (once each, in order) -> the reference the user
+    gave for it. Malformed provider/ids fail before any lookup; names and id
+    prefixes are looked up, all of them before the caller acts on any."""
+    from ..ops import split_ref
     from ..refs import needs_lookup
 
-    return [client.get(ref).ref if needs_lookup(ref) else ref for ref in refs]
+    for ref in refs:
+        if not needs_lookup(ref):
+            split_ref(ref)
+    named: dict[str, str] = {}
+    for ref in refs:
+        named.setdefault(client.get(ref).ref if needs_lookup(ref) else ref, ref)
+    return named
 
 
 @app.command()

@@ -164,10 +164,37 @@ def group_offers(offers: Sequence[Any]) -> list[tuple[Any, list[str]]]:
     return list(groups.values())
 
 
+def offer_price(offer: Any, unit: str = "") -> str:
+    """An offer's hourly price as far as it is known: "unknown" when the machine's
+    is (a live price of 0), "$16.00 + disk?" when a part billed apart is."""
+    from ..pricing import MACHINE, unknown_parts
+
+    unknown = unknown_parts(offer)
+    if MACHINE in unknown:
+        return "unknown"
+    return " + ".join([usd(offer.price_per_hour) + unit]
+                      + [part.split(" (")[0] + "?" for part in unknown])
+
+
+def unknown_price_note(offers: Sequence[Any]) -> str | None:
+    """What the table's unknown marks mean, for the marks it shows."""
+    from ..pricing import MACHINE, unknown_parts
+
+    unknown = [unknown_parts(o) for o in offers]
+    parts = []
+    if any(MACHINE in u for u in unknown):
+        parts.append("unknown: the provider gave no price (0 is not a free machine)")
+    if any(u and MACHINE not in u for u in unknown):
+        parts.append('"+ disk?": storage is billed apart at a rate not in this data')
+    if not parts:
+        return None
+    return "; ".join(parts) + ". These offers come after every fully priced one."
+
+
 def offers_table(groups: Sequence[tuple[Any, list[str]]]) -> str:
     return table(
         ["PROVIDER", "INSTANCE TYPE", "GPUS", "$/HOUR", "AVAILABLE", "REGIONS", "PRICE SOURCE"],
-        [[o.provider, o.instance_type, f"{o.gpu_count}x {o.gpu}", usd(o.price_per_hour),
+        [[o.provider, o.instance_type, f"{o.gpu_count}x {o.gpu}", offer_price(o),
           availability(o), regions[0] + (f" +{len(regions) - 1}" if len(regions) > 1 else ""),
           offer_source(o)] for o, regions in groups],
         shrink=(1, 5))

@@ -1,0 +1,178 @@
+"""A request that has not answered shows a "waiting" line long before any timeout,
+sync and async; one that answers in time shows nothing. The threshold is made
+short here so the tests stay fast; in use it is _http.WAIT_NOTICE_AFTER (2 s)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import httpx
+import pytest
+
+from gpucloud import _http
+
+URL = "https://cloud.lambda.ai/api/v1/instance-types"
+LINE = "waiting for lambda (GET /api/v1/instance-types): no answer after 0.05 s\u2026"
+
+
+class Blocking(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """Answers 200 only once the test releases it (or at once when not `hang`)."""
+
+    def __init__(self, hang: bool = True) -> None:
+        self.release = threading.Event()
+        self.hang = hang
+        if not hang:
+            self.release.set()
+
+    def handle_request(self, request):
+        assert self.release.wait(10), "the test never released the request"
+        return httpx.Response(200, json={}, request=request)
+
+    async def handle_async_request(self, request):
+        while not self.release.is_set():
+            await asyncio.sleep(0.01)
+        return httpx.Response(200, json={}, request=request)
+
+
+class Provider:
+    name = "lambda"
+    min_interval: dict = {}
+
+    def __init__(self, transport):
+        self._transport = transport
+
+    def transport(self):
+        return self._transport
+
+    def async_transport(self):
+        return self._transport
+
+    def auth(self):
+        return None
+
+
+def flow():
+    response = yield httpx.Request("GET", URL)
+    return response.status_code
+
+
+class Waiting(logging.Handler):
+    """Collects the waiting lines, and notes whether each came while the request hung."""
+
+    def __init__(self, transport):
+        super().__init__(logging.INFO)
+        self.transport = transport
+        self.lines: list[tuple[str, bool, bool]] = []
+        self.seen = threading.Event()
+
+    def emit(self, record):
+        self.lines.append((record.getMessage(), not self.transport.release.is_set(),
+                           getattr(record, "retry", False)))
+        self.seen.set()
+
+
+@pytest.fixture
+def watch():
+    logger = logging.getLogger("gpucloud.http")
+    saved = logger.level
+    logger.setLevel(logging.INFO)
+    handlers = []
+
+    def attach(transport):
+        handler = Waiting(transport)
+        logger.addHandler(handler)
+        handlers.append(handler)
+        return handler
+    yield attach
+    for handler in handlers:
+        logger.removeHandler(handler)
+    logger.setLevel(saved)
+
+
+def test_a_hanging_request_logs_a_waiting_line_before_it_answers(watch):
+    transport = Blocking()
+    handler = watch(transport)
+    session = _http.Session(Provider(transport), notice_after=0.05)
+    result: list[int] = []
+    worker = threading.Thread(target=lambda: result.append(session.run(flow())))
+    worker.start()
+    try:
+        assert handler.seen.wait(5), "no waiting line while the request hung"
+    finally:
+        transport.release.set()
+        worker.join(10)
+    assert result == [200]
+    # once, while the request still hung, marked for the CLI's progress handler
+    assert handler.lines == [(LINE, True, True)]
+    session.close()
+
+
+def test_a_request_that_answers_in_time_logs_nothing(watch):
+    transport = Blocking(hang=False)
+    handler = watch(transport)
+    session = _http.Session(Provider(transport), notice_after=0.05)
+    assert session.run(flow()) == 200
+    assert not handler.seen.wait(0.2)  # the timer was cancelled, not just late
+    session.close()
+
+
+def test_async_a_hanging_request_logs_a_waiting_line_before_it_answers(watch):
+    transport = Blocking()
+    handler = watch(transport)
+
+    async def main():
+        session = _http.AsyncSession(Provider(transport), notice_after=0.05)
+        task = asyncio.ensure_future(session.run(flow()))
+        for _ in range(500):
+            if handler.lines:
+                break
+            await asyncio.sleep(0.01)
+        transport.release.set()
+        status = await task
+        await session.aclose()
+        return status
+
+    assert asyncio.run(main()) == 200
+    assert handler.lines == [(LINE, True, True)]
+
+
+def test_async_a_request_that_answers_in_time_logs_nothing(watch):
+    transport = Blocking(hang=False)
+    handler = watch(transport)
+
+    async def main():
+        session = _http.AsyncSession(Provider(transport), notice_after=0.05)
+        status = await session.run(flow())
+        await asyncio.sleep(0.2)
+        await session.aclose()
+        return status
+
+    assert asyncio.run(main()) == 200
+    assert handler.lines == []
+
+
+def test_the_line_is_info_so_the_sdk_stays_silent_by_default(watch):
+    """Python's default (last resort) handler shows WARNING and above only."""
+    transport = Blocking()
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record)
+            transport.release.set()
+
+    keep = Keep()
+    logging.getLogger("gpucloud.http").addHandler(keep)
+    watch(transport)  # sets the level to INFO for the test, removed afterwards
+    try:
+        assert _http.Session(Provider(transport), notice_after=0.05).run(flow()) == 200
+    finally:
+        logging.getLogger("gpucloud.http").removeHandler(keep)
+    assert [r.levelno for r in records] == [logging.INFO]
+
+
+def test_the_default_threshold_is_two_seconds():
+    assert _http.WAIT_NOTICE_AFTER == 2.0
+    assert _http.Session(Provider(Blocking(hang=False))).notice_after == 2.0
