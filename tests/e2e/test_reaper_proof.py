@@ -19,6 +19,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -36,22 +37,30 @@ def test_a_reaper_elsewhere_terminates_every_machine_at_its_deadline(tmp_path, m
     monkeypatch.setenv("GPUCLOUD_SANDBOX_CAPACITY", str(MACHINES))
     monkeypatch.setenv("GPUCLOUD_HOME", str(tmp_path / "laptop"))
 
-    rng = random.Random(7)
-    made = []
-    with Client(providers=["sandbox"]) as laptop:
-        start = datetime.now(timezone.utc)
-        for _ in range(MACHINES):
-            until = datetime.now(timezone.utc) + timedelta(seconds=rng.uniform(2.0, 8.0))
-            made.append(laptop.create(gpu="h100", count=1, provider="sandbox", until=until))
-    assert len({m.id for m in made}) == MACHINES
-    created_in = (datetime.now(timezone.utc) - start).total_seconds()
-
+    # The reaper runs first (a box that is always on), before any machine exists.
     env = {**os.environ, "GPUCLOUD_HOME": str(tmp_path / "always-on-box"),
            "PYTHONUNBUFFERED": "1"}
     reaper = subprocess.Popen(
         [sys.executable, "-m", "gpucloud", "reap", "--watch", f"{INTERVAL:g}s", "--json"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(reaper.stdout), daemon=True)
+    reader.start()
     try:
+        started = time.monotonic()
+        while not lines and time.monotonic() - started < 60 and reaper.poll() is None:
+            time.sleep(0.05)
+        assert lines, "the reaper never completed a pass"
+        rng = random.Random(7)
+        made = []
+        with Client(providers=["sandbox"]) as laptop:
+            start = datetime.now(timezone.utc)
+            for _ in range(MACHINES):
+                until = datetime.now(timezone.utc) + timedelta(seconds=rng.uniform(2.0, 8.0))
+                made.append(laptop.create(gpu="h100", count=1, provider="sandbox",
+                                          until=until))
+        assert len({m.id for m in made}) == MACHINES
+        created_in = (datetime.now(timezone.utc) - start).total_seconds()
         last_deadline = max(m.shutdown_at for m in made)
         stop_at = time.monotonic() + (last_deadline - datetime.now(timezone.utc)
                                       ).total_seconds() + 30
@@ -62,10 +71,12 @@ def test_a_reaper_elsewhere_terminates_every_machine_at_its_deadline(tmp_path, m
     finally:
         reaper.send_signal(signal.SIGINT)
         try:
-            out, err = reaper.communicate(timeout=20)
+            reaper.wait(timeout=20)
         except subprocess.TimeoutExpired:
             reaper.kill()
-            out, err = reaper.communicate()
+        reader.join(timeout=5)
+        err = reaper.stderr.read()
+    out = "".join(lines)
 
     passes = [json.loads(line) for line in out.splitlines() if line.strip()]
     reports = [p for p in passes if "actions" in p]

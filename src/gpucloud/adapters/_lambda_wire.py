@@ -21,6 +21,7 @@ from ..errors import (
     QuotaExceededError,
 )
 from ..models import InstanceStatus
+from ._fields import integer, is_int  # noqa: F401  (used by the adapter)
 
 STATUS = {
     "booting": InstanceStatus.PENDING,
@@ -52,7 +53,6 @@ IMAGE_ID = re.compile(
 GPU_MEMORY = re.compile(r"\(\s*(\d+)\s*GB\b", re.IGNORECASE)
 
 
-
 def image_spec(image: str) -> dict[str, str]:
     """InstanceLaunchRequest.image is oneOf {id} / {family}. Image ids are UUIDs
     (GET /api/v1/images); anything else is a family ("lambda-stack-22-04").
@@ -67,17 +67,6 @@ def image_spec(image: str) -> dict[str, str]:
 
 def text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def integer(value: Any) -> int:
-    # A float price would put binary rounding into money: refuse it.
-    if not is_int(value):
-        raise TypeError(f"expected an integer, got {value!r}")
-    return value
 
 
 def key_fields(public_key: str) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ from ..errors import (
     RateLimitError,
 )
 from ..models import InstanceStatus
+from ._fields import integer, is_int, is_number, money  # noqa: F401  (used by the adapter)
 from .base import OfferQuery
 
 COMMUNITY_SUFFIX = " (community)"
@@ -87,25 +88,3 @@ def ip_of(raw: dict[str, Any]) -> str | None:
 
 def text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-def is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def integer(value: Any) -> int:
-    if not is_int(value):
-        raise TypeError(f"expected an integer, got {value!r}")
-    return value
-
-
-def money(value: Any) -> Decimal:
-    # JSON numbers arrive as floats; str() gives their shortest repr ("0.44"),
-    # so no binary rounding gets into money.
-    if not is_number(value):
-        raise TypeError(f"expected a price, got {value!r}")
-    return Decimal(str(value))

@@ -15,6 +15,8 @@ import httpx
 from ...errors import SpecError
 from ...gpus import gpu_info, normalize_gpu
 from ...models import InstanceStatus
+from .. import _fields
+from .._fields import integer as as_int, is_int, is_number as is_num  # noqa: F401
 from ..base import OfferQuery, format_utc, parse_utc  # noqa: F401  (re-exported)
 
 # Disk (GB) an offer is priced with and a machine gets when --disk is not
@@ -198,32 +200,9 @@ def as_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def is_num(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def as_int(value: Any) -> int:
-    if not is_int(value):
-        raise TypeError(f"expected an integer, got {value!r}")
-    return value
-
-
 def money(value: Any) -> Decimal:
-    # JSON numbers arrive as floats: through str(), never float arithmetic.
-    if not is_num(value) and not isinstance(value, str):
-        raise TypeError(f"expected a price, got {value!r}")
-    amount = Decimal(str(value))
-    if not amount.is_finite() or amount < 0:
-        raise ValueError(f"invalid price {value!r}")
-    return amount
+    return _fields.money(value, strings=True)
 
 
 def ram_gb(mb: Any) -> int | None:
     return round(mb / 1024) if is_num(mb) and mb > 0 else None
-
-
-
