@@ -10,7 +10,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, computed_field, field_validator
 
 # No machine costs this much per hour: a larger figure is a garbled reply.
 MAX_PRICE_PER_HOUR = Decimal(10) ** 6
@@ -107,6 +107,36 @@ class CostEstimate(_Model):
     unknown: tuple[str, ...] = ()
 
 
+class JobStatus(str, enum.Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    UNKNOWN = "unknown"  # the provider does not say (never guessed)
+
+
+class JobRun(_Model):
+    """What an adapter needs to run a job's container: InstanceSpec.job.
+
+    ``secret_env`` holds values resolved from the environment or the keyring
+    for the names the job file references: they go to the provider in the
+    launch request and nowhere else (never logged, never in an exception's
+    request, never in the journal)."""
+
+    name: str
+    image: str
+    command: tuple[str, ...] = ()  # replaces the image's entrypoint when given
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+    secret_env: dict[str, SecretStr] = Field(default_factory=dict)
+    max_runtime_seconds: int | None = None
+    retries: int = 0
+    checkpoint_dir: str | None = None  # exposed to the job as CHECKPOINT_DIR
+    checkpoint_url: str | None = None  # object storage the directory is synced to
+    gpu_count: int = 1
+
+
 class InstanceSpec(_Model):
     """What Client.create hands an adapter: one concrete offer to launch."""
 
@@ -118,6 +148,7 @@ class InstanceSpec(_Model):
     ssh_public_key: str | None = None
     disk_gb: int | None = None
     shutdown_at: datetime | None = None
+    job: JobRun | None = None  # run this job's container, and end with it
 
 
 class Instance(_Model):
@@ -166,7 +197,7 @@ class ProviderStatus(_Model):
 
 
 __all__ = [
-    "Attempt", "AuthStatus", "ReapAction", "ReapReport", "CostEstimate", "CostLine", "Instance", "InstanceSpec",
+    "Job", "JobRun", "JobStatus", "Attempt", "AuthStatus", "ReapAction", "ReapReport", "CostEstimate", "CostLine", "Instance", "InstanceSpec",
     "InstanceStatus", "Offer", "Plan", "ProviderStatus", "UsagePrice", "Field",
 ]
 
@@ -223,3 +254,29 @@ class ReapReport(_Model):
     checked: int  # gpucloud machines seen (with a launch id)
     actions: tuple[ReapAction, ...]
     warnings: tuple[str, ...] = ()
+
+
+class Job(_Model):
+    """A job as its provider reports it. On a Kubernetes cluster it is a batch/v1
+    Job; elsewhere a machine that runs the container and ends with it (``instance``).
+    What a provider does not expose (an exit code, logs) is None / unknown."""
+
+    provider: str
+    id: str
+    name: str | None = None
+    status: JobStatus = JobStatus.UNKNOWN
+    provider_status: str | None = None
+    launch_id: str | None = None
+    instance: Instance | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    shutdown_at: datetime | None = None  # the job's deadline (max_runtime)
+    exit_code: int | None = None
+    message: str | None = None  # e.g. the scheduler's "0/8 nodes are available: ..."
+    simulated: bool = False
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ref(self) -> str:
+        return f"{self.provider}/{self.id}"

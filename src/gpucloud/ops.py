@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import pricing
-from .adapters.base import Flow, Sleep
+from .adapters.base import JOB_PREFIX, Flow, Sleep
 from .errors import SpecError, option
 from .models import Instance, Offer
 
@@ -30,8 +30,8 @@ class Gather:
     calls: list[Call] = field(default_factory=list)
 
 
-def new_launch_id() -> str:
-    return "gc-" + secrets.token_hex(5)
+def new_launch_id(job: bool = False) -> str:
+    return (JOB_PREFIX if job else "gc-") + secrets.token_hex(5)
 
 
 def check_count(count: int) -> int:

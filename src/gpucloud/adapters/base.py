@@ -27,7 +27,7 @@ from ..errors import APIError, APIResponseValidationError, APIStatusError
 if TYPE_CHECKING:
     from ..catalog import ProviderCatalog
     from ..credentials import Credential
-    from ..models import Instance, InstanceSpec, Offer
+    from ..models import Instance, InstanceSpec, Job, Offer
 
 T = TypeVar("T")
 Flow = Generator[Any, Any, T]
@@ -40,6 +40,8 @@ Flow = Generator[Any, Any, T]
 #   unsafe      any other write: re-sent only when it provably never left
 RequestKind = Literal["read", "idempotent", "launch", "unsafe"]
 KIND_EXTENSION = "gpucloud_kind"
+# The launch id of a job's machine starts with this: list_jobs finds jobs by it.
+JOB_PREFIX = "gj-"
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,36 @@ class Provider:
                         hint=f"`gpucloud delete {self.name}/{instance.id}` ends it; create a "
                              "new machine with the deadline you want")
 
+    # -- jobs (flows) -----------------------------------------------------------
+    # Default: a job is a machine that runs the container (spec.job, translated
+    # by the adapter's create) and ends with it; its launch id starts with
+    # ops.JOB_PREFIX. Its status is what the machine says: a machine that has
+    # ended cannot say whether the job succeeded, so that is UNKNOWN. Adapters
+    # with real jobs (Kubernetes, the sandbox) override all of these.
+
+    def submit_job(self, spec: InstanceSpec) -> Flow[Job]:
+        instance = yield from self.create(spec)
+        return job_of(instance)
+
+    def list_jobs(self) -> Flow[list[Job]]:
+        machines = yield from self.list_instances()
+        return [job_of(m) for m in machines if (m.launch_id or "").startswith(JOB_PREFIX)]
+
+    def get_job(self, job_id: str) -> Flow[Job]:
+        instance = yield from self.get(job_id)
+        return job_of(instance)
+
+    def cancel_job(self, job_id: str) -> Flow[None]:
+        yield from self.delete(job_id)
+
+    def job_logs(self, job_id: str, tail: int | None = None) -> Flow[str]:
+        """The job's output, where the provider offers it."""
+        from ..errors import SpecError
+
+        raise SpecError(f"{self.name} does not offer a job's logs through its API",
+                        hint=f"`gpucloud ssh {self.name}/{job_id}` and read them on the machine")
+        yield  # pragma: no cover - a flow
+
     def verify(self) -> Flow[None]:
         """A cheap authenticated read that proves the credential works."""
         yield from self.list_instances()
@@ -244,3 +276,18 @@ def parse_utc(value: Any) -> datetime | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.astimezone(timezone.utc)
+
+
+def job_of(instance: Instance) -> Job:
+    """A job seen through the machine that runs it (VM and container clouds)."""
+    from ..models import InstanceStatus, Job, JobStatus
+
+    status = {
+        InstanceStatus.PENDING: JobStatus.QUEUED,
+        InstanceStatus.RUNNING: JobStatus.RUNNING,
+        InstanceStatus.STOPPING: JobStatus.RUNNING,
+    }.get(instance.status, JobStatus.UNKNOWN)
+    return Job(provider=instance.provider, id=instance.id, name=instance.name, status=status,
+               provider_status=instance.provider_status, launch_id=instance.launch_id,
+               instance=instance, created_at=instance.created_at,
+               shutdown_at=instance.shutdown_at, simulated=instance.simulated)
