@@ -68,6 +68,12 @@ def test_a_reaper_elsewhere_terminates_every_machine_at_its_deadline(tmp_path, m
             if _alive(cloud) == 0:
                 break
             time.sleep(0.25)
+        # The pass that made the last delete may still be running: let it
+        # finish and report (two more lines) before stopping the reaper.
+        seen = len(lines)
+        settle = time.monotonic() + 30
+        while len(lines) < seen + 2 and time.monotonic() < settle:
+            time.sleep(0.1)
     finally:
         reaper.send_signal(signal.SIGINT)
         try:
