@@ -15,7 +15,7 @@ redaction live once, in the driver.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
@@ -40,6 +40,9 @@ Flow = Generator[Any, Any, T]
 #   unsafe      any other write: re-sent only when it provably never left
 RequestKind = Literal["read", "idempotent", "launch", "unsafe"]
 KIND_EXTENSION = "gpucloud_kind"
+# Values a request carries that must never be shown (a job's secret env): the
+# driver's redaction hides them from logs, --debug and exceptions.
+SECRETS_EXTENSION = "gpucloud_secrets"
 # The launch id of a job's machine starts with this: list_jobs finds jobs by it.
 JOB_PREFIX = "gj-"
 
@@ -119,6 +122,7 @@ class Provider:
         json: Any = None,
         params: dict[str, Any] | None = None,
         kind: RequestKind | None = None,
+        secrets: Sequence[str] = (),
     ) -> httpx.Request:
         if kind is None:
             kind = "read" if method in ("GET", "HEAD") else (
@@ -129,7 +133,7 @@ class Provider:
             json=json,
             params=params,
             headers={"Accept": "application/json", "User-Agent": _user_agent()},
-            extensions={KIND_EXTENSION: kind},
+            extensions={KIND_EXTENSION: kind, SECRETS_EXTENSION: tuple(v for v in secrets if v)},
         )
 
     # -- errors --------------------------------------------------------------
@@ -251,7 +255,7 @@ def _user_agent() -> str:
 
 
 __all__ = [
-    "APIStatusError", "Capabilities", "Flow", "KIND_EXTENSION", "OfferQuery",
+    "APIStatusError", "Capabilities", "Flow", "KIND_EXTENSION", "OfferQuery", "SECRETS_EXTENSION",
     "Provider", "RequestKind", "Sleep",
 ]
 

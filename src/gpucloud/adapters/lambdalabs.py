@@ -17,6 +17,10 @@ What shapes this adapter:
   ``gpucloud reap`` (any machine with the key can see them). Tags cannot be
   changed after launch, so ``extend`` renames the machine with a deadline
   marker (see _name_marker.py); reads take the later of tag and marker.
+* A job (spec.job) runs from ``user_data`` (cloud-init): the container with
+  all GPUs under max_runtime, then power-off (_jobscript.py). The 1.8.3
+  contract has no status for a powered-off machine, so a job reads "running"
+  or "unknown" until the reaper terminates it at its deadline.
 * Limits: 1 request/s overall, 1 launch per 12 s (the spec's info text).
 """
 
@@ -36,6 +40,7 @@ from ..errors import APIStatusError, ConfigurationError, RateLimitError, SpecErr
 from ..gpus import gpu_info, normalize_gpu
 from ..models import Instance, InstanceSpec, InstanceStatus, Offer
 from . import _lambda_wire as wire
+from ._jobscript import POWER_OFF, secret_values, vm_script
 from ._lambda_wire import image_spec
 from ._name_marker import latest, mark_name, split_name
 from .base import Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
@@ -44,6 +49,7 @@ LAUNCH_ID_TAG = "gpucloud-launch-id"
 SHUTDOWN_AT_TAG = "gpucloud-shutdown-at"
 NAME_MAX = 64  # InstanceLaunchRequest.name and AddSSHKeyRequest.name
 TAG_VALUE_MAX = 128  # RequestedTagEntry.value
+USER_DATA_MAX = 1024 * 1024  # InstanceLaunchRequest.user_data: "cannot exceed 1MB"
 
 log = logging.getLogger("gpucloud.lambda")
 
@@ -100,9 +106,19 @@ class LambdaProvider(Provider):
         if spec.image:
             # Without an image the field is left out and Lambda uses its default.
             body["image"] = image_spec(spec.image)
+        secrets: list[str] = []
+        if spec.job is not None:
+            # cloud-init runs the job's container, then powers off. Lambda bills a
+            # powered-off machine until it is terminated: the reaper does that
+            # at the job's deadline (README "When a job ends, per provider").
+            body["user_data"] = vm_script(spec.job, POWER_OFF)
+            if len(body["user_data"].encode()) > USER_DATA_MAX:
+                raise SpecError(f"job {spec.job.name!r}: the start-up script exceeds Lambda's "
+                                "1 MB user_data limit", hint="shorten the job's env or args")
+            secrets = secret_values(spec.job)
 
         response = yield self.request("POST", "/api/v1/instance-operations/launch",
-                                      json=body, kind="launch")
+                                      json=body, kind="launch", secrets=secrets)
         data = self._data(response, dict)
         ids = data.get("instance_ids")
         if not isinstance(ids, list) or not ids or not all(isinstance(i, str) and i for i in ids):

@@ -24,6 +24,10 @@ What shapes this adapter:
   the account's key set is never rewritten. ``extend`` renames the pod with a
   deadline marker (never PATCH env: that restarts the pod, see set_deadline);
   reads take the later of env and marker.
+* A job (spec.job) is a pod of the job's image whose command runs wrapped
+  (_jobscript.py): at its end, or at max_runtime, the pod stops itself with
+  the pod-scoped key RunPod injects (``runpodctl stop pod $RUNPOD_POD_ID``;
+  unverified live). The reaper terminates the stopped pod at the deadline.
 * Errors are RFC 9457 problem bodies without machine codes; "no capacity" is
   a 400 recognised only from its ``detail`` text. On createPod the contract's
   table says a 400 is "try your next candidate" and a 403 "cannot access the
@@ -53,12 +57,18 @@ from ..errors import (
 from ..gpus import gpu_info, normalize_gpu
 from ..models import Instance, InstanceSpec, InstanceStatus, Offer
 from . import _runpod_wire as wire
+from ._jobscript import RUNPOD_STOP, container_env, container_script, secret_values
 from ._name_marker import latest, mark_name, split_name
 from .base import Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
 
 LAUNCH_ID_ENV = "GPUCLOUD_LAUNCH_ID"
 SHUTDOWN_AT_ENV = "GPUCLOUD_SHUTDOWN_AT"
 SSH_KEY_ENV = "PUBLIC_KEY"  # read by RunPod images to set up sshd
+JOB_SCRIPT_ENV = "GPUCLOUD_JOB"
+# v2's args is one string "passed to the container entrypoint"; RunPod's docs
+# quote it shell-style (`--args "bash -c '...'"`). Kept this short so that its
+# quoting is the only thing depending on how RunPod splits it.
+JOB_ARGS = f"sh -c 'eval \"${JOB_SCRIPT_ENV}\"'"
 CLOUDS = ("SECURE", "COMMUNITY")
 
 log = logging.getLogger("gpucloud.runpod")
@@ -92,10 +102,19 @@ class RunPodProvider(Provider):
             raise SpecError(f"not a RunPod instance type: {offer.instance_type!r}",
                             hint="RunPod types are named '<count>x <GPU type id>', "
                                  "see `gpucloud offers --provider runpod`")
-        image = spec.image or self.catalog.default_image
+        image = spec.job.image if spec.job else spec.image or self.catalog.default_image
         if not image:
             raise SpecError("RunPod pods need a container image", hint="pass --image")
-        env = {LAUNCH_ID_ENV: spec.launch_id}
+        env: dict[str, str] = {}
+        args = None
+        if spec.job is not None:
+            # The job's command runs wrapped (the script travels in env, args
+            # only evaluates it): when it ends the pod stops itself, or RunPod
+            # would restart the exited container in a loop.
+            env.update(container_env(spec.job))
+            env[JOB_SCRIPT_ENV] = container_script(spec.job, RUNPOD_STOP, self.name)
+            args = JOB_ARGS
+        env[LAUNCH_ID_ENV] = spec.launch_id
         if spec.shutdown_at is not None:
             env[SHUTDOWN_AT_ENV] = format_utc(spec.shutdown_at)
         body: dict[str, Any] = {
@@ -108,6 +127,8 @@ class RunPodProvider(Provider):
             "ports": ["22/tcp"],  # ssh.direct needs it
             "env": env,
         }
+        if args is not None:
+            body["args"] = args
         if spec.disk_gb is not None:
             body["disk"] = spec.disk_gb
         if spec.ssh_public_key:
@@ -116,7 +137,8 @@ class RunPodProvider(Provider):
             # No key file: let RunPod inject the account's registered keys, if any.
             body["startSsh"] = True
 
-        response = yield self.request("POST", "/v2/pods", json=body, kind="launch")
+        response = yield self.request("POST", "/v2/pods", json=body, kind="launch",
+                                      secrets=secret_values(spec.job) if spec.job else ())
         raw = self._object(response)
         if not wire.text(raw.get("id")):
             raise self.invalid(response, "no pod id in the create response")

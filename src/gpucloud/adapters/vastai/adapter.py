@@ -24,6 +24,8 @@ What shapes this adapter:
   goes into the container's environment (the create's deadline: reads take the
   later of label and env). An ``onstart`` self-guard (_guard.py) destroys a
   machine past its deadline with the per-instance key Vast injects.
+* A job (spec.job) rents the job's image; its onstart runs the job's command
+  after the guard and destroys the instance when it ends (_job.py).
 * No Retry-After on 429 and per-endpoint minimum intervals (see min_interval).
 * Paths end in "/" like vast-cli's; the spec omits the slash.
 """
@@ -53,7 +55,9 @@ from ...errors import (
 from ...models import Instance, InstanceSpec, InstanceStatus, Offer, UsagePrice
 from ..base import Capabilities, Flow, OfferQuery, Provider
 from .._name_marker import latest
+from .._jobscript import container_env, secret_values
 from ._guard import onstart
+from ._job import job_onstart
 from ._wire import (
     BILLING_HINT,
     LABEL_MAX,
@@ -140,15 +144,19 @@ class VastProvider(Provider):
             raise SpecError(f"not a Vast ask id: {offer.offer_id!r}")
         if not spec.launch_id or any(c.isspace() for c in spec.launch_id):
             raise SpecError(f"invalid launch id {spec.launch_id!r}")
-        image = spec.image or self.catalog.default_image
+        image = spec.job.image if spec.job else spec.image or self.catalog.default_image
         if not image:
             raise SpecError("Vast needs a container image", hint="pass --image")
+        # A job: its env (secret values included) is the container's env, and
+        # onstart runs it after the guard (see _job.py).
+        script = job_onstart(spec.job) if spec.job else onstart()
         if spec.ssh_public_key:
             # Registered before the launch: an account key is put on every new machine.
             yield from self._ensure_ssh_key(spec.ssh_public_key)
 
         deadline = format_utc(spec.shutdown_at) if spec.shutdown_at else None
-        env = {ENV_LAUNCH_ID: spec.launch_id}
+        env = container_env(spec.job) if spec.job else {}
+        env[ENV_LAUNCH_ID] = spec.launch_id
         if deadline:
             env[ENV_SHUTDOWN_AT] = deadline
         body = {
@@ -158,10 +166,11 @@ class VastProvider(Provider):
             "env": env,
             "runtype": "ssh_direct",
             # runs in ssh_direct mode, on every container start (the guard re-arms)
-            "onstart": onstart(),
+            "onstart": script,
         }
         response = yield self.request("PUT", f"/api/v0/asks/{offer.offer_id}/", json=body,
-                                      kind="launch")
+                                      kind="launch",
+                                      secrets=secret_values(spec.job) if spec.job else ())
         reply = self._body(response)
         new = reply.get("new_contract")
         if not is_int(new):

@@ -17,6 +17,9 @@ What shapes this adapter:
   instance description, where ``list_instances`` reads them back. The
   description cannot be changed: ``extend`` writes instance tags (Go SDK,
   _deadline.py) and reads take the latest copy.
+* A job (spec.job) runs from a start-up script (``POST /scripts``, then
+  ``startup_script_id``; _startup.py): the container with all GPUs under
+  max_runtime, then power-off. The script is deleted right after the launch.
 * SSH keys are referred to by id; a public key is registered once (matched by
   its key text) and reused. The API accepts a launch without keys, but such a
   VM cannot be logged in to, so gpucloud requires one (needs_ssh_key).
@@ -42,7 +45,7 @@ from ...gpus import gpu_info, normalize_gpu
 from ...models import Instance, InstanceSpec, InstanceStatus, Offer
 from ...tokens import RefreshingTokenAuth
 from ..base import Capabilities, Flow, OfferQuery, Provider, _user_agent
-from . import _deadline
+from . import _deadline, _startup
 from . import _wire as wire
 from .._name_marker import latest
 
@@ -129,12 +132,31 @@ class VerdaProvider(Provider):
                             f"{spec.disk_gb} GB was asked for")
         key_id = yield from self._ssh_key_id(spec.ssh_key_name, spec.ssh_public_key)
         host = wire.hostname(spec.name, spec.launch_id)
+        if spec.job is None:
+            return (yield from self._launch(spec, key_id, host, None))
+        # The job's runner is an account-level start-up script: created for this
+        # launch and deleted once the launch is answered, whatever the answer
+        # (it holds the job's secrets).
+        script_id = yield from _startup.create_script(self, spec.launch_id, spec.job)
+        try:
+            instance = yield from self._launch(spec, key_id, host, script_id)
+        except GeneratorExit:
+            raise  # the flow is being closed: no request can be sent any more
+        except BaseException:
+            yield from _startup.delete_script(self, script_id)
+            raise
+        yield from _startup.delete_script(self, script_id)
+        return instance
+
+    def _launch(self, spec: InstanceSpec, key_id: str, host: str,
+                script_id: str | None) -> Flow[Instance]:
+        offer = spec.offer
         # The body sdk-python builds, field for field.
         body: dict[str, Any] = {
             "instance_type": offer.instance_type,
             "image": spec.image,
             "ssh_key_ids": [key_id],
-            "startup_script_id": None,
+            "startup_script_id": script_id,
             "hostname": host,
             "description": wire.describe(spec.launch_id, spec.shutdown_at),
             "location_code": offer.region,
