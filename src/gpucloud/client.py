@@ -212,6 +212,14 @@ class Client(_Base):
         """Terminate a machine; its disk is gone for good."""
         self._run(self._engine.delete(ref))
 
+    def kubernetes_token(self, service_account: str, *, namespace: str | None = None,
+                         ttl: Duration = "1h", provider: str = "kubernetes") -> Any:
+        """A short-lived service-account token from the TokenRequest API (at least
+        10 minutes): a ServiceAccountToken whose ``token`` is a SecretStr."""
+        from .adapters.kubernetes._tokens import mint_op
+
+        return self._run(mint_op(self._ctx, provider, service_account, namespace, ttl))
+
     def wait(self, ref: Ref, until: Status = "running", timeout: float = 600) -> Instance:
         """Poll until the machine reaches `until`; WaitError when it fails or times out."""
         result: Instance = self._run(self._engine.wait(ref, until, timeout))
@@ -367,6 +375,12 @@ class AsyncClient(_Base):
 
     async def delete(self, ref: Ref) -> None:
         await self._run(self._engine.delete(ref))
+
+    async def kubernetes_token(self, service_account: str, *, namespace: str | None = None,
+                               ttl: Duration = "1h", provider: str = "kubernetes") -> Any:
+        from .adapters.kubernetes._tokens import mint_op
+
+        return await self._run(mint_op(self._ctx, provider, service_account, namespace, ttl))
 
     async def wait(self, ref: Ref, until: Status = "running", timeout: float = 600) -> Instance:
         result: Instance = await self._run(self._engine.wait(ref, until, timeout))

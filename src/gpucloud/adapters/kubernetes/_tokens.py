@@ -65,3 +65,21 @@ def mint(provider: Provider, service_account: str, namespace: str,
     return ServiceAccountToken(provider=provider.name, namespace=namespace,
                                service_account=service_account, token=SecretStr(token),
                                expires_at=expires)
+
+
+def mint_op(ctx: Any, provider: str, service_account: str, namespace: str | None,
+            ttl: Any) -> Any:
+    """The operation behind Client.kubernetes_token (an engine Op: yields one Call)."""
+    from ...ops import Call
+    from ...pricing import parse_duration
+
+    seconds = int(parse_duration(ttl).total_seconds())
+    check_ttl(seconds)
+    ctx.require_callable(provider)
+    adapter = ctx.adapter(provider)
+    if not hasattr(adapter, "mint_token"):
+        raise SpecError(f"{provider} is not a Kubernetes cluster: it mints no service-account "
+                        "tokens", hint="use provider kubernetes or coreweave")
+    token: ServiceAccountToken = yield Call(provider, adapter.mint_token(
+        service_account, namespace, seconds))
+    return token
