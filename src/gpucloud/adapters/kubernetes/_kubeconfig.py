@@ -96,14 +96,14 @@ def _load_cert_chain(ctx: ssl.SSLContext, cert: tuple[str | None, bytes | None],
     # ssl only loads certificates from files: inline data goes to a private
     # temporary folder for the moment of loading, then is removed.
     with tempfile.TemporaryDirectory(prefix="gpucloud-kube-") as folder:
-        paths = []
+        paths: list[str] = []
         for name, (path, data) in (("cert.pem", cert), ("key.pem", key)):
             if data is not None:
                 path = os.path.join(folder, name)
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                 with os.fdopen(fd, "wb") as out:
                     out.write(data)
-            paths.append(path)
+            paths.append(path or "")
         try:
             ctx.load_cert_chain(paths[0], paths[1])
         except (OSError, ssl.SSLError) as exc:
@@ -115,7 +115,7 @@ def _load_cert_chain(ctx: ssl.SSLContext, cert: tuple[str | None, bytes | None],
 
 def load(path: str, context: str | None = None) -> KubeTarget:
     """The chosen context of the kubeconfig at ``path`` (``context`` None: current)."""
-    import yaml  # lazily: only Kubernetes needs YAML here
+    import yaml  # type: ignore[import-untyped]  # lazily: only Kubernetes needs YAML here
 
     try:
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))

@@ -33,7 +33,7 @@ def labels(obj: dict[str, Any]) -> dict[str, str]:
     return value if isinstance(value, dict) else {}
 
 
-def annotations(obj: dict[str, Any]) -> dict[str, str]:
+def notes(obj: dict[str, Any]) -> dict[str, str]:
     value = meta(obj).get("annotations") or {}
     return value if isinstance(value, dict) else {}
 

@@ -25,6 +25,7 @@ import httpx
 
 from ...errors import (
     APIError,
+    APIStatusError,
     BadRequestError,
     CredentialsError,
     InsufficientCapacityError,
@@ -135,7 +136,8 @@ class KubernetesProvider(Provider):
         body = body if isinstance(body, dict) else {}
         message = self.redact(str(body.get("message") or response.reason_phrase))
         reason = body.get("reason") if isinstance(body.get("reason"), str) else None
-        status, cls, hint = response.status_code, None, None
+        status, hint = response.status_code, None
+        cls: type[APIStatusError] | None = None
         if status == 401:
             hint = (f"the cluster refused the kubeconfig's credentials ({self.target.context}): "
                     "an expired token? `kubectl auth whoami` shows who you are")
@@ -280,7 +282,7 @@ class KubernetesProvider(Provider):
         gpus = wire.pod_gpus(pod)
         gpu = wire.gpu_name(model) if model else None
         per_gpu = self._price(model, gpu) if model and gpu else None
-        notes, marks = wire.annotations(pod), wire.labels(pod)
+        notes, marks = wire.notes(pod), wire.labels(pod)
         return Instance(
             provider=self.name, id=str(meta["name"]), name=notes.get(wire.NAME) or meta["name"],
             status=status, provider_status=word, gpu=gpu, gpu_count=gpus,
@@ -353,12 +355,12 @@ class KubernetesProvider(Provider):
         state = wire.job_state(job, pods)
         return Job(
             provider=self.name, id=str(meta["name"]),
-            name=wire.annotations(job).get(wire.NAME) or meta["name"], status=state.status,
+            name=wire.notes(job).get(wire.NAME) or meta["name"], status=state.status,
             provider_status=state.provider_status, launch_id=wire.labels(job).get(wire.LAUNCH_ID),
             created_at=parse_utc(meta.get("creationTimestamp")),
             started_at=parse_utc(status.get("startTime")),
             finished_at=parse_utc(status.get("completionTime")) or state.finished_at,
-            shutdown_at=parse_utc(wire.annotations(job).get(wire.SHUTDOWN_AT)),
+            shutdown_at=parse_utc(wire.notes(job).get(wire.SHUTDOWN_AT)),
             exit_code=wire.exit_code(pods[0]) if pods and state.status in (
                 JobStatus.SUCCEEDED, JobStatus.FAILED) else None,
             message=state.message)
