@@ -13,8 +13,10 @@ Two kinds of credential:
   ``<client_id>:<client_secret>``; an explicit argument is a
   ``(client_id, client_secret)`` pair or the same ``id:secret`` string.
 * ``kubeconfig`` (Kubernetes, CoreWeave): a kubeconfig file, found at the
-  explicit argument (a path), ``GPUCLOUD_<PROVIDER>_KUBECONFIG``,
-  ``KUBECONFIG`` (its first existing entry) or ``~/.kube/config``. The
+  explicit argument (a path), ``GPUCLOUD_<PROVIDER>_KUBECONFIG``, and for
+  ``kubernetes`` only, ``KUBECONFIG`` (its first existing entry) or
+  ``~/.kube/config``: a preset (``coreweave``) needs its own variable, so one
+  cluster never shows up as two providers (listed, reaped and costed twice). The
   Credential holds the file's path in ``client_id`` (a path, not a secret);
   what the file says (tokens, keys, exec plugins) is read by the adapter.
 """
@@ -60,6 +62,9 @@ def env_vars(provider: str, kind: str = "api_key") -> tuple[str, ...]:
 
 def how_to_set(provider: str, kind: str = "api_key") -> str:
     if kind == "kubeconfig":
+        if provider != "kubernetes":
+            return (f"point {env_vars(provider, kind)[0]} at the kubeconfig file {provider} "
+                    "issued (KUBECONFIG and ~/.kube/config belong to provider kubernetes)")
         return (f"point KUBECONFIG or {env_vars(provider, kind)[0]} at a kubeconfig file, or "
                 "create ~/.kube/config (your cluster's console or `kubectl config` writes one)")
     names = " and ".join(env_vars(provider, kind))
@@ -126,9 +131,10 @@ class CredentialStore:
         else:
             name = env_vars(provider, "kubeconfig")[0]
             found = [(self._environ.get(name, "").strip(), f"env:{name}")]
-            found += [(entry, "env:KUBECONFIG")
-                      for entry in self._environ.get("KUBECONFIG", "").split(os.pathsep)]
-            found.append(("~/.kube/config", "~/.kube/config"))
+            if provider == "kubernetes":
+                found += [(entry, "env:KUBECONFIG")
+                          for entry in self._environ.get("KUBECONFIG", "").split(os.pathsep)]
+                found.append(("~/.kube/config", "~/.kube/config"))
         for path, source in found:
             if path and os.path.isfile(os.path.expanduser(path)):
                 return Credential(provider, SecretStr(""), source,

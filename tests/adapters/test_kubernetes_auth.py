@@ -109,6 +109,10 @@ def test_kubeconfig_is_found_through_KUBECONFIG(tmp_path, monkeypatch):
     client = Client(providers=["kubernetes"])
     credential = client._ctx.credential("kubernetes")
     assert (credential.client_id, credential.source) == (str(path), "env:KUBECONFIG")
+    # A preset needs its own variable: one cluster is never two providers.
+    assert Client()._ctx.credential("coreweave") is None
+    monkeypatch.setenv("GPUCLOUD_COREWEAVE_KUBECONFIG", str(path))
+    assert Client()._ctx.credential("coreweave").source == "env:GPUCLOUD_COREWEAVE_KUBECONFIG"
     monkeypatch.delenv("KUBECONFIG")
     assert Client()._ctx.credential("kubernetes") is None
     assert "kubernetes" not in Client()._ctx.scope(None)  # not configured: not in scope
@@ -226,7 +230,7 @@ def test_quota_refusal_is_quota_exceeded(cluster, kube_path):
 
 
 def test_wait_ends_with_no_capacity_and_the_schedulers_message(cluster, kube_path, monkeypatch):
-    monkeypatch.setenv("KUBECONFIG", str(kube_path))
+    monkeypatch.setenv("GPUCLOUD_COREWEAVE_KUBECONFIG", str(kube_path))
     monkeypatch.setenv("GPUCLOUD_COREWEAVE_UNSCHEDULABLE_TIMEOUT", "30")
     pod = body("create_pod_request_gpu.json")
     pod["metadata"]["name"] = "gpucloud-gc-0000000001"
@@ -293,3 +297,10 @@ def test_cli_prints_the_token_alone_or_one_json_document(cluster, kube_path, mon
     result = runner.invoke(app, ["auth", "token", "kubernetes", "-s", "x", "--ttl", "1m",
                                  "--json"])
     assert result.exit_code == 2 and json.loads(result.stdout)["error"]["code"]
+
+
+def test_auth_login_points_to_the_kubeconfig_instead_of_the_keyring():
+    result = CliRunner().invoke(app, ["auth", "login", "coreweave", "--json"])
+    assert result.exit_code == 2
+    error = json.loads(result.stdout)["error"]
+    assert "kubeconfig" in error["message"] and "GPUCLOUD_COREWEAVE_KUBECONFIG" in error["hint"]

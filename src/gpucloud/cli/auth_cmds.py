@@ -94,6 +94,11 @@ def login(
     kind = _kind(provider)
     if kind == "none":
         fail(2, "usage", f"{provider} needs no credentials", None, json_output)
+    if kind == "kubeconfig":
+        from ..credentials import how_to_set
+
+        fail(2, "usage", f"{provider} takes its credentials from a kubeconfig file, not the "
+             "keyring", how_to_set(provider, kind), json_output)
     value = _read(provider, kind, from_env, json_output)
     expires = Client(credentials={provider: value}, use_keyring=False).verify(provider)
     backend = store_credential(provider, kind, value)
