@@ -143,6 +143,14 @@ def test_ca_and_client_certificate_data_make_the_tls_context(tmp_path):
         _kubeconfig.load(str(kubeconfig(tmp_path, user={"client-certificate-data": b64(cert)})))
 
 
+def test_an_unusable_certificate_authority_is_a_configuration_error(tmp_path):
+    for cluster in ({"certificate-authority": str(tmp_path / "absent.pem")},
+                    {"certificate-authority-data": base64.b64encode(b"garbage").decode()}):
+        target = _kubeconfig.load(str(kubeconfig(tmp_path, **cluster)))
+        with pytest.raises(ConfigurationError, match="certificate authority is unusable"):
+            target.ssl_context()
+
+
 def test_unsupported_users_are_refused_clearly(tmp_path):
     path = kubeconfig(tmp_path, user={"auth-provider": {"name": "oidc"}})
     with pytest.raises(ConfigurationError, match="auth-provider"):

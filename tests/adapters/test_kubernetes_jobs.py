@@ -82,11 +82,13 @@ def test_job_names_are_rfc1123_and_at_most_63_characters():
     assert len(long) <= 63 and long.endswith("-3a1a2245a7") and long.startswith("gpucloud-x")
 
 
-def test_a_refused_job_keeps_no_secret_in_the_error(cluster, kube_path):
+def test_a_refused_job_keeps_no_secret_in_the_error_or_the_log(cluster, kube_path, caplog):
     cluster.fail[("POST", r".*/jobs")] = (422, body("status_422_invalid.json"))
     provider = make_provider(kube_path)
+    caplog.set_level("DEBUG")
     with pytest.raises(BadRequestError) as info:
         run(provider, provider.submit_job(job_spec()))
+    assert SECRET not in caplog.text and "/jobs" in caplog.text
     error = info.value
     assert error.provider_code == "Invalid" and "less than 10 minutes" in str(error)
     assert SECRET.encode() not in error.request.content

@@ -6,7 +6,9 @@ that prints an ExecCredential whose ``status.token`` expires at
 ``TokenSource.obtain`` ahead of that time (and once after a 401), under its
 lock, so concurrent requests run it once. Its output is a secret: never
 logged, never in an exception (only its exit code and the first line of its
-stderr, which plugins use for their diagnostics).
+stderr, which plugins use for their diagnostics). Under AsyncClient the
+command runs inside the event loop, blocking it while it runs: once an hour
+or so, against the cost of a second code path.
 """
 
 from __future__ import annotations

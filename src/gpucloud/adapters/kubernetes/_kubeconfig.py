@@ -66,12 +66,17 @@ class KubeTarget:
         """httpx's ``verify``: the cluster's CA (and our client certificate)."""
         if self.insecure and self.client_cert is None:
             return False
-        if self.ca_data is not None:
-            ctx = ssl.create_default_context(cadata=self.ca_data.decode("ascii", "replace"))
-        elif self.ca_file is not None:
-            ctx = ssl.create_default_context(cafile=self.ca_file)
-        else:
-            ctx = ssl.create_default_context()
+        try:
+            if self.ca_data is not None:
+                ctx = ssl.create_default_context(cadata=self.ca_data.decode("ascii", "replace"))
+            elif self.ca_file is not None:
+                ctx = ssl.create_default_context(cafile=self.ca_file)
+            else:
+                ctx = ssl.create_default_context()
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigurationError(f"kubeconfig {self.path}: the cluster's certificate "
+                                     f"authority is unusable: {type(exc).__name__}",
+                                     hint="check certificate-authority(-data)") from None
         if self.insecure:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
