@@ -312,3 +312,16 @@ def test_auth_login_points_to_the_kubeconfig_instead_of_the_keyring():
     assert result.exit_code == 2
     error = json.loads(result.stdout)["error"]
     assert "kubeconfig" in error["message"] and "GPUCLOUD_COREWEAVE_KUBECONFIG" in error["hint"]
+
+
+async def test_async_client_mints_and_exec_tokens_work_on_asyncio(cluster, tmp_path, monkeypatch):
+    from gpucloud import AsyncClient
+
+    monkeypatch.setenv("KUBECONFIG", str(exec_kubeconfig(tmp_path)))
+    cluster.bearer = "Bearer exec-token-1"
+    _token_route(cluster, ns="default")
+    async with AsyncClient(providers=["kubernetes"]) as client:
+        assert await client.list() == []
+        minted = await client.kubernetes_token("gpucloud-sa", namespace="default", ttl="10m")
+    assert minted.expires_at.year == 2026 and runs(tmp_path) == 1
+    assert json.loads(cluster.requests[-1].content)["spec"]["expirationSeconds"] == 600
