@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 from . import costs
 from ._http import AsyncSession, Session, adrive, drive
@@ -39,6 +39,9 @@ from .models import (
 )
 from .ops import Call, Gather, Op
 from .reconcile import ReconcileReport
+
+if TYPE_CHECKING:
+    from .adapters.kubernetes._tokens import ServiceAccountToken
 
 Duration = Union[timedelta, str]
 Money = Union[Decimal, str, int]
@@ -212,6 +215,17 @@ class Client(_Base):
         """Terminate a machine; its disk is gone for good."""
         self._run(self._engine.delete(ref))
 
+    def kubernetes_token(self, service_account: str, *, namespace: str | None = None,
+                         ttl: Duration = "1h",
+                         provider: str = "kubernetes") -> ServiceAccountToken:
+        """A short-lived service-account token from the TokenRequest API (at least
+        10 minutes): a ServiceAccountToken whose ``token`` is a SecretStr."""
+        from .adapters.kubernetes._tokens import mint_op
+
+        token: ServiceAccountToken = self._run(
+            mint_op(self._ctx, provider, service_account, namespace, ttl))
+        return token
+
     def wait(self, ref: Ref, until: Status = "running", timeout: float = 600) -> Instance:
         """Poll until the machine reaches `until`; WaitError when it fails or times out."""
         result: Instance = self._run(self._engine.wait(ref, until, timeout))
@@ -367,6 +381,15 @@ class AsyncClient(_Base):
 
     async def delete(self, ref: Ref) -> None:
         await self._run(self._engine.delete(ref))
+
+    async def kubernetes_token(self, service_account: str, *, namespace: str | None = None,
+                               ttl: Duration = "1h",
+                               provider: str = "kubernetes") -> ServiceAccountToken:
+        from .adapters.kubernetes._tokens import mint_op
+
+        token: ServiceAccountToken = await self._run(
+            mint_op(self._ctx, provider, service_account, namespace, ttl))
+        return token
 
     async def wait(self, ref: Ref, until: Status = "running", timeout: float = 600) -> Instance:
         result: Instance = await self._run(self._engine.wait(ref, until, timeout))

@@ -104,7 +104,10 @@ class ClientContext:
         else:
             # The simulated cloud never mixes into real price comparisons;
             # it is listed once it has been used.
-            names = [n for n, c in self.catalogs.items() if not c.simulated]
+            # A cluster without a kubeconfig has nothing to say (no shared
+            # price list exists for it): it is in scope once configured.
+            names = [n for n, c in self.catalogs.items() if not c.simulated
+                     and (c.auth != "kubeconfig" or self.credential(n) is not None)]
             if listing and "sandbox" in self.catalogs and config_mod.sandbox_db_path().exists():
                 names.append("sandbox")
         for name in names:

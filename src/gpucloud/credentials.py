@@ -12,6 +12,13 @@ Two kinds of credential:
   and ``GPUCLOUD_<PROVIDER>_CLIENT_SECRET``; keyring holds
   ``<client_id>:<client_secret>``; an explicit argument is a
   ``(client_id, client_secret)`` pair or the same ``id:secret`` string.
+* ``kubeconfig`` (Kubernetes, CoreWeave): a kubeconfig file, found at the
+  explicit argument (a path), ``GPUCLOUD_<PROVIDER>_KUBECONFIG``, and for
+  ``kubernetes`` only, ``KUBECONFIG`` (its first existing entry) or
+  ``~/.kube/config``: a preset (``coreweave``) needs its own variable, so one
+  cluster never shows up as two providers (listed, reaped and costed twice). The
+  Credential holds the file's path in ``client_id`` (a path, not a secret);
+  what the file says (tokens, keys, exec plugins) is read by the adapter.
 """
 
 from __future__ import annotations
@@ -48,10 +55,18 @@ def env_vars(provider: str, kind: str = "api_key") -> tuple[str, ...]:
     prefix = f"GPUCLOUD_{provider.upper().replace('-', '_')}_"
     if kind == "oauth2":
         return (prefix + "CLIENT_ID", prefix + "CLIENT_SECRET")
+    if kind == "kubeconfig":
+        return (prefix + "KUBECONFIG",)
     return (prefix + "API_KEY",)
 
 
 def how_to_set(provider: str, kind: str = "api_key") -> str:
+    if kind == "kubeconfig":
+        if provider != "kubernetes":
+            return (f"point {env_vars(provider, kind)[0]} at the kubeconfig file {provider} "
+                    "issued (KUBECONFIG and ~/.kube/config belong to provider kubernetes)")
+        return (f"point KUBECONFIG or {env_vars(provider, kind)[0]} at a kubeconfig file, or "
+                "create ~/.kube/config (your cluster's console or `kubectl config` writes one)")
     names = " and ".join(env_vars(provider, kind))
     return (f"set {names}, or run `gpucloud auth login {provider}` to keep it in the "
             "system keyring")
@@ -91,6 +106,8 @@ class CredentialStore:
     def find(self, provider: str, kind: str = "api_key") -> Credential | None:
         if kind == "none":
             return None
+        if kind == "kubeconfig":
+            return self._kubeconfig(provider)
         if provider in self._explicit:
             return self._make(provider, kind, self._explicit[provider], "argument")
         names = env_vars(provider, kind)
@@ -106,7 +123,30 @@ class CredentialStore:
                 return self._make(provider, kind, stored, "keyring")
         return None
 
+    def _kubeconfig(self, provider: str) -> Credential | None:
+        """The kubeconfig file in force (never the keyring: the file itself holds, or
+        says how to obtain, what authenticates)."""
+        if provider in self._explicit:
+            found = [(str(self._explicit[provider]), "argument")]
+        else:
+            name = env_vars(provider, "kubeconfig")[0]
+            found = [(self._environ.get(name, "").strip(), f"env:{name}")]
+            if provider == "kubernetes":
+                found += [(entry, "env:KUBECONFIG")
+                          for entry in self._environ.get("KUBECONFIG", "").split(os.pathsep)]
+                found.append(("~/.kube/config", "~/.kube/config"))
+        for path, source in found:
+            if path and os.path.isfile(os.path.expanduser(path)):
+                return Credential(provider, SecretStr(""), source,
+                                  client_id=os.path.abspath(os.path.expanduser(path)))
+            if source == "argument":
+                raise CredentialsError(f"{provider}: no kubeconfig file at {path}",
+                                       hint=how_to_set(provider, "kubeconfig"))
+        return None
+
     def how_to_set(self, provider: str, kind: str = "api_key") -> str:
+        if kind == "kubeconfig":
+            return how_to_set(provider, kind)
         hint = how_to_set(provider, kind)
         if self.keyring_problem:
             hint += (f" (the system keyring is unusable here: {self.keyring_problem}; "

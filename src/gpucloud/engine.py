@@ -300,6 +300,9 @@ class Engine:
                     hint=f"provider status: {instance.provider_status or 'n/a'}")
             # Sleeps may be skipped (tests); count them so the deadline still holds.
             elapsed = max(time.monotonic() - started, slept)
+            refusal = self.ctx.adapter(instance.provider).wait_refusal(instance, elapsed)
+            if refusal is not None:
+                raise refusal
             if elapsed >= timeout:
                 raise WaitTimeoutError(
                     f"{instance.ref} still {instance.status.value} after {int(elapsed)} s "

@@ -90,6 +90,11 @@ class TokenSource(abc.ABC):
         message must not contain any secret.
         """
 
+    def obtain(self, now: float) -> Token | None:
+        """A token obtained without HTTP (a kubeconfig exec plugin runs a command
+        that prints it), or None: this source's tokens come from initial_request."""
+        return None
+
     def refused(self, response: httpx.Response) -> bool:
         """Whether a refresh response means "refresh token no longer valid"."""
         return response.status_code in REFUSED_REFRESH
@@ -247,6 +252,9 @@ class RefreshingTokenAuth(httpx.Auth):
                 log.debug("token refresh refused (HTTP %s): using the initial grant",
                           response.status_code)
         now = self.clock()
+        local = self.source.obtain(now)
+        if local is not None:
+            return self._store(local, "the credential plugin")
         response = yield self.source.initial_request()
         return self._store(self.source.parse(response, now), "initial grant")
 

@@ -87,6 +87,8 @@ class ContractFixture:
     errors: dict[str, ErrorCase]
     spec: Path | None = None  # OpenAPI file every request must validate against
     secret: str = "contract-secret-value"  # must never appear in error texts
+    # Error kinds this provider cannot produce, with the reason (a test says so).
+    no_errors: dict[str, str] = field(default_factory=dict)
 
 
 def op_flow(provider: Provider, fixture: ContractFixture, op: str) -> Any:

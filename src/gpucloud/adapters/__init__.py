@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from .base import Provider
 
 BUILTIN: dict[str, str] = {
+    "coreweave": "gpucloud.adapters.kubernetes:CoreWeaveProvider",
+    "kubernetes": "gpucloud.adapters.kubernetes:KubernetesProvider",
     "lambda": "gpucloud.adapters.lambdalabs:LambdaProvider",
     "runpod": "gpucloud.adapters.runpod:RunPodProvider",
     "sandbox": "gpucloud.adapters.sandbox:SandboxProvider",

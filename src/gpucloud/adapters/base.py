@@ -213,6 +213,12 @@ class Provider:
                         hint=f"`gpucloud delete {self.name}/{instance.id}` ends it; create a "
                              "new machine with the deadline you want")
 
+    def wait_refusal(self, instance: Instance, waited: float) -> APIError | None:
+        """An error that ends a wait early while the machine is still pending
+        (Kubernetes: a pod the scheduler has not placed for too long); None:
+        keep waiting. ``waited``: seconds the wait has lasted."""
+        return None
+
     # -- jobs (flows) -----------------------------------------------------------
     # Default: a job is a machine that runs the container (spec.job, translated
     # by the adapter's create) and ends with it; its launch id starts with

@@ -94,6 +94,11 @@ def login(
     kind = _kind(provider)
     if kind == "none":
         fail(2, "usage", f"{provider} needs no credentials", None, json_output)
+    if kind == "kubeconfig":
+        from ..credentials import how_to_set
+
+        fail(2, "usage", f"{provider} takes its credentials from a kubeconfig file, not the "
+             "keyring", how_to_set(provider, kind), json_output)
     value = _read(provider, kind, from_env, json_output)
     expires = Client(credentials={provider: value}, use_keyring=False).verify(provider)
     backend = store_credential(provider, kind, value)
@@ -168,3 +173,33 @@ def logout(
                                   else "nothing stored in the keyring"))
     if still:
         output.err(f"note: {', '.join(still)} still set in this environment")
+
+
+@auth.command()
+def token(
+    provider: str = typer.Argument(..., metavar="PROVIDER",
+                                   help="A Kubernetes provider: kubernetes or coreweave."),
+    service_account: str = typer.Option(..., "--service-account", "-s", metavar="NAME",
+                                        help="The service account the token is for."),
+    namespace: str = typer.Option(None, "--namespace", "-n", metavar="NAMESPACE",
+                                  help="Its namespace (default: the kubeconfig context's)."),
+    ttl: str = typer.Option("1h", "--ttl", metavar="DURATION",
+                            help="Lifetime, at least 10m (the API's minimum), e.g. 1h."),
+    json_output: bool = params.JSON,
+) -> None:
+    """Mint a short-lived service-account token (Kubernetes TokenRequest API).
+
+    Prints the token alone on stdout (with --json: {"token", "expires_at", ...}),
+    so a CI job or a worker gets a credential that expires by itself.
+    """
+    from ..client import Client
+
+    minted = Client().kubernetes_token(service_account, namespace=namespace, ttl=ttl,
+                                       provider=provider)
+    secret = minted.token.get_secret_value()
+    if json_output:
+        output.emit_json({"provider": minted.provider, "namespace": minted.namespace,
+                          "service_account": minted.service_account, "token": secret,
+                          "expires_at": output.iso(minted.expires_at)})
+        return
+    typer.echo(secret)

@@ -1,0 +1,395 @@
+"""Kubernetes (any conformant cluster; CoreWeave is a preset), over REST.
+
+The REST paths, labels and annotation are listed in the project's Kubernetes
+path sheet (README "Kubernetes and CoreWeave"): pods are machines, batch/v1
+Jobs are jobs, everything carries ``app.kubernetes.io/managed-by: gpucloud``
+and ``gpucloud.dev/launch-id``; the deadline is the
+``gpucloud.dev/shutdown-at`` annotation. The cluster, the namespace and who
+we are come from kubeconfig (_kubeconfig.py); exec-plugin tokens refresh
+through the engine's RefreshingTokenAuth (_exec.py).
+
+Offers are live: per GPU model (a node label), the nodes' allocatable
+``nvidia.com/gpu`` minus what running pods hold. Prices are contractual: from
+config.toml or the provider's catalog file, else unknown (price 0 in the
+offer, which estimates show as unknown and caps refuse).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ...errors import (
+    APIError,
+    APIStatusError,
+    BadRequestError,
+    CredentialsError,
+    InsufficientCapacityError,
+    NotFoundError,
+    QuotaExceededError,
+    SpecError,
+)
+from ...gpus import gpu_info
+from ...models import Instance, InstanceSpec, InstanceStatus, Job, JobStatus, Offer
+from ...redaction import SECRET_BODY_EXTENSION
+from ..base import JOB_PREFIX, Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
+from . import _kubeconfig, _settings
+from . import _wire as wire
+from ._manifests import MANAGER, job_manifest, pod_manifest
+
+SELECTOR = f"{wire.MANAGED_BY}={MANAGER}"
+LIVE_PHASES = "status.phase!=Succeeded,status.phase!=Failed"
+MIN_TOKEN_TTL = 600  # TokenRequest's minimum expirationSeconds
+
+
+class KubernetesProvider(Provider):
+    name = "kubernetes"
+    capabilities = Capabilities(spot=False, stop_start=False, custom_disk=False,
+                                needs_ssh_key=False, native_shutdown=False)
+    default_gpu_labels: tuple[str, ...] = _settings.DEFAULT_GPU_LABELS
+
+    def __init__(self, catalog: Any, credential: Any = None) -> None:
+        super().__init__(catalog, credential)
+        self._target: _kubeconfig.KubeTarget | None = None
+        self._settings: _settings.Settings | None = None
+        self._auth: httpx.Auth | None = None
+
+    # -- configuration -----------------------------------------------------------
+
+    @property
+    def settings(self) -> _settings.Settings:
+        if self._settings is None:
+            self._settings = _settings.load(self.name, self.default_gpu_labels)
+        return self._settings
+
+    @property
+    def target(self) -> _kubeconfig.KubeTarget:
+        if self._target is None:
+            path = self.credential.client_id if self.credential is not None else None
+            if not path:
+                from ...credentials import how_to_set
+
+                raise CredentialsError(f"no kubeconfig for {self.name}",
+                                       hint=how_to_set(self.name, "kubeconfig"))
+            self._target = _kubeconfig.load(path, self.settings.context)
+        return self._target
+
+    @property
+    def namespace(self) -> str:
+        return self.settings.namespace or self.target.namespace
+
+    @property
+    def base_url(self) -> str:
+        return self.target.server
+
+    def auth(self) -> httpx.Auth | None:
+        if self._auth is None:
+            target = self.target
+            if target.exec is not None:
+                from ...tokens import RefreshingTokenAuth
+                from ._exec import ExecTokenSource
+
+                self._auth = RefreshingTokenAuth(ExecTokenSource(target.exec))
+            else:
+                token = target.static_token()
+                if token is not None:
+                    from ...credentials import BearerAuth
+
+                    self._auth = BearerAuth(token)
+        return self._auth
+
+    def _verify(self) -> Any:
+        return self.target.ssl_context() if self.base_url.startswith("https:") else True
+
+    def transport(self) -> httpx.BaseTransport | None:
+        return httpx.HTTPTransport(verify=self._verify())
+
+    def async_transport(self) -> httpx.AsyncBaseTransport | None:
+        return httpx.AsyncHTTPTransport(verify=self._verify())
+
+    def redact(self, text: str) -> str:
+        auth = self._auth
+        if auth is not None and hasattr(auth, "redact"):
+            text = auth.redact(text)
+        token = self._target.token if self._target is not None else None
+        if token is not None and token.get_secret_value():
+            text = text.replace(token.get_secret_value(), "[secure]")
+        return text
+
+    def _ns(self, path: str) -> str:
+        return f"/namespaces/{quote(self.namespace, safe='')}{path}"
+
+    # -- errors ----------------------------------------------------------------------
+
+    def map_error(self, response: httpx.Response) -> APIError:
+        """A meta/v1 Status body: its message and reason, in the hierarchy."""
+        from ...http_errors import status_error
+
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        body = body if isinstance(body, dict) else {}
+        message = self.redact(str(body.get("message") or response.reason_phrase))
+        reason = body.get("reason") if isinstance(body.get("reason"), str) else None
+        status, hint = response.status_code, None
+        cls: type[APIStatusError] | None = None
+        if status == 401:
+            hint = (f"the cluster refused the kubeconfig's credentials ({self.target.context}): "
+                    "an expired token? `kubectl auth whoami` shows who you are")
+        elif status == 403 and "exceeded quota" in message:
+            cls, hint = QuotaExceededError, "the namespace's ResourceQuota is used up"
+        elif status == 403:
+            hint = (f"RBAC: your account may not do this in namespace {self.namespace}; "
+                    "ask the cluster admin for a Role")
+        elif status in (400, 422):
+            cls = BadRequestError
+        return status_error(self.name, response, message=message, provider_code=reason,
+                            cls=cls, hint=hint)
+
+    def _body(self, response: httpx.Response) -> Any:
+        self.raise_for_error(response)
+        return self.json(response)
+
+    # -- offers -------------------------------------------------------------------------
+
+    def offers(self, query: OfferQuery) -> Flow[list[Offer]]:
+        region = self.target.context
+        if query.spot or (query.region is not None and query.region != region):
+            return []
+        nodes = wire.items(self._body((yield self.request("GET", "/api/v1/nodes"))))
+        response = yield self.request("GET", "/api/v1/pods",
+                                      params={"fieldSelector": LIVE_PHASES})
+        # A namespaced account may not list every pod: then what is free is unknown.
+        pods = None if response.status_code == 403 else wire.items(self._body(response))
+        models: dict[str, tuple[int, int | None]] = {}
+        for model, allocatable, free in wire.node_free_gpus(nodes, pods,
+                                                            self.settings.gpu_labels):
+            best, best_free = models.get(model, (0, 0))
+            models[model] = (max(best, allocatable),
+                             None if free is None or best_free is None else max(best_free, free))
+        out = []
+        for model, (allocatable, free) in sorted(models.items()):
+            gpu = wire.gpu_name(model)
+            if query.gpu is not None and gpu != query.gpu:
+                continue
+            counts = [query.count] if query.count else _counts(allocatable)
+            per_gpu = self._price(model, gpu)
+            info = gpu_info(gpu)
+            for count in counts:
+                if count > allocatable:
+                    continue
+                out.append(Offer(
+                    provider=self.name, instance_type=model, region=region, gpu=gpu,
+                    gpu_count=count, gpu_memory_gb=info.memory_gb if info else None,
+                    price_per_hour=per_gpu * count if per_gpu is not None else Decimal(0),
+                    available=None if free is None else free >= count, source="live",
+                    as_of=self.catalog.as_of))
+        return out
+
+    def _price(self, model: str, gpu: str) -> Decimal | None:
+        """USD per GPU-hour: config.toml (by label value, then GPU name), then the
+        catalog file's one-GPU rows; None when nobody said."""
+        prices = self.settings.prices
+        for key in (model, gpu):
+            if key in prices:
+                return prices[key]
+        for row in self.catalog.instance_types:
+            if row.gpu_count == 1 and row.price is not None and row.name in (model, gpu):
+                return row.price
+        return None
+
+    # -- machines (pods) ------------------------------------------------------------
+
+    def create(self, spec: InstanceSpec) -> Flow[Instance]:
+        image = spec.image or self.catalog.default_image
+        if not image:
+            raise SpecError(f"{self.name} needs a container image", hint="pass --image")
+        body = pod_manifest(spec, namespace=self.namespace, gpu_label=self._label(),
+                            image=image)
+        self._place(body["spec"], spec.offer.instance_type)
+        response = yield self.request("POST", "/api/v1" + self._ns("/pods"),
+                                      json=body, kind="launch")
+        return self._instance(self._body(response))
+
+    def _label(self) -> str:
+        return self.settings.gpu_labels[0]
+
+    def _place(self, pod_spec: dict[str, Any], value: str) -> None:
+        """With several candidate labels, any of them may name the model: node
+        selector terms are ORed, one per label."""
+        terms = [{"matchExpressions": [{"key": label, "operator": "In", "values": [value]}]}
+                 for label in self.settings.gpu_labels]
+        (pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+         ["nodeSelectorTerms"]) = terms
+
+    def list_instances(self) -> Flow[list[Instance]]:
+        response = yield self.request("GET", "/api/v1" + self._ns("/pods"),
+                                      params={"labelSelector": SELECTOR})
+        pods = wire.items(self._body(response))
+        # A job's pods belong to its Job (jobs list them): deleting one as a
+        # "machine" would only make the Job controller start another.
+        return [self._instance(p) for p in pods
+                if not wire.labels(p).get(wire.LAUNCH_ID, "").startswith(JOB_PREFIX)
+                and wire.JOB_NAME not in wire.labels(p)]
+
+    def get(self, instance_id: str) -> Flow[Instance]:
+        response = yield self.request("GET", "/api/v1" + self._ns(f"/pods/{quote(instance_id)}"))
+        return self._instance(self._body(response))
+
+    def delete(self, instance_id: str) -> Flow[None]:
+        response = yield self.request("DELETE",
+                                      "/api/v1" + self._ns(f"/pods/{quote(instance_id)}"))
+        self.raise_for_error(response)
+
+    def set_deadline(self, instance: Instance, shutdown_at: datetime) -> Flow[Instance]:
+        if (instance.launch_id or "").startswith(JOB_PREFIX):
+            raise SpecError(f"{instance.ref} belongs to a Kubernetes Job, whose deadline "
+                            "(activeDeadlineSeconds) cannot be moved later",
+                            hint="submit the job again with a longer max_runtime")
+        patch = {"metadata": {"annotations": {wire.SHUTDOWN_AT: format_utc(shutdown_at)}}}
+        request = self.request("PATCH", "/api/v1" + self._ns(f"/pods/{quote(instance.id)}"),
+                               json=patch, kind="idempotent")
+        request.headers["Content-Type"] = "application/merge-patch+json"
+        return self._instance(self._body((yield request)))
+
+    def wait_refusal(self, instance: Instance, waited: float) -> APIError | None:
+        """End `create --wait` on a pod the scheduler has not placed for
+        unschedulable_timeout seconds: no capacity, with the scheduler's words."""
+        word = instance.provider_status or ""
+        if (instance.status != InstanceStatus.PENDING or not word.startswith(wire.UNSCHEDULABLE)
+                or waited < self.settings.unschedulable_timeout):
+            return None
+        message = word.partition(": ")[2] or word
+        return InsufficientCapacityError(
+            f"{self.name}: {instance.ref} could not be scheduled after {int(waited)} s: "
+            f"{message}", provider=self.name, status_code=200, provider_code=wire.UNSCHEDULABLE,
+            hint=f"the pod is still queued and starts (and bills) once capacity frees up: "
+                 f"`gpucloud delete {instance.ref}` removes it; unschedulable_timeout in "
+                 f"config.toml [{self.name}] sets how long to wait")
+
+    def _instance(self, pod: Any) -> Instance:
+        if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod":
+            raise TypeError("not a Pod")
+        meta, spec = wire.meta(pod), pod.get("spec") or {}
+        status, word = wire.pod_state(pod)
+        model = next((v for v in (wire.selected_gpu(spec, k) for k in self.settings.gpu_labels)
+                      if v), None)
+        gpus = wire.pod_gpus(pod)
+        gpu = wire.gpu_name(model) if model else None
+        per_gpu = self._price(model, gpu) if model and gpu else None
+        notes, marks = wire.notes(pod), wire.labels(pod)
+        return Instance(
+            provider=self.name, id=str(meta["name"]), name=notes.get(wire.NAME) or meta["name"],
+            status=status, provider_status=word, gpu=gpu, gpu_count=gpus,
+            instance_type=model, region=self.target.context,
+            price_per_hour=per_gpu * gpus if per_gpu is not None else None,
+            ip=(pod.get("status") or {}).get("podIP") or None,
+            created_at=parse_utc(meta.get("creationTimestamp")),
+            shutdown_at=parse_utc(notes.get(wire.SHUTDOWN_AT)),
+            launch_id=marks.get(wire.LAUNCH_ID))
+
+    # -- jobs ---------------------------------------------------------------------------
+
+    def submit_job(self, spec: InstanceSpec) -> Flow[Job]:
+        body = job_manifest(spec, namespace=self.namespace, gpu_label=self._label())
+        self._place(body["spec"]["template"]["spec"], spec.offer.instance_type)
+        request = self.request("POST", "/apis/batch/v1" + self._ns("/jobs"), json=body,
+                               kind="launch")
+        if spec.job is not None and spec.job.secret_env:
+            request.extensions[SECRET_BODY_EXTENSION] = True  # no error keeps its body
+        return self._job(self._body((yield request)), [])
+
+    def list_jobs(self) -> Flow[list[Job]]:
+        jobs = wire.items(self._body((yield self.request(
+            "GET", "/apis/batch/v1" + self._ns("/jobs"), params={"labelSelector": SELECTOR}))))
+        pods = wire.items(self._body((yield self.request(
+            "GET", "/api/v1" + self._ns("/pods"), params={"labelSelector": SELECTOR}))))
+        by_job: dict[str, list[dict[str, Any]]] = {}
+        for pod in pods:
+            by_job.setdefault(wire.labels(pod).get(wire.JOB_NAME, ""), []).append(pod)
+        return [self._job(j, by_job.get(str(wire.meta(j).get("name")), [])) for j in jobs]
+
+    def get_job(self, job_id: str) -> Flow[Job]:
+        job = self._body((yield self.request(
+            "GET", "/apis/batch/v1" + self._ns(f"/jobs/{quote(job_id)}"))))
+        pods = yield from self._job_pods(job_id)
+        return self._job(job, pods)
+
+    def _job_pods(self, job_id: str) -> Flow[list[dict[str, Any]]]:
+        response = yield self.request("GET", "/api/v1" + self._ns("/pods"),
+                                      params={"labelSelector": f"{wire.JOB_NAME}={job_id}"})
+        return wire.items(self._body(response))
+
+    def cancel_job(self, job_id: str) -> Flow[None]:
+        # Background: the Job goes now and the garbage collector deletes its pods
+        # (the default for a Job via REST is Orphan, which would leave them running).
+        response = yield self.request(
+            "DELETE", "/apis/batch/v1" + self._ns(f"/jobs/{quote(job_id)}"),
+            json={"kind": "DeleteOptions", "apiVersion": "v1",
+                  "propagationPolicy": "Background"})
+        self.raise_for_error(response)
+
+    def job_logs(self, job_id: str, tail: int | None = None) -> Flow[str]:
+        pods = wire.newest_first((yield from self._job_pods(job_id)))
+        if not pods:
+            raise NotFoundError(f"{self.name}: job {job_id} has no pod (not started yet, or "
+                                "removed with its Job)", provider=self.name, status_code=404,
+                                hint=f"`gpucloud jobs get {self.name}/{job_id}` shows its status")
+        name = str(wire.meta(pods[0])["name"])
+        params = {"tailLines": str(tail)} if tail else None
+        response = yield self.request("GET", "/api/v1" + self._ns(f"/pods/{quote(name)}/log"),
+                                      params=params)
+        self.raise_for_error(response)
+        return response.text
+
+    def _job(self, job: Any, pods: list[dict[str, Any]]) -> Job:
+        if not isinstance(job, dict) or job.get("kind", "Job") != "Job":
+            raise TypeError("not a Job")
+        meta, status = wire.meta(job), job.get("status") or {}
+        pods = wire.newest_first(pods)
+        state = wire.job_state(job, pods)
+        return Job(
+            provider=self.name, id=str(meta["name"]),
+            name=wire.notes(job).get(wire.NAME) or meta["name"], status=state.status,
+            provider_status=state.provider_status, launch_id=wire.labels(job).get(wire.LAUNCH_ID),
+            created_at=parse_utc(meta.get("creationTimestamp")),
+            started_at=parse_utc(status.get("startTime")),
+            finished_at=parse_utc(status.get("completionTime")) or state.finished_at,
+            shutdown_at=parse_utc(wire.notes(job).get(wire.SHUTDOWN_AT)),
+            exit_code=wire.exit_code(pods[0]) if pods and state.status in (
+                JobStatus.SUCCEEDED, JobStatus.FAILED) else None,
+            message=state.message)
+
+    # -- short-lived tokens --------------------------------------------------------------
+
+    def mint_token(self, service_account: str, namespace: str | None = None,
+                   ttl_seconds: int = 3600) -> Flow[Any]:
+        """A TokenRequest for a service account: (token, expiry) that expires by itself."""
+        from ._tokens import mint
+
+        return (yield from mint(self, service_account, namespace or self.namespace,
+                                ttl_seconds))
+
+    def verify(self) -> Flow[None]:
+        yield from self.list_instances()
+
+
+def _counts(allocatable: int) -> list[int]:
+    """Machine sizes offered per model: powers of two up to a whole node."""
+    counts, count = [], 1
+    while count < allocatable:
+        counts.append(count)
+        count *= 2
+    return counts + [allocatable]
+
+
+class CoreWeaveProvider(KubernetesProvider):
+    """CoreWeave's Kubernetes (CKS): its GPU class label and its own price file."""
+
+    name = "coreweave"
+    default_gpu_labels = ("gpu.nvidia.com/class",)
