@@ -11,15 +11,15 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # PyYAML ships no types
 
 
-class Loader(yaml.SafeLoader):
+class Loader(yaml.SafeLoader):  # type: ignore[misc]
     pass
 
 
 def _decimal(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
-    text = str(loader.construct_scalar(node)).replace("_", "")  # type: ignore[arg-type]
+    text = str(loader.construct_scalar(node)).replace("_", "")
     try:
         value = Decimal(text)
     except InvalidOperation:

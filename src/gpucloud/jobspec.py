@@ -31,8 +31,8 @@ class SecretRef(_Spec):
     """Where a secret's value comes from: an environment variable of the
     submitting shell, or the system keyring ("<service>/<user>")."""
 
-    env: Optional[str] = Field(None, description="Environment variable holding the value.")
-    keyring: Optional[str] = Field(None, description='System keyring entry, "<service>/<user>".')
+    env: Optional[str] = Field(default=None, description="Environment variable holding the value.")
+    keyring: Optional[str] = Field(default=None, description='System keyring entry, "<service>/<user>".')
 
     @model_validator(mode="before")
     @classmethod
@@ -64,10 +64,10 @@ class SecretRef(_Spec):
 
 class Resources(_Spec):
     gpu: str = Field(description="GPU model, e.g. H100, a100-80gb (`gpucloud gpus`).")
-    gpu_count: int = Field(1, ge=1, le=64, description="GPUs on the machine.")
-    cpu: Optional[float] = Field(None, gt=0, description="vCPUs at least.")
-    memory_gb: Optional[float] = Field(None, gt=0, description="Memory in GB at least.")
-    disk_gb: Optional[int] = Field(None, ge=1, description="Disk in GB.")
+    gpu_count: int = Field(default=1, ge=1, le=64, description="GPUs on the machine.")
+    cpu: Optional[float] = Field(default=None, gt=0, description="vCPUs at least.")
+    memory_gb: Optional[float] = Field(default=None, gt=0, description="Memory in GB at least.")
+    disk_gb: Optional[int] = Field(default=None, ge=1, description="Disk in GB.")
 
     @field_validator("gpu")
     @classmethod
@@ -81,11 +81,11 @@ class Resources(_Spec):
 
 
 class Checkpoint(_Spec):
-    dir: str = Field("/checkpoints", description="Directory exposed to the job as CHECKPOINT_DIR.")
-    url: Optional[str] = Field(None, description="Object storage the directory is synced to "
+    dir: str = Field(default="/checkpoints", description="Directory exposed to the job as CHECKPOINT_DIR.")
+    url: Optional[str] = Field(default=None, description="Object storage the directory is synced to "
                                                  "(s3://, gs://, az://, r2://), so a retried "
                                                  "or preempted job resumes.")
-    sync_interval: Optional[str] = Field(None, description="How often it is synced, e.g. 10m.")
+    sync_interval: Optional[str] = Field(default=None, description="How often it is synced, e.g. 10m.")
 
     @field_validator("dir")
     @classmethod
@@ -123,17 +123,17 @@ class JobSpec(_Spec):
         description="Environment variables whose values are read at submit time from your "
                     "environment or keyring: NAME: {env: VAR} or NAME: {keyring: service/user}.")
     resources: Resources
-    provider: Optional[str] = Field(None, description="Only this provider (default: cheapest).")
-    region: Optional[str] = Field(None, description="Only this region.")
-    max_runtime: Optional[str] = Field(None, description="Deadline after submission, e.g. 6h; "
+    provider: Optional[str] = Field(default=None, description="Only this provider (default: cheapest).")
+    region: Optional[str] = Field(default=None, description="Only this region.")
+    max_runtime: Optional[str] = Field(default=None, description="Deadline after submission, e.g. 6h; "
                                                          "the machine is ended then.")
-    max_cost: Optional[Decimal] = Field(None, gt=0, description="USD: refuse if the estimate "
+    max_cost: Optional[Decimal] = Field(default=None, gt=0, description="USD: refuse if the estimate "
                                                                 "exceeds it (without max_runtime: "
                                                                 "the deadline is when it is spent).")
-    retries: int = Field(0, ge=0, le=20, description="Times a failed or preempted job is "
+    retries: int = Field(default=0, ge=0, le=20, description="Times a failed or preempted job is "
                                                       "run again (where the provider can).")
-    spot: bool = Field(False, description="Spot/interruptible capacity (checkpoint!).")
-    checkpoint: Optional[Checkpoint] = Field(None, description="Checkpointing, so a retried "
+    spot: bool = Field(default=False, description="Spot/interruptible capacity (checkpoint!).")
+    checkpoint: Optional[Checkpoint] = Field(default=None, description="Checkpointing, so a retried "
                                                                "job resumes.")
 
     @field_validator("name")
@@ -234,7 +234,7 @@ def load(path: Union[str, Path]) -> JobSpec:
 
 
 def loads(text: str, where: str = "<job>") -> JobSpec:
-    import yaml
+    import yaml  # type: ignore[import-untyped]  # PyYAML ships no types
 
     from ._yaml_lines import Loader, lines_of
 

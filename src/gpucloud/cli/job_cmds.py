@@ -178,12 +178,17 @@ def job_logs(
 
 
 @schema_app.command("job")
-def schema_job() -> None:
-    """Print the JSON Schema of a job file (for editor completion and checks)."""
+def schema_job(json_output: bool = typer.Option(
+        False, "--json", help='Wrap it as {"schema": ...} like every --json document.')) -> None:
+    """Print the JSON Schema of a job file (for editor completion and checks):
+    `gpucloud schema job > job.schema.json`."""
     import json
 
     from ..jobspec import schema
 
+    if json_output:
+        output.emit_json({"schema": schema()})
+        return
     sys.stdout.write(json.dumps(schema(), indent=2) + "\n")
 
 

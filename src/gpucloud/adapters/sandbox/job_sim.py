@@ -137,7 +137,8 @@ class JobSimulation:
     # -- reads -------------------------------------------------------------------
 
     def _job_row(self, db: sqlite3.Connection, job_id: str) -> sqlite3.Row:
-        row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        row: sqlite3.Row | None = db.execute("SELECT * FROM jobs WHERE id = ?",
+                                             (job_id,)).fetchone()
         if row is None:
             raise ApiError(404, "not_found", f"no job {job_id!r}")
         return row
