@@ -101,7 +101,7 @@ class Checkpoint(_Spec):
             raise ValueError(f"{value!r} is not a storage URL (e.g. s3://bucket/run-1)")
         return value
 
-    @field_validator("sync_interval")
+    @field_validator("sync_interval", mode="before")
     @classmethod
     def _interval(cls, value: Optional[str]) -> Optional[str]:
         return _duration(value)
@@ -168,7 +168,7 @@ class JobSpec(_Spec):
                 raise ValueError(f"{key!r} is not an environment variable name")
         return value
 
-    @field_validator("max_runtime")
+    @field_validator("max_runtime", mode="before")
     @classmethod
     def _runtime(cls, value: Optional[str]) -> Optional[str]:
         return _duration(value)
