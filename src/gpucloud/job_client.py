@@ -77,12 +77,14 @@ class JobMethods:
         return self._follow(ref, tail)
 
     def _follow(self, ref: JobRef, tail: int | None) -> Iterator[str]:
-        seen = 0
+        seen, first = 0, True
         while True:
-            job, text = self._run(self._engine.job_logs(ref, tail))
+            # The whole output each time (a tail's window would hide what is new).
+            job, text = self._run(self._engine.job_logs(ref))
             ref = job  # found once: no second lookup by name
             seen, fresh = new_lines(seen, text)
-            yield from fresh
+            yield from (fresh[-tail:] if first and tail else fresh)
+            first = False
             if job.status in ENDED:
                 return
             self._pause(FOLLOW_INTERVAL)
@@ -129,13 +131,14 @@ class AsyncJobMethods:
         """Lines as they come, until the job ends (``logs(follow=True)`` of Client)."""
         import asyncio
 
-        seen = 0
+        seen, first = 0, True
         while True:
-            job, text = await self._run(self._engine.job_logs(ref, tail))
+            job, text = await self._run(self._engine.job_logs(ref))
             ref = job
             seen, fresh = new_lines(seen, text)
-            for line in fresh:
+            for line in (fresh[-tail:] if first and tail else fresh):
                 yield line
+            first = False
             if job.status in ENDED:
                 return
             await (self._sleep or asyncio.sleep)(FOLLOW_INTERVAL)

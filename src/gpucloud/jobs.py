@@ -189,7 +189,7 @@ def cancel(engine: Any, ref: Any) -> Op:
         ctx.tolerant(f"{machine.ref} was ended but the journal could not record it",
                      ctx.journal.mark_deleted, provider, machine.id)
         ctx.tolerant(f"{machine.ref}: its end is not in the cost ledger",
-                     ledger.ended, ctx, provider, machine.id, "cancel")
+                     ledger.ended, ctx, provider, machine.id, "delete")
     try:
         after: Job = yield Call(provider, adapter.get_job(ident))
     except NotFoundError:  # some providers forget a cancelled job at once
@@ -204,8 +204,10 @@ def logs(engine: Any, ref: Any, tail: int | None = None) -> Op:
     provider, ident = yield from _ref(engine, ref)
     engine.ctx.require_callable(provider)
     adapter = engine.ctx.adapter(provider)
-    text: str = yield Call(provider, adapter.job_logs(ident, tail))
+    # The status first: logs read after a job is seen ended are complete, so
+    # following stops with the last line, never one read short of it.
     current: Job = yield Call(provider, adapter.get_job(ident))
+    text: str = yield Call(provider, adapter.job_logs(ident, tail))
     return current, text
 
 

@@ -147,3 +147,11 @@ def test_async_client_submits_lists_and_reads_logs():
             return job
 
     asyncio.run(main())
+
+
+def test_following_with_a_tail_shows_the_last_lines_then_every_new_one(client):
+    job = client.submit(EXAMPLE, provider="sandbox")
+    lines = list(client.logs(job, follow=True, tail=2))
+    whole = client.logs(job).splitlines()
+    assert lines[-1] == whole[-1] and len(lines) <= len(whole)
+    assert set(lines) <= set(whole)

@@ -9,7 +9,7 @@ import typer
 
 from . import output, params
 from .app import HelpGroup, app
-from .instance_cmds import _confirm, _hourly, plan_text
+from .instance_cmds import _confirm, _hourly, _interrupted, plan_text
 
 jobs_app = typer.Typer(cls=HelpGroup, help="List, inspect, cancel and read the logs of jobs.",
                        no_args_is_help=True)
@@ -63,7 +63,11 @@ def submit(
             output.out("dry run: nothing was submitted")
         return
     _confirm(f"Submit {spec.name} {_hourly(plan)}?", yes, json_output, "submitting a job")
-    job = client.submit(spec, provider=provider, region=region, plan=plan)
+    try:
+        job = client.submit(spec, provider=provider, region=region, plan=plan)
+    except KeyboardInterrupt:  # name the machine that exists or may exist
+        _interrupted(client.last_created, client.in_flight, json_output)
+        raise
     if json_output:
         output.emit_json({"job": output.dump(job), "plan": output.dump(plan),
                           "attempts": [output.dump(a) for a in client.last_attempts],
