@@ -130,3 +130,12 @@ def test_schema_describes_every_field_and_forbids_others():
     assert set(out["required"]) == {"name", "image", "resources"}
     for definition in out["$defs"].values():
         assert definition["additionalProperties"] is False
+
+
+def test_python_construction_never_repeats_a_pasted_secret():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as caught:
+        JobSpec(name="t", image="i", resources=Resources(gpu="h100"),
+                secrets={"HF_TOKEN": "hf_PastedValue0123456789"})  # type: ignore[dict-item]
+    assert "hf_PastedValue0123456789" not in str(caught.value)
