@@ -33,6 +33,9 @@ _LAZY = {
     "Plan": "gpucloud.models",
     "ReapAction": "gpucloud.models",
     "ReapReport": "gpucloud.models",
+    "Job": "gpucloud.models",
+    "JobStatus": "gpucloud.models",
+    "JobSpec": "gpucloud.jobspec",
     "ReconcileReport": "gpucloud.reconcile",
     "LaunchIntent": "gpucloud.reconcile",
     "Orphan": "gpucloud.reconcile",
@@ -71,7 +74,7 @@ _LAZY = {
 __all__ = [
     "__version__", "Client", "AsyncClient", "Offer", "Instance", "InstanceStatus",
     "CostEstimate", "CostLine", "Attempt", "Plan", "ReapAction", "ReapReport",
-    "ReconcileReport", "LaunchIntent", "Orphan", "CostReport", "SpendLine",
+    "Job", "JobStatus", "JobSpec", "ReconcileReport", "LaunchIntent", "Orphan", "CostReport", "SpendLine",
     "parse_gpu",
     "GpuCloudError", "ConfigurationError", "CredentialsError", "StateError", "SpecError", "UnknownGPUError",
     "BudgetExceededError", "ConfirmationRequired", "NoOffersError", "APIError",
@@ -103,13 +106,14 @@ if TYPE_CHECKING:  # pragma: no cover - what type checkers and IDEs see
         WaitTimeoutError as WaitTimeoutError,
     )
     from .gpus import parse_gpu as parse_gpu
+    from .jobspec import JobSpec as JobSpec
     from .reconcile import (
         LaunchIntent as LaunchIntent, Orphan as Orphan, ReconcileReport as ReconcileReport,
     )
     from .models import (
         Offer as Offer, Instance as Instance, InstanceStatus as InstanceStatus,
         CostEstimate as CostEstimate, CostLine as CostLine, Attempt as Attempt, Plan as Plan,
-        ReapAction as ReapAction, ReapReport as ReapReport,
+        ReapAction as ReapAction, ReapReport as ReapReport, Job as Job, JobStatus as JobStatus,
     )
 
 def __getattr__(name: str) -> Any:

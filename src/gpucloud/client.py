@@ -16,6 +16,8 @@ Argument types, the same in every method:
   ``auto_shutdown="never"`` opts out of that default;
 * ``hours`` of an estimate: a number of hours or a duration;
 * a machine (``ref``): an ``Instance`` or its "provider/id" string.
+
+Jobs (submit, jobs, job, cancel, logs) are in ``job_client.py``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .adapters.base import Sleep
 from .context import ClientContext
 from .costs import CostReport
 from .engine import Engine
+from .job_client import AsyncJobMethods, JobMethods
 from .models import (
     Attempt, AuthStatus, CostEstimate, Instance, Offer, Plan, ProviderStatus, ReapReport,
 )
@@ -107,7 +110,7 @@ class _Base:
         return made
 
 
-class Client(_Base):
+class Client(_Base, JobMethods):
     """Synchronous client. Providers are queried in parallel threads."""
 
     def __init__(self, providers: list[str] | None = None, *,
@@ -290,7 +293,7 @@ class Client(_Base):
         self.close()
 
 
-class AsyncClient(_Base):
+class AsyncClient(_Base, AsyncJobMethods):
     """The same methods as Client, as coroutines (httpx.AsyncClient underneath)."""
 
     def __init__(self, providers: list[str] | None = None, *,

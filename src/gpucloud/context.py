@@ -190,8 +190,8 @@ class ClientContext:
 
     def instance_spec(self, offer: Offer, adapter: Provider, *, name: str | None,
                       image: str | None, ssh_key: str | None, disk_gb: int | None,
-                      shutdown_at: Any) -> InstanceSpec:
-        launch_id = new_launch_id()
+                      shutdown_at: Any, job: Any = None) -> InstanceSpec:
+        launch_id = new_launch_id(job=job is not None)
         key_name, public_key = resolve_ssh_key(ssh_key)
         if adapter.capabilities.needs_ssh_key and key_name is None:
             raise ConfigurationError(
@@ -207,7 +207,7 @@ class ClientContext:
             offer=offer, launch_id=launch_id,
             name=name or f"gpucloud-{offer.gpu.lower()}-{launch_id}"[:64],
             image=image or adapter.catalog.default_image, ssh_key_name=key_name,
-            ssh_public_key=public_key, disk_gb=disk_gb, shutdown_at=shutdown_at)
+            ssh_public_key=public_key, disk_gb=disk_gb, shutdown_at=shutdown_at, job=job)
 
     def statuses(self) -> list[ProviderStatus]:
         out = []

@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from . import deadlines, ledger, pricing, refs
+from . import jobs as job_ops
 from . import reconcile as reconciling
 from .adapters.base import OfferQuery, Provider, Sleep
 from .credentials import how_to_set
@@ -234,6 +235,27 @@ class Engine:
 
     def reconcile(self, terminate_orphans: Any = False, provider: str | None = None) -> Op:
         return (yield from reconciling.reconcile(self, terminate_orphans, provider))
+
+    # -- jobs (jobs.py) -----------------------------------------------------------
+
+    def plan_job(self, spec: Any, provider: str | None = None, region: str | None = None) -> Op:
+        return (yield from job_ops.plan(self, spec, provider, region))
+
+    def submit(self, spec: Any, provider: str | None = None, region: str | None = None,
+               plan: Plan | None = None) -> Op:
+        return (yield from job_ops.submit(self, spec, provider, region, plan))
+
+    def jobs(self, provider: str | None = None) -> Op:
+        return (yield from job_ops.jobs(self, provider))
+
+    def job(self, ref: Any) -> Op:
+        return (yield from job_ops.job(self, ref))
+
+    def cancel(self, ref: Any) -> Op:
+        return (yield from job_ops.cancel(self, ref))
+
+    def job_logs(self, ref: Any, tail: int | None = None) -> Op:
+        return (yield from job_ops.logs(self, ref, tail))
 
     def warn_unresolved(self) -> None:
         reconciling.warn_unresolved(self.ctx)

@@ -13,6 +13,9 @@ ambiguous failures, a journal entry for every attempt.
   new machines can take a moment to appear) and a machine carrying this
   launch id is adopted. Not found: the error is raised with the launch id.
 * Anything else (auth, bad request, a connect error that never left) stops.
+* A job (``job=``, a JobRun) is launched the same way through the adapter's
+  ``submit_job``, with a job launch id; its secret values are registered for
+  redaction before the request exists. It returns the Job.
 """
 
 from __future__ import annotations
@@ -26,15 +29,16 @@ from .errors import (
     APIConnectionError, APIError, APIResponseValidationError, GpuCloudError,
     InsufficientCapacityError, InternalServerError, QuotaExceededError, option,
 )
-from .models import Attempt, Instance, Offer, Plan
+from .models import Attempt, Offer, Plan
 from .planner import deadline_for
+from .redaction import register_secrets
 
 MAX_ATTEMPTS = 3
 RECONCILE_DELAYS = (0.0, 2.0, 5.0)  # seconds before each look for an ambiguous launch
 
 
 def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
-           ssh_key: str | None, disk_gb: int | None) -> Op:
+           ssh_key: str | None, disk_gb: int | None, job: Any = None) -> Op:
     attempts: list[Attempt] = []
     ctx.last_attempts = attempts
     queue = [o for o in (plan.offer, *plan.alternatives) if o.source == "live"]
@@ -46,7 +50,9 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
         adapter = ctx.adapter(offer.provider)
         shutdown_at = deadline_for(plan, offer, disk_gb)
         spec = ctx.instance_spec(offer, adapter, name=name, image=image, ssh_key=ssh_key,
-                                 disk_gb=disk_gb, shutdown_at=shutdown_at)
+                                 disk_gb=disk_gb, shutdown_at=shutdown_at, job=job)
+        if job is not None:
+            register_secrets(job.secret_env.values())
         ctx.journal.record_intent(
             launch_id=spec.launch_id, provider=offer.provider, instance_type=offer.instance_type,
             region=offer.region, name=spec.name, price_per_hour=str(offer.price_per_hour),
@@ -57,7 +63,11 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
         ctx.in_flight.append(launching)
         ctx.report(launching)
         try:
-            instance = yield Call(offer.provider, adapter.create(spec))
+            if job is None:
+                instance = yield Call(offer.provider, adapter.create(spec))
+            else:
+                submitted = yield Call(offer.provider, adapter.submit_job(spec))
+                instance = submitted.instance
             outcome = "created"
         except (InsufficientCapacityError, QuotaExceededError) as exc:
             _settle(ctx, launching)
@@ -73,7 +83,7 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
             # Ambiguous: the machine may exist. Look for it; never re-send.
             ctx.tolerant(f"launch {spec.launch_id} is not journaled as ambiguous",
                          ctx.journal.mark, spec.launch_id, "ambiguous", error=exc.code)
-            found = yield from _find_launch(ctx, offer.provider, spec.launch_id)
+            found = yield from _find_launch(ctx, offer.provider, spec.launch_id, job is not None)
             _settle(ctx, launching)
             if found is None:
                 attempts.append(_attempt(offer, spec.launch_id, "failed", exc))
@@ -84,22 +94,31 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
                             f"{offer.provider}` and look for launch id {spec.launch_id}; "
                             "nothing was retried")
                 raise
-            instance, outcome = found, "adopted"
+            outcome = "adopted"
+            if job is None:
+                instance = found
+            else:
+                submitted, instance = found, found.instance
         except GpuCloudError as exc:
             _settle(ctx, launching)
             raise _failed(ctx, attempts, spec.launch_id, offer, exc)
         _settle(ctx, launching)
+        made = instance if instance is not None else submitted  # a job without a machine
         # The machine exists: a journal that fails now must not hide it.
-        ctx.tolerant(f"{instance.ref} (launch id {spec.launch_id}) was created but is not "
+        ctx.tolerant(f"{made.ref} (launch id {spec.launch_id}) was created but is not "
                      "journaled as delivered", ctx.journal.mark, spec.launch_id, "delivered",
-                     instance_id=instance.id)
-        ctx.tolerant(f"{instance.ref} is not in the cost ledger", ledger.launched, ctx,
-                     instance, offer, disk_gb, shutdown_at)
+                     instance_id=made.id)
+        if instance is not None:
+            ctx.tolerant(f"{instance.ref} is not in the cost ledger", ledger.launched, ctx,
+                         instance, offer, disk_gb, shutdown_at)
         attempts.append(_attempt(offer, spec.launch_id, outcome, None))
         ctx.report(attempts[-1])
-        if instance.shutdown_at is None and shutdown_at is not None:
+        if instance is not None and instance.shutdown_at is None and shutdown_at is not None:
             instance = instance.model_copy(update={"shutdown_at": shutdown_at})
-        return instance
+        if job is None:
+            return instance
+        return submitted.model_copy(update={
+            "instance": instance, "shutdown_at": submitted.shutdown_at or shutdown_at})
     assert last is not None
     last.attempts = attempts
     if queue:
@@ -153,12 +172,14 @@ def _attempt(offer: Offer, launch_id: str, outcome: str, exc: GpuCloudError | No
                    launch_id=launch_id)
 
 
-def _find_launch(ctx: Any, provider: str, launch_id: str) -> Op:
+def _find_launch(ctx: Any, provider: str, launch_id: str, job: bool = False) -> Op:
+    adapter = ctx.adapter(provider)
     for delay in RECONCILE_DELAYS:
         if delay:
             yield Sleep(delay)
         try:
-            instances: list[Instance] = yield Call(provider, ctx.adapter(provider).list_instances())
+            instances: list[Any] = yield Call(
+                provider, adapter.list_jobs() if job else adapter.list_instances())
         except APIError:
             continue
         found = next((i for i in instances if i.launch_id == launch_id), None)

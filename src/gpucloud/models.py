@@ -135,6 +135,11 @@ class JobRun(_Model):
     checkpoint_dir: str | None = None  # exposed to the job as CHECKPOINT_DIR
     checkpoint_url: str | None = None  # object storage the directory is synced to
     gpu_count: int = 1
+    # Added by the job core: what the spec asks beyond the offer (None: not asked).
+    checkpoint_sync_seconds: int | None = None
+    cpu: float | None = None
+    memory_gb: float | None = None
+    spot: bool = False
 
 
 class InstanceSpec(_Model):

@@ -1,6 +1,13 @@
 """Credentials out of what an error keeps: an exception is logged, pickled and
 sent to error trackers, so the request it carries is a copy without the
-Authorization header, key-like query parameters or a token request's secrets."""
+Authorization header, key-like query parameters or a token request's secrets.
+
+A job's secrets (``JobRun.secret_env``) travel in a launch request's body
+under names nobody can predict (``HF_TOKEN``, ``WANDB_API_KEY``, or inside a
+start-up script). Their *values* are known, though: the launcher registers
+them (``register_secrets``) before the request is sent, and an adapter may
+also list them in the request's ``SECRETS_EXTENSION``; every copy kept here
+has each of them replaced, also inside base64 (cloud-init user data)."""
 
 from __future__ import annotations
 
@@ -17,6 +24,27 @@ REDACTED = "[redacted]"
 # Set on a request whose body holds secrets in fields no name gives away (a
 # Kubernetes Job's env values): an error keeps none of its body.
 SECRET_BODY_EXTENSION = "gpucloud_secret_body"
+# Request extension: a tuple of secret values this request carries (job secrets).
+SECRETS_EXTENSION = "gpucloud_secrets"
+# Values shorter than this are not scrubbed from text: "1" would mangle everything.
+MIN_SECRET = 4
+_KNOWN: set[str] = set()  # job secret values seen by this process (never written out)
+
+
+def register_secrets(values: Any) -> None:
+    """Remember secret values so that no kept copy of a request or message shows them."""
+    for value in values:
+        text = value.get_secret_value() if hasattr(value, "get_secret_value") else str(value)
+        if len(text) >= MIN_SECRET:
+            _KNOWN.add(text)
+
+
+def scrub(text: str, extra: Any = ()) -> str:
+    """`text` with every registered (and `extra`) secret value replaced."""
+    for secret in sorted({*_KNOWN, *extra}, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
 
 
 def redact_request(request: object) -> httpx.Request | None:
@@ -26,18 +54,21 @@ def redact_request(request: object) -> httpx.Request | None:
         return None
     if not isinstance(request, httpx.Request):
         return None
-    headers = [(k, REDACTED if _SECRET_HEADER.search(k) else v)
+    extensions = dict(request.extensions)
+    marked = tuple(str(v) for v in extensions.pop(SECRETS_EXTENSION, ()) or ()
+                   if len(str(v)) >= MIN_SECRET)
+    headers = [(k, REDACTED if _SECRET_HEADER.search(k) else scrub(v, marked))
                for k, v in request.headers.multi_items()
                if k.lower() not in ("content-length", "transfer-encoding")]
     url = request.url
     if url.query:
-        url = url.copy_with(params=[(k, REDACTED if _SECRET_FIELD.search(k) else v)
+        url = url.copy_with(params=[(k, REDACTED if _SECRET_FIELD.search(k) else scrub(v, marked))
                                     for k, v in url.params.multi_items()])
-    return httpx.Request(request.method, url, headers=headers, content=_redact_body(request),
-                         extensions=dict(request.extensions))
+    return httpx.Request(request.method, url, headers=headers,
+                         content=_redact_body(request, marked), extensions=extensions)
 
 
-def _redact_body(request: httpx.Request) -> bytes:
+def _redact_body(request: httpx.Request, marked: tuple[str, ...] = ()) -> bytes:
     import json
     from urllib.parse import parse_qsl, urlencode
 
@@ -53,17 +84,40 @@ def _redact_body(request: httpx.Request) -> bytes:
     try:
         if "form-urlencoded" in kind:
             pairs = parse_qsl(content.decode(), keep_blank_values=True, strict_parsing=True)
-            return urlencode([(k, REDACTED if _SECRET_FIELD.search(k) else v)
+            return urlencode([(k, REDACTED if _SECRET_FIELD.search(k) else _text(v, marked))
                               for k, v in pairs]).encode()
-        return json.dumps(_redact_json(json.loads(content))).encode()
+        return json.dumps(_redact_json(json.loads(content), marked)).encode()
     except (ValueError, UnicodeDecodeError, RecursionError):
         return b"[body not kept]"  # not a shape we can clean
 
 
-def _redact_json(value: Any) -> Any:
+def _redact_json(value: Any, marked: tuple[str, ...] = ()) -> Any:
     if isinstance(value, dict):
         return {k: REDACTED if isinstance(k, str) and _SECRET_FIELD.search(k)
-                else _redact_json(v) for k, v in value.items()}
+                else _redact_json(v, marked) for k, v in value.items()}
     if isinstance(value, list):
-        return [_redact_json(v) for v in value]
+        return [_redact_json(v, marked) for v in value]
+    if isinstance(value, str):
+        return _text(value, marked)
+    return value
+
+
+def _text(value: str, marked: tuple[str, ...]) -> str:
+    """A string field with secrets replaced; a base64 field (cloud-init user
+    data) that decodes to text carrying one is dropped whole."""
+    if not _KNOWN and not marked:
+        return value
+    value = scrub(value, marked)
+    if len(value) >= 16 and re.fullmatch(r"[A-Za-z0-9+/=_-]+", value):
+        import base64
+        import binascii
+
+        try:
+            decoded = base64.b64decode(value + "=" * (-len(value) % 4), altchars=b"-_"
+                                       if ("-" in value or "_" in value) else None)
+            plain = decoded.decode("utf-8")
+        except (binascii.Error, ValueError, UnicodeDecodeError):
+            return value
+        if scrub(plain, marked) != plain:
+            return REDACTED
     return value

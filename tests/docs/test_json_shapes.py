@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from pathlib import Path
+
 import httpx
 import pytest
 import respx
@@ -14,6 +16,7 @@ from gpucloud.cli import app
 from tests.docs._readme import instance_fields, json_table
 
 KEY = "sk-json-shape-0123456789"
+JOB = str(Path(__file__).resolve().parents[2] / "examples" / "train-job.yaml")
 # How each documented command is run (in this order: later ones use the machine
 # "shape" that `create` makes; {ref} is its provider/id).
 RUNS = {
@@ -29,6 +32,13 @@ RUNS = {
     "stop": ["stop", "shape"],
     "start": ["start", "shape", "--yes"],
     "delete": ["delete", "{ref}", "--yes"],
+    "submit --dry-run": ["submit", JOB, "--provider", "sandbox", "--dry-run"],
+    "submit": ["submit", JOB, "--provider", "sandbox", "--yes"],
+    "jobs list": ["jobs", "list"],
+    "jobs get": ["jobs", "get", "llama-finetune"],
+    "jobs logs": ["jobs", "logs", "llama-finetune"],
+    "jobs cancel": ["jobs", "cancel", "llama-finetune", "--yes"],
+    "schema job": ["schema", "job"],
     "reconcile": ["reconcile"],
     "costs": ["costs"],
     "providers": ["providers"],
@@ -43,6 +53,8 @@ RUNS = {
 @pytest.fixture
 def lambda_accepts_the_key(monkeypatch):
     monkeypatch.setenv("GPUCLOUD_LAMBDA_API_KEY", KEY)
+    for secret in ("HF_TOKEN", "WANDB_API_KEY"):  # the example job's secrets
+        monkeypatch.setenv(secret, f"{secret.lower()}-json-shape-value")
     with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
         router.get("https://cloud.lambda.ai/api/v1/ssh-keys").mock(
             return_value=httpx.Response(200, json={"data": []}))

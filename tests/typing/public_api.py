@@ -7,9 +7,11 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import assert_type
 
+from gpucloud.jobspec import Resources
 from gpucloud import (
     APIError, AsyncClient, Attempt, Client, CostEstimate, CostReport, GpuCloudError, Instance,
-    InsufficientCapacityError, Offer, Plan, ReapReport, SpendLine, parse_gpu,
+    InsufficientCapacityError, Job, JobSpec, JobStatus, Offer, Plan, ReapReport, SpendLine,
+    parse_gpu,
 )
 
 
@@ -61,6 +63,24 @@ def sync_usage() -> None:
         scoped.list()
 
 
+def job_usage() -> None:
+    client = Client(providers=["sandbox"])
+    spec = JobSpec(name="train", image="pytorch/pytorch:2.4.0",
+                   resources=Resources(gpu="h100", gpu_count=8),
+                   max_runtime="6h", max_cost=Decimal("200"))
+    assert_type(client.plan_job(spec), Plan)
+    job = client.submit(spec)
+    assert_type(job, Job)
+    assert_type(client.submit("examples/train-job.yaml", provider="sandbox"), Job)
+    assert_type(client.jobs(), list[Job])
+    assert_type(client.job(job.ref).status, JobStatus)
+    assert_type(client.job("train").exit_code, int | None)
+    assert_type(client.logs(job), str)
+    for line in client.logs(job, follow=True):
+        assert_type(line, str)
+    assert_type(client.cancel(job), Job)
+
+
 async def async_usage() -> None:
     async with AsyncClient(providers=["sandbox"]) as client:
         machine = await client.create(gpu="h100", count=8, auto_shutdown="1h")
@@ -72,3 +92,10 @@ async def async_usage() -> None:
         assert_type(await client.reap(), ReapReport)
         await client.delete(machine.ref)
         assert_type(await client.costs(), CostReport)
+        job = await client.submit("examples/train-job.yaml")
+        assert_type(job, Job)
+        assert_type(await client.jobs(), list[Job])
+        assert_type(await client.logs(job), str)
+        async for line in client.follow_logs(job):
+            assert_type(line, str)
+        assert_type(await client.cancel(job.ref), Job)

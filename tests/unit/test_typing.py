@@ -12,7 +12,8 @@ from pathlib import Path
 import gpucloud
 
 ROOT = Path(__file__).resolve().parents[2]
-PUBLIC_MODULES = ["__init__.py", "client.py", "models.py", "errors.py", "gpus.py"]
+PUBLIC_MODULES = ["__init__.py", "client.py", "models.py", "errors.py", "gpus.py", "jobspec.py",
+                  "job_client.py"]
 
 
 def test_py_typed_ships_with_the_package() -> None:

@@ -151,11 +151,13 @@ class Provider:
     def redact(self, text: str) -> str:
         """A provider message is shown to users and logged: it must never carry our
         secret, whatever the provider chose to echo."""
+        from ..redaction import scrub
+
         if self.credential is not None:
             secret = self.credential.secret.get_secret_value()
             if secret:
                 text = text.replace(secret, "[secure]")
-        return text
+        return scrub(text)  # and a job's secrets, should the provider echo one
 
     def json(self, response: httpx.Response) -> Any:
         try:

@@ -25,7 +25,8 @@ from ...errors import (
     NotFoundError,
 )
 from ...gpus import normalize_gpu
-from ...models import Instance, InstanceSpec, InstanceStatus, Offer
+from ...models import Instance, InstanceSpec, InstanceStatus, Job, JobStatus, Offer
+from ...redaction import SECRETS_EXTENSION
 from ..base import Capabilities, Flow, OfferQuery, Provider
 from .knobs import Knobs
 from .server import SandboxCloud, SandboxTransport
@@ -99,8 +100,8 @@ class SandboxProvider(Provider):
         if cls is InsufficientCapacityError:
             hint = ("the sandbox has GPUCLOUD_SANDBOX_CAPACITY machines per type and region: "
                     "delete some, try another region, or check GPUCLOUD_SANDBOX_EXHAUST")
-        return status_error(self.name, response, message=message, provider_code=code,
-                            hint=hint, cls=cls)
+        return status_error(self.name, response, message=self.redact(message),
+                            provider_code=code, hint=hint, cls=cls)
 
     # -- flows ----------------------------------------------------------------------
 
@@ -133,6 +134,16 @@ class SandboxProvider(Provider):
         return sorted(out, key=lambda o: (o.price_per_hour, o.instance_type, o.region))
 
     def create(self, spec: InstanceSpec) -> Flow[Instance]:
+        if spec.job is not None:  # a job's machine is made by the job
+            job = yield from self.submit_job(spec)
+            assert job.instance is not None
+            return job.instance
+        response = yield self.request("POST", "/v1/instances", json=self._machine(spec),
+                                      kind="launch")
+        self.raise_for_error(response)
+        return self._instance(response, self.json(response))
+
+    def _machine(self, spec: InstanceSpec) -> dict[str, Any]:
         body: dict[str, Any] = {
             "instance_type": spec.offer.instance_type,
             "region": spec.offer.region,
@@ -146,9 +157,54 @@ class SandboxProvider(Provider):
             body["ssh_public_key"] = spec.ssh_public_key
         if spec.shutdown_at is not None:
             body["shutdown_at"] = _iso(spec.shutdown_at)
-        response = yield self.request("POST", "/v1/instances", json=body, kind="launch")
+        return body
+
+    # -- jobs: the simulated cloud runs them itself (job_sim.py) -----------------------
+
+    def submit_job(self, spec: InstanceSpec) -> Flow[Job]:
+        run = spec.job
+        if run is None:
+            raise ValueError("submit_job needs spec.job")
+        body = self._machine(spec)
+        body.update({
+            "image": run.image, "command": list(run.command), "args": list(run.args),
+            "env": dict(run.env), "retries": run.retries,
+            "secret_env": {k: v.get_secret_value() for k, v in run.secret_env.items()},
+        })
+        for key in ("max_runtime_seconds", "checkpoint_dir", "checkpoint_url"):
+            if getattr(run, key) is not None:
+                body[key] = getattr(run, key)
+        request = self.request("POST", "/v1/jobs", json=body, kind="launch")
+        request.extensions[SECRETS_EXTENSION] = tuple(
+            v.get_secret_value() for v in run.secret_env.values())
+        response = yield request
         self.raise_for_error(response)
-        return self._instance(response, self.json(response))
+        return self._job(response, self.json(response))
+
+    def list_jobs(self) -> Flow[list[Job]]:
+        response = yield self.request("GET", "/v1/jobs")
+        self.raise_for_error(response)
+        return [self._job(response, item) for item in self._data(response)]
+
+    def get_job(self, job_id: str) -> Flow[Job]:
+        response = yield self.request("GET", f"/v1/jobs/{quote(job_id, safe='')}")
+        self.raise_for_error(response)
+        return self._job(response, self.json(response))
+
+    def cancel_job(self, job_id: str) -> Flow[None]:
+        response = yield self.request("DELETE", f"/v1/jobs/{quote(job_id, safe='')}",
+                                      kind="idempotent")
+        self.raise_for_error(response)
+
+    def job_logs(self, job_id: str, tail: int | None = None) -> Flow[str]:
+        response = yield self.request("GET", f"/v1/jobs/{quote(job_id, safe='')}/logs",
+                                      params={"tail": str(tail)} if tail else None)
+        self.raise_for_error(response)
+        body = self.json(response)
+        lines = body.get("lines") if isinstance(body, dict) else None
+        if not isinstance(lines, list):
+            raise self.invalid(response, 'expected {"lines": [...]}')
+        return "".join(f"{line}\n" for line in lines)
 
     def list_instances(self) -> Flow[list[Instance]]:
         response = yield self.request("GET", "/v1/instances")
@@ -220,6 +276,29 @@ class SandboxProvider(Provider):
             )
         except (KeyError, TypeError, ValueError, InvalidOperation, AttributeError) as exc:
             raise self.invalid(response, f"bad instance: {exc!r}") from exc
+
+
+    def _job(self, response: httpx.Response, item: Any) -> Job:
+        try:
+            raw = str(item["status"])
+            try:
+                status = JobStatus(raw)
+            except ValueError:
+                status = JobStatus.UNKNOWN
+            labels = item.get("labels") or {}
+            code = item.get("exit_code")
+            return Job(
+                provider=self.name, id=str(item["id"]), name=item.get("name"), status=status,
+                provider_status=raw, launch_id=labels.get(LAUNCH_LABEL),
+                instance=self._instance(response, item["instance"]),
+                created_at=_parse(item.get("created_at")),
+                started_at=_parse(item.get("started_at")),
+                finished_at=_parse(item.get("finished_at")),
+                shutdown_at=_parse(item.get("shutdown_at")),
+                exit_code=int(code) if code is not None else None,
+                message=item.get("message"), simulated=True)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise self.invalid(response, f"bad job: {exc!r}") from exc
 
 
 def _iso(when: datetime) -> str:

@@ -31,6 +31,9 @@ class Knobs:
     exhaust: frozenset[str] = frozenset()
     native_timer: bool = True
     hang_after_create: float = 0.0
+    job_seconds: float = 5.0
+    job_fail: float = 0.0
+    job_preempt: float = 0.0
 
     @classmethod
     def load(cls, config: Mapping[str, Any] | None = None,
@@ -88,7 +91,8 @@ def _convert(name: str, raw: Any, where: str) -> Any:
             value = float(raw)
     except (TypeError, ValueError):
         raise bad("an integer" if name in ("capacity", "seed") else "a number") from None
-    if name.startswith("fail_") and not 0.0 <= value <= 1.0:
+    if (name.startswith("fail_") or name in ("job_fail", "job_preempt")) \
+            and not 0.0 <= value <= 1.0:
         raise bad("a probability between 0 and 1")
     if name != "seed" and value < 0:
         raise bad("a number >= 0")

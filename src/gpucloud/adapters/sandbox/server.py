@@ -76,6 +76,11 @@ given (the ``[sandbox]`` section of config.toml, lower-case names):
                        machine, before answering: a window in which to kill the
                        client (SIGKILL) between the request and its journal
                        entry, as reconcile's crash test does (0)
+    JOB_SECONDS        how long a job runs once its machine has booted (5)
+    JOB_FAIL           probability that a job's run exits 1 half-way (0)
+    JOB_PREEMPT        probability that a job's run is preempted part-way (0);
+                       a failed or preempted run is retried up to the job's
+                       ``retries`` (job_sim.py documents jobs and /v1/jobs)
 
 One die is rolled per request subject to failures: r < FAIL_429 is a 429,
 r < FAIL_429 + FAIL_5XX a 503, and (creates only) r < FAIL_429 + FAIL_5XX +
@@ -104,6 +109,7 @@ import httpx
 
 from .transport import SandboxTransport  # noqa: F401 (re-exported: tests, adapter)
 from ._wire import US, ApiError, fake_ip, iso, json_body, parse_time, validate_create
+from .job_sim import JOB_SCHEMA, JobSimulation
 from .knobs import Knobs
 
 _SCHEMA = """
@@ -121,7 +127,7 @@ _ADDED_COLUMNS = {"stopped_us": "INTEGER",
                   "stopped_total_us": "INTEGER NOT NULL DEFAULT 0"}
 
 
-class SandboxCloud:
+class SandboxCloud(JobSimulation):
     """The simulated cloud: ``handle(request) -> response`` over a SQLite file."""
 
     def __init__(self, db_path: str | os.PathLike[str],
@@ -142,7 +148,7 @@ class SandboxCloud:
         self.log: deque[tuple[str, str, int]] = deque(maxlen=1000)
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         with self._read() as db:
-            db.executescript(_SCHEMA)
+            db.executescript(_SCHEMA + JOB_SCHEMA)
             have = {row["name"] for row in db.execute("PRAGMA table_info(instances)")}
             for column, kind in _ADDED_COLUMNS.items():
                 if column not in have:
@@ -195,6 +201,8 @@ class SandboxCloud:
     def _route(self, request: httpx.Request) -> tuple[int, Any]:
         parts = request.url.path.strip("/").split("/")
         method = request.method
+        if parts[:2] == ["v1", "jobs"]:
+            return self._route_jobs(request, parts)
         if (parts[:1] != ["v1"] or len(parts) not in (2, 3, 4)
                 or parts[1] not in ("instance-types", "instances")
                 or (parts[1] == "instance-types" and len(parts) > 2)
@@ -343,6 +351,13 @@ class SandboxCloud:
 
     def _create(self, body: Any) -> dict[str, Any]:
         spec = validate_create(body)
+        with self._write_lock() as db:  # taken before counting capacity
+            now = self._now()
+            instance_id = self._insert(db, spec, now)
+            return self._render(self._row(db, instance_id, now), now)
+
+    def _insert(self, db: sqlite3.Connection, spec: dict[str, Any], now: int) -> str:
+        """A new machine (the write lock held), or 409 when its type is full."""
         itype = self.types.get(spec["instance_type"])
         if itype is None or itype.price is None:
             raise ApiError(400, "invalid_request",
@@ -352,22 +367,20 @@ class SandboxCloud:
             raise ApiError(400, "invalid_request",
                            f"{itype.name} is not offered in region {spec['region']!r}; "
                            f"it is in {', '.join(itype.regions)}")
-        with self._write_lock() as db:  # taken before counting capacity
-            now = self._now()
-            if self._capacity_left(db, itype.name, spec["region"], now) <= 0:
-                raise ApiError(409, "capacity_exhausted",
-                               f"no capacity for {itype.name} in {spec['region']}")
-            instance_id = "sbx-" + secrets.token_hex(6)
-            db.execute(
-                "INSERT INTO instances (id, name, instance_type, region, gpu, gpu_count, price,"
-                " image, disk_gb, ssh_public_key, labels, created_us, ready_us, shutdown_us)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (instance_id, spec["name"], itype.name, spec["region"], itype.gpu,
-                 itype.gpu_count, str(itype.price), spec.get("image") or self.default_image,
-                 spec.get("disk_gb") or itype.disk_gb, spec.get("ssh_public_key"),
-                 json.dumps(spec.get("labels") or {}, sort_keys=True), now,
-                 now + int(self.knobs.boot_seconds * US), spec.get("shutdown_us")))
-            return self._render(self._row(db, instance_id, now), now)
+        if self._capacity_left(db, itype.name, spec["region"], now) <= 0:
+            raise ApiError(409, "capacity_exhausted",
+                           f"no capacity for {itype.name} in {spec['region']}")
+        instance_id = "sbx-" + secrets.token_hex(6)
+        db.execute(
+            "INSERT INTO instances (id, name, instance_type, region, gpu, gpu_count, price,"
+            " image, disk_gb, ssh_public_key, labels, created_us, ready_us, shutdown_us)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (instance_id, spec["name"], itype.name, spec["region"], itype.gpu,
+             itype.gpu_count, str(itype.price), spec.get("image") or self.default_image,
+             spec.get("disk_gb") or itype.disk_gb, spec.get("ssh_public_key"),
+             json.dumps(spec.get("labels") or {}, sort_keys=True), now,
+             now + int(self.knobs.boot_seconds * US), spec.get("shutdown_us")))
+        return instance_id
 
     def _update(self, instance_id: str, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict) or set(body) != {"shutdown_at"}:
