@@ -21,9 +21,6 @@ _SECRET_HEADER = re.compile(r"auth|token|secret|key|cookie|password|signature|se
 _SECRET_FIELD = re.compile(r"secret|token|password|api[-_]?key|authorization|assertion|"
                            r"credential", re.I)
 REDACTED = "[redacted]"
-# Set on a request whose body holds secrets in fields no name gives away (a
-# Kubernetes Job's env values): an error keeps none of its body.
-SECRET_BODY_EXTENSION = "gpucloud_secret_body"
 # Request extension: a tuple of secret values this request carries (job secrets).
 SECRETS_EXTENSION = "gpucloud_secrets"
 # Values shorter than this are not scrubbed from text: "1" would mangle everything.
@@ -72,8 +69,6 @@ def _redact_body(request: httpx.Request, marked: tuple[str, ...] = ()) -> bytes:
     import json
     from urllib.parse import parse_qsl, urlencode
 
-    if request.extensions.get(SECRET_BODY_EXTENSION):
-        return b"[body not kept: it holds secrets]"
     try:
         content: bytes = request.content
     except Exception:  # noqa: BLE001 - a streamed body was never read: keep none

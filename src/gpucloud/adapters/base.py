@@ -23,6 +23,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 import httpx
 
 from ..errors import APIError, APIResponseValidationError, APIStatusError
+# The marker for values a request carries that must never be shown (a job's
+# secret env): redaction hides them from logs, --debug and exceptions.
+from ..redaction import SECRETS_EXTENSION
 
 if TYPE_CHECKING:
     from ..catalog import ProviderCatalog
@@ -40,9 +43,6 @@ Flow = Generator[Any, Any, T]
 #   unsafe      any other write: re-sent only when it provably never left
 RequestKind = Literal["read", "idempotent", "launch", "unsafe"]
 KIND_EXTENSION = "gpucloud_kind"
-# Values a request carries that must never be shown (a job's secret env): the
-# driver's redaction hides them from logs, --debug and exceptions.
-SECRETS_EXTENSION = "gpucloud_secrets"
 # The launch id of a job's machine starts with this: list_jobs finds jobs by it.
 JOB_PREFIX = "gj-"
 

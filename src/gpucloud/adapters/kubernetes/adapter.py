@@ -35,7 +35,6 @@ from ...errors import (
 )
 from ...gpus import gpu_info
 from ...models import Instance, InstanceSpec, InstanceStatus, Job, JobStatus, Offer
-from ...redaction import SECRET_BODY_EXTENSION
 from ..base import JOB_PREFIX, Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
 from . import _kubeconfig, _settings
 from . import _wire as wire
@@ -298,10 +297,9 @@ class KubernetesProvider(Provider):
     def submit_job(self, spec: InstanceSpec) -> Flow[Job]:
         body = job_manifest(spec, namespace=self.namespace, gpu_label=self._label())
         self._place(body["spec"]["template"]["spec"], spec.offer.instance_type)
+        secrets = [v.get_secret_value() for v in spec.job.secret_env.values()] if spec.job else []
         request = self.request("POST", "/apis/batch/v1" + self._ns("/jobs"), json=body,
-                               kind="launch")
-        if spec.job is not None and spec.job.secret_env:
-            request.extensions[SECRET_BODY_EXTENSION] = True  # no error keeps its body
+                               kind="launch", secrets=secrets)
         return self._job(self._body((yield request)), [])
 
     def list_jobs(self) -> Flow[list[Job]]:
