@@ -99,6 +99,7 @@ class Cluster:
         self.failures_left = self.knobs.job_failures
         self._rv = 1000
         self._ips = 0
+        self._last = self.clock()
         from .jobs import JobController
         self.job_controller = JobController(self)
 
@@ -155,14 +156,40 @@ class Cluster:
 
     # --- the scheduler and the kubelet ---------------------------------------
     def tick(self) -> None:
+        """Replay what happened since the last request in time order (a
+        discrete-event loop), so a long clock jump gives the same history as
+        many short ones: a retry pod starts when its predecessor failed, a
+        deadline fires before a later pod end."""
         with self.lock:
             now = self.clock()
+            while True:
+                due = [t for t in self._events() if self._last < t <= now]
+                if not due:
+                    break
+                self._process(min(due))
+            self._process(now)
+
+    def _events(self) -> list[float]:
+        times = []
+        for pod_key, sim in self.sims.items():
+            if sim.remove_at is not None:
+                times.append(sim.remove_at)
+                continue
+            if sim.scheduled_at is not None and sim.running_at is None:
+                times.append(sim.scheduled_at + self.knobs.pod_start_seconds)
+            if sim.ends_at is not None and self.pods[pod_key]["status"]["phase"] == "Running":
+                times.append(sim.ends_at)
+        return times + self.job_controller.events()
+
+    def _process(self, at: float) -> None:
+        self._last = max(self._last, at)
+        for _ in range(10):  # until nothing changes at this instant
+            before = self._rv
             for key in list(self.pods):
-                self._advance_pod(key, now)
-            self.job_controller.sync(now)
-            # A job's new or deleted pods can change what fits: one more pass.
-            for key in list(self.pods):
-                self._advance_pod(key, now)
+                self._advance_pod(key, at)
+            self.job_controller.sync(at)
+            if self._rv == before:
+                return
 
     def _advance_pod(self, key: tuple[str, str], now: float) -> None:
         pod, sim = self.pods.get(key), self.sims.get(key)
@@ -297,8 +324,10 @@ class Cluster:
             self._stamp(pod)
             # The scheduler acts after the create returns, as on a real cluster:
             # the 201 carries phase Pending and no conditions yet.
+            reply = copy.deepcopy(pod)
             self.pods[key], self.sims[key] = pod, PodSim()
-            return copy.deepcopy(pod)
+            self._schedule(pod, self.sims[key], self.clock())
+            return reply
 
     def pod(self, namespace: str, name: str) -> dict[str, Any]:
         pod = self.pods.get((namespace, name))

@@ -138,6 +138,19 @@ class JobController:
                 if any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or [])]
 
     # --- the controller -------------------------------------------------------
+    def events(self) -> list[float]:
+        """When a deadline or a TTL will fire, for the cluster's event loop."""
+        times = []
+        for job in self.cluster.jobs.values():
+            spec, status = job["spec"], job["status"]
+            done = [x for x in status.get("conditions") or [] if x["type"] in FINISHED]
+            if done and spec.get("ttlSecondsAfterFinished") is not None:
+                finished = status.get("completionTime") or done[0]["lastTransitionTime"]
+                times.append(_epoch(finished) + spec["ttlSecondsAfterFinished"])
+            elif not done and "startTime" in status and spec.get("activeDeadlineSeconds"):
+                times.append(_epoch(status["startTime"]) + spec["activeDeadlineSeconds"])
+        return times
+
     def sync(self, now: float) -> None:
         c = self.cluster
         for key, job in list(c.jobs.items()):
