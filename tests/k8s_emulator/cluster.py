@@ -42,6 +42,9 @@ class Knobs:
     job_run_seconds: float = 0.5        # a job pod's container runs this long
     job_failures: int = 0               # this many job pod runs (in order) exit 1
     pod_log: Callable[[dict[str, Any]], list[str]] | None = None  # extra log lines
+    # Called with (cluster, pod) before a pod is admitted: lets a test stage a
+    # race, e.g. another tenant's pod taking the GPUs between plan and create.
+    admission: Callable[[Any, dict[str, Any]], None] | None = None
 
 
 @dataclass
@@ -307,6 +310,8 @@ class Cluster:
     # --- pods -----------------------------------------------------------------
     def create_pod(self, namespace: str, pod: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
+            if self.knobs.admission is not None:
+                self.knobs.admission(self, pod)
             self.require_namespace(namespace)
             meta = pod.setdefault("metadata", {})
             if meta.get("namespace") not in (None, namespace):

@@ -6,10 +6,10 @@ credential plugin fixture asks for fresh short-lived tokens."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import re
 import secrets
-import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,7 +18,10 @@ from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
 from .cluster import Cluster, Knobs
-from .objects import ApiError, bad_request, failure, label_matcher, field_matcher, merge_patch, not_found, rfc3339
+from .objects import (
+    ApiError, bad_request, failure, field_matcher, invalid, label_matcher, merge_patch, not_found,
+    rfc3339,
+)
 
 ADMIN_HEADER = "X-Emulator-Admin"
 MERGE_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
@@ -127,7 +130,9 @@ class Api:
         if path == "/_emulator/tokens" and method == "POST":
             return self._admin_token(headers, body)
         user = self.cluster.authenticate(headers.get("authorization"))
+        # Which token, without keeping it: lets a test see a refreshed token in use.
         entry["user"] = user
+        entry["token"] = hashlib.sha256(headers["authorization"].encode()).hexdigest()[:12]
         allowed = False
         for verb, pattern, name in ROUTES:
             match = re.fullmatch(pattern, path)
@@ -142,12 +147,14 @@ class Api:
                 self.cluster.authorize(user, rbac_verb, resource, group, args.get("ns"))
             if not isinstance(body, (dict, type(None))):
                 raise bad_request("the body of the request is not JSON")
-            self.cluster.tick()
-            result: Reply = getattr(self, name)(query=query, body=body, headers=headers, **args)
+            with self.cluster.lock:  # the client may call from several threads
+                self.cluster.tick()
+                result: Reply = getattr(self, name)(query=query, body=body, headers=headers,
+                                                    **args)
             return result
         if allowed:
             raise failure(405, "MethodNotAllowed",
-                          f"the server does not allow this method on the requested resource")
+                          "the server does not allow this method on the requested resource")
         raise failure(404, "NotFound", "the server could not find the requested resource",
                       {})
 
@@ -315,7 +322,6 @@ class Api:
         old_spec = {k: v for k, v in obj["spec"].items() if k not in mutable_spec}
         new_spec = {k: v for k, v in (merged.get("spec") or {}).items() if k not in mutable_spec}
         if new_spec != old_spec:
-            from .objects import invalid
             raise invalid(kind, group, name, [(
                 "FieldValueForbidden", "spec",
                 "Forbidden: pod updates may not change fields other than `spec.containers[*]"
