@@ -12,6 +12,7 @@ bearer tokens that expire."""
 from __future__ import annotations
 
 import json
+import ssl
 import time
 from datetime import datetime, timezone
 
@@ -101,7 +102,7 @@ def offers_or_none(client, **query):
         return []
 
 
-# -- offers and pods ------------------------------------------------------------------------------
+# -- offers and pods ---------------------------------------------------------------------
 
 
 def test_offers_are_the_nodes_free_gpus_by_model(client, emulator):
@@ -158,7 +159,7 @@ def test_unschedulable_create_wait_fails_with_exit_6_and_the_schedulers_message(
     assert pod["status"]["conditions"][0]["reason"] == "Unschedulable"
 
 
-# -- jobs -------------------------------------------------------------------------------------------
+# -- jobs --------------------------------------------------------------------------------
 
 
 def spec(name="train", gpu_count=1, **extra) -> JobSpec:
@@ -237,7 +238,7 @@ def test_an_unschedulable_job_carries_the_schedulers_message(client, emulator, c
     client.cancel(job.ref)
 
 
-# -- tokens -----------------------------------------------------------------------------------------
+# -- tokens ------------------------------------------------------------------------------
 
 
 def test_auth_token_mints_a_service_account_token(kubeconfig, emulator, clock):
@@ -252,8 +253,8 @@ def test_auth_token_mints_a_service_account_token(kubeconfig, emulator, clock):
     expires = datetime.fromisoformat(minted["expires_at"].replace("Z", "+00:00"))
     assert abs(expires.timestamp() - (clock() + 3600)) < 2
     ca = emulator.write_ca(kubeconfig.with_name("ca.pem"))
-    import ssl
-    nodes = httpx.get(f"{emulator.url}/api/v1/nodes", verify=ssl.create_default_context(cafile=str(ca)),
+    nodes = httpx.get(f"{emulator.url}/api/v1/nodes",
+                      verify=ssl.create_default_context(cafile=str(ca)),
                       headers={"Authorization": f"Bearer {minted['token']}"})
     assert nodes.status_code == 200
     assert emulator.requests[-1]["user"] == f"system:serviceaccount:{NS}:ci"

@@ -247,7 +247,7 @@ class Cluster:
     def _unfit(self, pod: dict[str, Any], node: dict[str, Any]) -> str | None:
         if node["spec"].get("unschedulable"):
             return "node(s) were unschedulable"
-        if not node_matches(pod["spec"], node["metadata"].get("labels") or {}):
+        if not P.node_matches(pod["spec"], node["metadata"].get("labels") or {}):
             return "node(s) didn't match Pod's node affinity/selector"
         for resource in (P.GPU, "cpu", "memory"):
             need = P.requested(pod, resource)
@@ -379,38 +379,6 @@ class Cluster:
                              ) -> dict[str, Any]:
         from .jobs import token_request
         return token_request(self, namespace, sa, body)
-
-
-def node_matches(spec: dict[str, Any], labels: dict[str, str]) -> bool:
-    for key, value in (spec.get("nodeSelector") or {}).items():
-        if labels.get(key) != value:
-            return False
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-    terms = required.get("nodeSelectorTerms")
-    if not terms:
-        return True
-    return any(all(_expression(e, labels) for e in term.get("matchExpressions") or [])
-               for term in terms)
-
-
-def _expression(expr: dict[str, Any], labels: dict[str, str]) -> bool:
-    key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-    if op == "In":
-        return labels.get(key) in values
-    if op == "NotIn":
-        return labels.get(key) not in values
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
-    if op in ("Gt", "Lt") and key in labels:
-        try:
-            a, b = int(labels[key]), int(values[0])
-        except (ValueError, IndexError):
-            return False
-        return a > b if op == "Gt" else a < b
-    return False
 
 
 __all__ = ["ApiError", "Cluster", "FakeClock", "Knobs", "gpu_node", "failure"]

@@ -27,7 +27,7 @@ def main() -> int:
         if version != "client.authentication.k8s.io/v1":
             print(f"exec plugin: unsupported apiVersion {version}", file=sys.stderr)
             return 1
-    body = {"user": "exec-user"}
+    body: dict[str, object] = {"user": "exec-user"}
     if os.environ.get("KEMU_TTL"):
         body["ttl"] = float(os.environ["KEMU_TTL"])
     request = urllib.request.Request(

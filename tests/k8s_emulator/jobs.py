@@ -55,7 +55,8 @@ class JobController:
             spec.setdefault("completionMode", "NonIndexed")
             spec.setdefault("suspend", False)
             uid = meta["uid"]
-            marks = {"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
+            marks = {"batch.kubernetes.io/controller-uid": uid,
+                     "batch.kubernetes.io/job-name": name,
                      "controller-uid": uid, "job-name": name}
             spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
             template_meta = spec["template"].setdefault("metadata", {})

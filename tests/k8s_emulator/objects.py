@@ -113,9 +113,11 @@ def name_causes(name: str | None, generate: bool, max_len: int = 253
             for p in problems]
 
 
-_SUFFIX = {"": 1, "m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
-           "P": 10**15, "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
-           "Pi": 2**50, "Ei": 2**60}
+_SUFFIX: dict[str, Decimal] = {
+    "": Decimal(1), "m": Decimal("0.001"), "k": Decimal(10**3), "M": Decimal(10**6),
+    "G": Decimal(10**9), "T": Decimal(10**12), "P": Decimal(10**15), "E": Decimal(10**18),
+    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50), "Ei": Decimal(2**60)}
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 
 
@@ -126,7 +128,7 @@ def quantity(value: Any) -> Decimal | None:
     if not match:
         return None
     try:
-        return Decimal(match.group(1)) * Decimal(_SUFFIX[match.group(2) or ""])
+        return Decimal(match.group(1)) * _SUFFIX[match.group(2) or ""]
     except InvalidOperation:
         return None
 

@@ -156,3 +156,35 @@ def unschedulable_message(total: int, reasons: dict[str, int]) -> str:
     if hopeless:
         pre.append(f"{hopeless} Preemption is not helpful for scheduling")
     return f"{text} preemption: 0/{total} nodes are available: {', '.join(sorted(pre))}."
+
+
+def node_matches(spec: dict[str, Any], labels: dict[str, str]) -> bool:
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        if labels.get(key) != value:
+            return False
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = required.get("nodeSelectorTerms")
+    if not terms:
+        return True
+    return any(all(_expression(e, labels) for e in term.get("matchExpressions") or [])
+               for term in terms)
+
+
+def _expression(expr: dict[str, Any], labels: dict[str, str]) -> bool:
+    key, op, values = str(expr.get("key")), expr.get("operator"), expr.get("values") or []
+    if op == "In":
+        return labels.get(key) in values
+    if op == "NotIn":
+        return labels.get(key) not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    if op in ("Gt", "Lt") and key in labels:
+        try:
+            a, b = int(labels[key]), int(values[0])
+        except (ValueError, IndexError):
+            return False
+        return a > b if op == "Gt" else a < b
+    return False

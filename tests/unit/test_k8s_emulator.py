@@ -21,6 +21,8 @@ from tests.k8s_emulator import (
 )
 
 NS = "/api/v1/namespaces/default"
+IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
+MANAGED = {"app.kubernetes.io/managed-by": "gpucloud"}
 # meta/v1 Status bodies as the apiserver sends them (the shapes of the examples
 # in the shared Kubernetes spec folder: status_401_unauthorized.json and friends).
 UNAUTHORIZED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -29,7 +31,7 @@ TOKEN_422_MESSAGE = ('TokenRequest.authentication.k8s.io "" is invalid: spec.exp
                      'Invalid value: 60: may not specify a duration less than 10 minutes')
 
 
-def pod(name: str = "p1", gpus: int | None = 1, image: str | None = "nvcr.io/nvidia/pytorch:24.05-py3",
+def pod(name: str = "p1", gpus: int | None = 1, image: str | None = IMAGE,
         labels: dict[str, str] | None = None, gpu_class: str | None = None) -> dict:
     container: dict = {"name": "main", "command": ["sleep", "infinity"]}
     if image is not None:
@@ -42,7 +44,7 @@ def pod(name: str = "p1", gpus: int | None = 1, image: str | None = "nvcr.io/nvi
             "nodeSelectorTerms": [{"matchExpressions": [
                 {"key": "gpu.nvidia.com/class", "operator": "In", "values": [gpu_class]}]}]}}}
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": labels or {"app.kubernetes.io/managed-by": "gpucloud"}},
+            "metadata": {"name": name, "labels": labels or MANAGED},
             "spec": spec}
 
 
@@ -79,7 +81,8 @@ def test_nodes_list_gpu_labels_and_allocatable(api):
     assert items[0]["status"]["allocatable"]["nvidia.com/gpu"] == "8"
     assert items[0]["metadata"]["labels"]["gpu.nvidia.com/class"] == "H100_NVLINK_80GB"
     assert items[0]["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
-    picked = api.get("/api/v1/nodes", params={"labelSelector": "kubernetes.io/hostname in (gpu-node-2)"})
+    picked = api.get("/api/v1/nodes",
+                     params={"labelSelector": "kubernetes.io/hostname in (gpu-node-2)"})
     assert [n["metadata"]["name"] for n in picked.json()["items"]] == ["gpu-node-2"]
 
 
@@ -132,7 +135,8 @@ def test_create_errors_are_status_bodies(api):
     assert missing.json()["reason"] == "NotFound" and missing.json()["code"] == 404
     no_image = api.post(f"{NS}/pods", json=pod("p2", image=None))
     assert no_image.status_code == 422 and no_image.json()["reason"] == "Invalid"
-    assert no_image.json()["message"] == 'Pod "p2" is invalid: spec.containers[0].image: Required value'
+    assert no_image.json()["message"] == (
+        'Pod "p2" is invalid: spec.containers[0].image: Required value')
     assert no_image.json()["details"]["causes"] == [
         {"reason": "FieldValueRequired", "message": "Required value",
          "field": "spec.containers[0].image"}]
@@ -140,10 +144,12 @@ def test_create_errors_are_status_bodies(api):
     assert bad_name.status_code == 422
     assert bad_name.json()["message"].startswith(
         'Pod "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123')
-    other_ns = api.post(f"{NS}/pods", json={**pod("p3"), "metadata": {"name": "p3", "namespace": "team"}})
+    other_ns = api.post(f"{NS}/pods",
+                        json={**pod("p3"), "metadata": {"name": "p3", "namespace": "team"}})
     assert other_ns.status_code == 400 and other_ns.json()["reason"] == "BadRequest"
     nowhere = api.post("/api/v1/namespaces/ghost/pods", json=pod("p4"))
-    assert nowhere.status_code == 404 and nowhere.json()["message"] == 'namespaces "ghost" not found'
+    assert nowhere.status_code == 404
+    assert nowhere.json()["message"] == 'namespaces "ghost" not found'
     uneven = pod("p5")
     uneven["spec"]["containers"][0]["resources"] = {"requests": {"nvidia.com/gpu": "1"},
                                                      "limits": {"nvidia.com/gpu": "2"}}
@@ -157,7 +163,8 @@ def test_more_gpus_than_any_node_has_stays_pending_unschedulable(api, clock):
     status = status_of(api, "big")
     assert status["phase"] == "Pending" and "podIP" not in status
     [cond] = status["conditions"]
-    assert (cond["type"], cond["status"], cond["reason"]) == ("PodScheduled", "False", "Unschedulable")
+    assert (cond["type"], cond["status"], cond["reason"]) == (
+        "PodScheduled", "False", "Unschedulable")
     assert cond["message"].startswith("0/2 nodes are available: 2 Insufficient nvidia.com/gpu.")
 
 
@@ -182,7 +189,8 @@ def test_free_gpus_are_counted_and_freed_by_deletion(api, clock):
 
 def test_node_affinity_by_gpu_class(emu, clock):
     emu.cluster.nodes["gpu-node-2"]["metadata"]["labels"]["gpu.nvidia.com/class"] = "A100_PCIE_40GB"
-    with httpx.Client(base_url=emu.url, headers={"Authorization": f"Bearer {emu.admin_token}"}) as api:
+    headers = {"Authorization": f"Bearer {emu.admin_token}"}
+    with httpx.Client(base_url=emu.url, headers=headers) as api:
         api.post(f"{NS}/pods", json=pod("a100", gpus=4, gpu_class="A100_PCIE_40GB"))
         assert api.get(f"{NS}/pods/a100").json()["spec"]["nodeName"] == "gpu-node-2"
         api.post(f"{NS}/pods", json=pod("b200", gpus=1, gpu_class="B200"))
@@ -214,7 +222,8 @@ def test_label_and_field_selectors(api):
         "elsewhere", "mine"]
     assert names(f"{NS}/pods", fieldSelector="metadata.name=theirs") == ["theirs"]
     unknown = api.get(f"{NS}/pods", params={"fieldSelector": "spec.image=x"})
-    assert unknown.status_code == 400 and unknown.json()["message"] == "field label not supported: spec.image"
+    assert unknown.status_code == 400
+    assert unknown.json()["message"] == "field label not supported: spec.image"
 
 
 def test_merge_patch_annotations(api):
@@ -224,13 +233,16 @@ def test_merge_patch_annotations(api):
     body = {"metadata": {"annotations": {"gpucloud.dev/shutdown-at": "2026-12-01T18:00:00Z"}}}
     first = api.patch(path, content=json.dumps(body), headers=merge)
     assert first.status_code == 200
-    assert first.json()["metadata"]["annotations"] == {"gpucloud.dev/shutdown-at": "2026-12-01T18:00:00Z"}
-    later = {"metadata": {"annotations": {"gpucloud.dev/shutdown-at": "2026-12-02T00:00:00Z", "x": "1"}}}
+    assert first.json()["metadata"]["annotations"] == {
+        "gpucloud.dev/shutdown-at": "2026-12-01T18:00:00Z"}
+    later = {"metadata": {"annotations": {
+        "gpucloud.dev/shutdown-at": "2026-12-02T00:00:00Z", "x": "1"}}}
     api.patch(path, content=json.dumps(later), headers=merge)
     api.patch(path, content=json.dumps({"metadata": {"annotations": {"x": None}}}), headers=merge)
     assert api.get(path).json()["metadata"]["annotations"] == {
         "gpucloud.dev/shutdown-at": "2026-12-02T00:00:00Z"}
-    wrong_type = api.patch(path, content=json.dumps(body), headers={"Content-Type": "application/json"})
+    wrong_type = api.patch(path, content=json.dumps(body),
+                           headers={"Content-Type": "application/json"})
     assert wrong_type.status_code == 415 and wrong_type.json()["reason"] == "UnsupportedMediaType"
     spec = api.patch(path, content=json.dumps({"spec": {"nodeName": "elsewhere"}}), headers=merge)
     assert spec.status_code == 422 and spec.json()["reason"] == "Invalid"
@@ -241,7 +253,8 @@ def test_logs(api, clock):
     api.post(f"{NS}/pods", json=pod())
     waiting = api.get(f"{NS}/pods/p1/log")
     assert waiting.status_code == 400
-    assert waiting.json()["message"] == 'container "main" in pod "p1" is waiting to start: ContainerCreating'
+    assert waiting.json()["message"] == (
+        'container "main" in pod "p1" is waiting to start: ContainerCreating')
     clock.advance(2)
     text = api.get(f"{NS}/pods/p1/log")
     assert text.status_code == 200 and text.headers["content-type"].startswith("text/plain")
@@ -291,7 +304,8 @@ def test_token_request(emu, api, clock):
     huge = api.post(path, json={"spec": {"expirationSeconds": 2**32 + 1}})
     assert huge.status_code == 422
     ghost = api.post(f"{NS}/serviceaccounts/ghost/token", json={"spec": {}})
-    assert ghost.status_code == 404 and ghost.json()["message"] == 'serviceaccounts "ghost" not found'
+    assert ghost.status_code == 404
+    assert ghost.json()["message"] == 'serviceaccounts "ghost" not found'
 
 
 def test_forbidden_unknown_path_and_wrong_method(emu, api):
