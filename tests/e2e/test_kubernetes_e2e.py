@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import ssl
 import time
-from datetime import datetime, timezone
+from datetime import datetime
+from pathlib import Path
 
 import httpx
 import pytest
@@ -281,3 +282,45 @@ def test_an_exec_plugin_token_that_expires_mid_run_is_refreshed(tmp_path, monkey
         used = [r for r in emulator.requests if r["status"] < 400 and r.get("token")]
         assert used[-1]["token"] != first
         assert {"kind": "Pod", "namespace": NS, "name": machine.id} in emulator.cluster.deletions
+
+
+def test_the_example_job_file_runs_unchanged_through_the_cli(kubeconfig, emulator, clock,
+                                                              tmp_path, monkeypatch):
+    """The portable promise: examples/train-job.yaml, as shipped, on a cluster.
+    A cluster's price is contractual, so the user states it (the file has a
+    max_cost, which an unknown price would refuse)."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "train-job.yaml"
+    if not example.exists():
+        pytest.skip("examples/train-job.yaml is not on this branch")
+    home = tmp_path / "gpucloud-home"
+    home.mkdir(exist_ok=True)
+    (home / "config.toml").write_text('[kubernetes.prices]\nH100 = "2.21"\n')
+    secrets = {"HF_TOKEN": "hf_SECRETsecretSECRET123", "WANDB_API_KEY": "wandb-SECRET-0987654321"}
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    runner = CliRunner()
+
+    def cli(*args):
+        result = runner.invoke(app, [*args, "--json"])
+        assert result.exit_code == 0, result.output
+        assert result.stderr == ""
+        assert not any(value in result.stdout for value in secrets.values())
+        return json.loads(result.stdout)
+
+    job = cli("submit", str(example), "--provider", "kubernetes", "--yes")["job"]
+    [manifest] = managed(emulator, "jobs")
+    assert manifest["metadata"]["name"] == job["id"]
+    pod_spec = manifest["spec"]["template"]["spec"]
+    assert pod_spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert manifest["spec"]["activeDeadlineSeconds"] == 12 * 3600
+    assert manifest["spec"]["backoffLimit"] == 2
+    clock.advance(10)
+    seen = cli("jobs", "get", job["ref"])
+    assert seen.get("job", seen)["status"] == "running"  # the job, bare or wrapped
+    logs = runner.invoke(app, ["jobs", "logs", job["ref"]])
+    assert logs.exit_code == 0 and "CHECKPOINT_DIR=/checkpoints" in logs.stdout
+    assert job["id"] in {j["id"] for j in cli("jobs", "list")["jobs"]}
+    cli("jobs", "cancel", job["ref"], "--yes")
+    clock.advance(30)
+    emulator.cluster.tick()
+    assert emulator.cluster.jobs == {} and emulator.cluster.pods == {}
