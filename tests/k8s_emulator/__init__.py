@@ -1,0 +1,20 @@
+"""An in-process Kubernetes API server emulator for tests: real HTTP on
+127.0.0.1, bearer-token auth with expiry, meta/v1 Status errors, a scheduler
+that counts nvidia.com/gpu, a kubelet with simulated delays, batch/v1 Jobs
+with backoff, deadlines and propagation policies, and TokenRequest.
+
+It serves only the paths gpucloud's Kubernetes adapter uses; see
+tests/unit/test_k8s_emulator.py for what it is proven to do.
+
+Not emulated (not used by gpucloud): watch, pagination (limit/continue),
+JSON patch, server-side apply, taints and tolerations, in-place container
+restarts (restartPolicy OnFailure behaves as Never: the Job makes a new pod).
+"""
+
+from .cluster import Cluster, FakeClock, Knobs, gpu_node
+from .kubeconfig import EXEC_PLUGIN, exec_entry, write_kubeconfig
+from .objects import ApiError
+from .server import KubeEmulator
+
+__all__ = ["ApiError", "Cluster", "EXEC_PLUGIN", "FakeClock", "KubeEmulator", "Knobs",
+           "exec_entry", "gpu_node", "write_kubeconfig"]

@@ -1,0 +1,337 @@
+"""Request handling without the socket: routes the Kubernetes REST paths
+gpucloud uses to the cluster, checks bearer tokens and answers errors with
+meta/v1 Status bodies. Also an admin endpoint the exec credential plugin
+fixture asks for fresh short-lived tokens."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+import secrets
+import time
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlsplit
+
+from .cluster import Cluster
+from .objects import (
+    ApiError, bad_request, failure, field_matcher, invalid, label_matcher, merge_patch, not_found,
+    rfc3339,
+)
+
+ADMIN_HEADER = "X-Emulator-Admin"
+MERGE_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
+
+POD_FIELDS = {"metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
+              "spec.schedulerName", "spec.serviceAccountName", "status.phase", "status.podIP",
+              "status.nominatedNodeName"}
+JOB_FIELDS = {"metadata.name", "metadata.namespace", "status.successful"}
+NODE_FIELDS = {"metadata.name", "spec.unschedulable"}
+
+
+def _pod_fields(pod: dict[str, Any]) -> dict[str, str]:
+    meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+    return {"metadata.name": meta["name"], "metadata.namespace": meta.get("namespace", ""),
+            "spec.nodeName": spec.get("nodeName", ""),
+            "spec.restartPolicy": spec.get("restartPolicy", ""),
+            "spec.schedulerName": spec.get("schedulerName", ""),
+            "spec.serviceAccountName": spec.get("serviceAccountName", ""),
+            "status.phase": status.get("phase", ""), "status.podIP": status.get("podIP", ""),
+            "status.nominatedNodeName": status.get("nominatedNodeName", "")}
+
+
+def _job_fields(job: dict[str, Any]) -> dict[str, str]:
+    return {"metadata.name": job["metadata"]["name"],
+            "metadata.namespace": job["metadata"].get("namespace", ""),
+            "status.successful": str(job["status"].get("succeeded", 0))}
+
+
+def _node_fields(node: dict[str, Any]) -> dict[str, str]:
+    return {"metadata.name": node["metadata"]["name"],
+            "spec.unschedulable": str(bool(node["spec"].get("unschedulable"))).lower()}
+
+
+NS = r"/namespaces/(?P<ns>[^/]+)"
+NAME = r"(?P<name>[^/]+)"
+ROUTES: list[tuple[str, str, str]] = [
+    # (method, pattern, handler name)
+    ("GET", r"/version", "version"),
+    ("GET", r"/api", "api_versions"),
+    ("GET", r"/api/v1/nodes", "list_nodes"),
+    ("GET", rf"/api/v1/nodes/{NAME}", "get_node"),
+    ("GET", r"/api/v1/pods", "list_pods"),
+    ("GET", rf"/api/v1{NS}/pods", "list_pods"),
+    ("POST", rf"/api/v1{NS}/pods", "create_pod"),
+    ("GET", rf"/api/v1{NS}/pods/{NAME}", "get_pod"),
+    ("PATCH", rf"/api/v1{NS}/pods/{NAME}", "patch_pod"),
+    ("DELETE", rf"/api/v1{NS}/pods/{NAME}", "delete_pod"),
+    ("GET", rf"/api/v1{NS}/pods/{NAME}/log", "pod_log"),
+    ("POST", rf"/api/v1{NS}/serviceaccounts/{NAME}/token", "token_request"),
+    ("GET", r"/apis/batch/v1/jobs", "list_jobs"),
+    ("GET", rf"/apis/batch/v1{NS}/jobs", "list_jobs"),
+    ("POST", rf"/apis/batch/v1{NS}/jobs", "create_job"),
+    ("GET", rf"/apis/batch/v1{NS}/jobs/{NAME}", "get_job"),
+    ("PATCH", rf"/apis/batch/v1{NS}/jobs/{NAME}", "patch_job"),
+    ("DELETE", rf"/apis/batch/v1{NS}/jobs/{NAME}", "delete_job"),
+]
+# RBAC verbs and resources per handler, for the 403 knob (Cluster.denied).
+RBAC = {"list_nodes": ("list", "nodes", ""), "get_node": ("get", "nodes", ""),
+        "list_pods": ("list", "pods", ""), "create_pod": ("create", "pods", ""),
+        "get_pod": ("get", "pods", ""), "patch_pod": ("patch", "pods", ""),
+        "delete_pod": ("delete", "pods", ""), "pod_log": ("get", "pods/log", ""),
+        "token_request": ("create", "serviceaccounts/token", ""),
+        "list_jobs": ("list", "jobs", "batch"), "create_job": ("create", "jobs", "batch"),
+        "get_job": ("get", "jobs", "batch"), "patch_job": ("patch", "jobs", "batch"),
+        "delete_job": ("delete", "jobs", "batch")}
+
+
+class Reply:
+    def __init__(self, code: int, body: Any = None, text: str | None = None,
+                 stream: Callable[[], Any] | None = None):
+        self.code, self.body, self.text, self.stream = code, body, text, stream
+
+
+class Api:
+    """Request handling without the socket: (method, path, query, headers, body) -> Reply."""
+
+    def __init__(self, cluster: Cluster, admin_key: str):
+        self.cluster = cluster
+        self.admin_key = admin_key
+        self.log: list[dict[str, Any]] = []
+        self.exec_tokens_issued = 0
+        self.exec_ttl: float = 3600
+
+    def handle(self, method: str, target: str, headers: dict[str, str], raw: bytes) -> Reply:
+        parts = urlsplit(target)
+        path = parts.path.rstrip("/") or "/"
+        query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        entry: dict[str, Any] = {"method": method, "path": path, "query": query,
+                                 "content_type": headers.get("content-type"), "user": None}
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw
+        entry["body"] = copy.deepcopy(body)
+        try:
+            reply = self._route(method, path, query, headers, body, entry)
+        except ApiError as exc:
+            reply = Reply(exc.code, exc.body)
+        entry["status"] = reply.code
+        with self.cluster.lock:
+            self.log.append(entry)
+        return reply
+
+    def _route(self, method: str, path: str, query: dict[str, str], headers: dict[str, str],
+               body: Any, entry: dict[str, Any]) -> Reply:
+        if path == "/_emulator/tokens" and method == "POST":
+            return self._admin_token(headers, body)
+        user = self.cluster.authenticate(headers.get("authorization"))
+        # Which token, without keeping it: lets a test see a refreshed token in use.
+        entry["user"] = user
+        entry["token"] = hashlib.sha256(headers["authorization"].encode()).hexdigest()[:12]
+        allowed = False
+        for verb, pattern, name in ROUTES:
+            match = re.fullmatch(pattern, path)
+            if not match:
+                continue
+            allowed = True
+            if verb != method:
+                continue
+            args = match.groupdict()
+            if name in RBAC:
+                rbac_verb, resource, group = RBAC[name]
+                self.cluster.authorize(user, rbac_verb, resource, group, args.get("ns"))
+            if not isinstance(body, (dict, type(None))):
+                raise bad_request("the body of the request is not JSON")
+            with self.cluster.lock:  # the client may call from several threads
+                self.cluster.tick()
+                result: Reply = getattr(self, name)(query=query, body=body, headers=headers,
+                                                    **args)
+            return result
+        if allowed:
+            raise failure(405, "MethodNotAllowed",
+                          "the server does not allow this method on the requested resource")
+        raise failure(404, "NotFound", "the server could not find the requested resource",
+                      {})
+
+    def _admin_token(self, headers: dict[str, str], body: Any) -> Reply:
+        if not secrets.compare_digest(headers.get(ADMIN_HEADER.lower(), ""), self.admin_key):
+            raise failure(401, "Unauthorized", "Unauthorized")
+        ttl = float((body or {}).get("ttl", self.exec_ttl))
+        user = (body or {}).get("user", "exec-user")
+        token, expires = self.cluster.issue_token(user, ttl)
+        with self.cluster.lock:
+            self.exec_tokens_issued += 1
+        return Reply(201, {"token": token, "expirationTimestamp": rfc3339(expires or 0)})
+
+    # --- handlers -------------------------------------------------------------
+    def version(self, **_: Any) -> Reply:
+        return Reply(200, {"major": "1", "minor": "31", "gitVersion": "v1.31.0-emulator",
+                           "platform": "linux/amd64"})
+
+    def api_versions(self, **_: Any) -> Reply:
+        return Reply(200, {"kind": "APIVersions", "versions": ["v1"],
+                           "serverAddressByClientCIDRs": []})
+
+    def _list(self, kind: str, api: str, items: list[dict[str, Any]]) -> Reply:
+        stripped = []
+        for item in items:
+            item = copy.deepcopy(item)
+            item.pop("kind", None), item.pop("apiVersion", None)  # as real lists
+            stripped.append(item)
+        return Reply(200, {"kind": kind, "apiVersion": api,
+                           "metadata": {"resourceVersion": str(self.cluster._rv)},
+                           "items": stripped})
+
+    def _filter(self, items: Any, query: dict[str, str], fields: Any, supported: set[str]
+                ) -> list[dict[str, Any]]:
+        labels = label_matcher(query.get("labelSelector"))
+        by_field = field_matcher(query.get("fieldSelector"), fields, supported)
+        return [i for i in items
+                if labels(i["metadata"].get("labels") or {}) and by_field(i)]
+
+    def list_nodes(self, query: dict[str, str], **_: Any) -> Reply:
+        nodes = [{"kind": "Node", "apiVersion": "v1", **n} for n in self.cluster.nodes.values()]
+        return self._list("NodeList", "v1", self._filter(nodes, query, _node_fields, NODE_FIELDS))
+
+    def get_node(self, name: str, **_: Any) -> Reply:
+        node = self.cluster.nodes.get(name)
+        if node is None:
+            raise not_found("nodes", name)
+        return Reply(200, {"kind": "Node", "apiVersion": "v1", **node})
+
+    def list_pods(self, query: dict[str, str], ns: str | None = None, **_: Any) -> Reply:
+        pods = sorted((p for (space, _n), p in self.cluster.pods.items()
+                       if ns is None or space == ns),
+                      key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]))
+        return self._list("PodList", "v1", self._filter(pods, query, _pod_fields, POD_FIELDS))
+
+    def create_pod(self, ns: str, body: Any, **_: Any) -> Reply:
+        pod = self._typed(body, "Pod", "v1")
+        return Reply(201, self.cluster.create_pod(ns, pod))
+
+    def get_pod(self, ns: str, name: str, **_: Any) -> Reply:
+        return Reply(200, copy.deepcopy(self.cluster.pod(ns, name)))
+
+    def patch_pod(self, ns: str, name: str, body: Any, headers: dict[str, str], **_: Any
+                  ) -> Reply:
+        with self.cluster.lock:
+            pod = self.cluster.pod(ns, name)
+            return Reply(200, self._patch(pod, body, headers, "Pod", "", set()))
+
+    def delete_pod(self, ns: str, name: str, body: Any, query: dict[str, str], **_: Any
+                   ) -> Reply:
+        grace = (body or {}).get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
+        return Reply(200, self.cluster.delete_pod(ns, name,
+                                                  None if grace is None else float(grace)))
+
+    def pod_log(self, ns: str, name: str, query: dict[str, str], **_: Any) -> Reply:
+        container = query.get("container")
+        lines = self.cluster.logs(ns, name, container)
+        tail = query.get("tailLines")
+        if tail is not None:
+            if not tail.lstrip("-").isdigit():
+                raise bad_request(f'tailLines: Invalid value: "{tail}"')
+            lines = lines[-int(tail):] if int(tail) > 0 else []
+        if query.get("follow") != "true":
+            return Reply(200, text="".join(f"{line}\n" for line in lines))
+
+        def stream() -> Any:
+            first = self.cluster.sims.get((ns, name))
+            sent = len(first.logs) if first else 0
+            yield "".join(f"{line}\n" for line in lines)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                self.cluster.tick()
+                with self.cluster.lock:
+                    sim = self.cluster.sims.get((ns, name))
+                    new = sim.logs[sent:] if sim else []
+                    sent += len(new)
+                    done = self.cluster.finished(ns, name)
+                if new:
+                    yield "".join(f"{line}\n" for line in new)
+                if done:
+                    return
+                time.sleep(0.02)
+
+        return Reply(200, stream=stream)
+
+    def token_request(self, ns: str, name: str, body: Any, **_: Any) -> Reply:
+        self._typed(body or {}, "TokenRequest", "authentication.k8s.io/v1")
+        return Reply(201, self.cluster.create_token_request(ns, name, body or {}))
+
+    def list_jobs(self, query: dict[str, str], ns: str | None = None, **_: Any) -> Reply:
+        jobs = sorted((j for (space, _n), j in self.cluster.jobs.items()
+                       if ns is None or space == ns),
+                      key=lambda j: (j["metadata"]["namespace"], j["metadata"]["name"]))
+        return self._list("JobList", "batch/v1",
+                          self._filter(jobs, query, _job_fields, JOB_FIELDS))
+
+    def create_job(self, ns: str, body: Any, **_: Any) -> Reply:
+        job = self._typed(body, "Job", "batch/v1")
+        return Reply(201, self.cluster.job_controller.create(ns, job))
+
+    def get_job(self, ns: str, name: str, **_: Any) -> Reply:
+        return Reply(200, copy.deepcopy(self.cluster.job_controller.get(ns, name)))
+
+    def patch_job(self, ns: str, name: str, body: Any, headers: dict[str, str], **_: Any
+                  ) -> Reply:
+        with self.cluster.lock:
+            job = self.cluster.job_controller.get(ns, name)
+            return Reply(200, self._patch(job, body, headers, "Job", "batch",
+                                          {"activeDeadlineSeconds", "suspend", "parallelism",
+                                           "ttlSecondsAfterFinished"}))
+
+    def delete_job(self, ns: str, name: str, body: Any, query: dict[str, str], **_: Any
+                   ) -> Reply:
+        options = body or {}
+        policy = options.get("propagationPolicy") or query.get("propagationPolicy")
+        if policy is None and options.get("orphanDependents") is False:
+            policy = "Background"  # the deprecated flag's meaning
+        return Reply(200, self.cluster.job_controller.delete(ns, name, policy))
+
+    # --- shared ---------------------------------------------------------------
+    def _typed(self, body: Any, kind: str, api: str) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise bad_request(f"{kind} in version \"{api.split('/')[-1]}\" cannot be handled "
+                              f"as a {kind}: no body")
+        if body.get("kind") not in (None, kind) or body.get("apiVersion") not in (None, api):
+            raise bad_request(f"the API version in the data ({body.get('apiVersion')}) does "
+                              f"not match the expected API version ({api})")
+        body.setdefault("kind", kind)
+        body.setdefault("apiVersion", api)
+        return body
+
+    def _patch(self, obj: dict[str, Any], patch: Any, headers: dict[str, str], kind: str,
+               group: str, mutable_spec: set[str]) -> dict[str, Any]:
+        content_type = (headers.get("content-type") or "").split(";")[0].strip()
+        if content_type not in MERGE_TYPES:
+            raise failure(415, "UnsupportedMediaType",
+                          "the body of the request was in an unknown format - accepted media "
+                          "types include: application/json-patch+json, "
+                          "application/merge-patch+json, application/apply-patch+yaml, "
+                          "application/strategic-merge-patch+json")
+        if not isinstance(patch, dict):
+            raise bad_request("the body of the request is not a JSON object")
+        merged = merge_patch(obj, patch)
+        name = obj["metadata"]["name"]
+        old_spec = {k: v for k, v in obj["spec"].items() if k not in mutable_spec}
+        new_spec = {k: v for k, v in (merged.get("spec") or {}).items() if k not in mutable_spec}
+        if new_spec != old_spec:
+            raise invalid(kind, group, name, [(
+                "FieldValueForbidden", "spec",
+                "Forbidden: pod updates may not change fields other than `spec.containers[*]"
+                ".image`, `spec.activeDeadlineSeconds` or `spec.tolerations` (only additions "
+                "to existing tolerations)" if kind == "Pod" else "field is immutable")])
+        for key in ("labels", "annotations"):
+            value = (merged.get("metadata") or {}).get(key)
+            if value:
+                obj["metadata"][key] = value
+            else:
+                obj["metadata"].pop(key, None)
+        for key in mutable_spec:
+            if key in (merged.get("spec") or {}):
+                obj["spec"][key] = merged["spec"][key]
+        self.cluster.touch(obj)
+        return copy.deepcopy(obj)
