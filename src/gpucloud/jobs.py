@@ -112,7 +112,9 @@ def submit(engine: Any, spec: Any, provider: str | None = None, region: str | No
     if plan_ is None:
         plan_ = yield from plan(engine, spec, provider, region)
     engine.ctx.created, engine.ctx.in_flight = [], []
-    job: Job = yield from launch(engine.ctx, plan_, name=spec.name, image=spec.image,
+    # The container image travels in the JobRun; the machine keeps the provider's
+    # default image (on a VM cloud, the OS image that runs the container).
+    job: Job = yield from launch(engine.ctx, plan_, name=spec.name, image=None,
                                  ssh_key=None, disk_gb=spec.resources.disk_gb,
                                  job=job_run(spec, secret_env))
     if job.instance is not None:

@@ -164,3 +164,20 @@ def test_secrets_never_appear(fake, caplog):
     for path in state_db_path().parent.rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes()
+
+
+def test_a_submitted_job_runs_its_container_on_lambdas_os_image(fake, monkeypatch):
+    # The job's image is a container, run by the start-up script on the VM; it
+    # must never be sent as the VM's OS image (Lambda would refuse the launch).
+    from gpucloud.jobspec import JobSpec
+
+    monkeypatch.setenv("HF_TOKEN", "hf-secret-value-123456")
+    spec = JobSpec(name="train", image="nvcr.io/nvidia/pytorch:24.05-py3",
+                   command=["python", "train.py"], resources={"gpu": "h100", "gpu_count": 8},
+                   max_runtime="2h", secrets={"HF_TOKEN": {"env": "HF_TOKEN"}})
+    job = Client(providers=["lambda"], sleep=no_sleep).submit(spec, provider="lambda")
+    [launch] = [r for r in fake.sent if r.url.path.endswith("/launch")]
+    body = json.loads(launch.content)
+    assert "image" not in body  # Lambda's default OS image (it has docker)
+    assert "nvcr.io/nvidia/pytorch:24.05-py3" in body["user_data"]
+    assert job.launch_id.startswith("gj-") and job.shutdown_at is not None
