@@ -17,31 +17,30 @@ Argument types, the same in every method:
 * ``hours`` of an estimate: a number of hours or a duration;
 * a machine (``ref``): an ``Instance`` or its "provider/id" string.
 
-Jobs (submit, jobs, job, cancel, logs) are in ``job_client.py``.
+Jobs (submit, jobs, job, cancel, logs) are in ``job_client.py``; deadlines,
+reconcile and costs (extend, reap, reconcile, costs) in ``safety_client.py``.
 """
 
 from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal, Union
 
-from . import costs
 from ._http import AsyncSession, Session, adrive, drive
 from .adapters.base import Sleep
 from .context import ClientContext
-from .costs import CostReport
 from .engine import Engine
 from .job_client import AsyncJobMethods, JobMethods
+from .safety_client import AsyncSafetyMethods, SafetyMethods
 from .models import (
-    Attempt, AuthStatus, CostEstimate, Instance, Offer, Plan, ProviderStatus, ReapReport,
+    Attempt, AuthStatus, CostEstimate, Instance, Offer, Plan, ProviderStatus,
 )
 from .ops import Call, Gather, Op
-from .reconcile import ReconcileReport
 
 if TYPE_CHECKING:
     from .adapters.kubernetes._tokens import ServiceAccountToken
@@ -52,7 +51,6 @@ Hours = Union[Decimal, int, str, timedelta]
 Ref = Union[Instance, str]
 Deadline = Union[datetime, str]
 Status = Literal["pending", "running", "stopping", "stopped", "terminating", "terminated"]
-CostsBy = Literal["provider", "instance", "name"]
 
 
 class _Base:
@@ -110,7 +108,7 @@ class _Base:
         return made
 
 
-class Client(_Base, JobMethods):
+class Client(_Base, JobMethods, SafetyMethods):
     """Synchronous client. Providers are queried in parallel threads."""
 
     def __init__(self, providers: list[str] | None = None, *,
@@ -244,34 +242,6 @@ class Client(_Base, JobMethods):
         result: Instance = self._run(self._engine.power(ref, "start"))
         return result
 
-    def extend(self, ref: Ref, by: Duration | None = None,
-               until: Deadline | None = None) -> Instance:
-        """Move a machine's deadline later by `by`, or to `until` (aware datetime or
-        ISO-8601 with a zone), on the provider and in the journal."""
-        result: Instance = self._run(self._engine.extend(ref, by, until))
-        return result
-
-    def reap(self, dry_run: bool = False, provider: str | None = None) -> ReapReport:
-        """Terminate every gpucloud machine past its deadline, on every provider with
-        credentials; works from the providers' own records, not the local journal."""
-        result: ReapReport = self._run(self._engine.reap(dry_run, provider))
-        return result
-
-    def reconcile(self, terminate_orphans: bool | Iterable[str] = False,
-                  provider: str | None = None) -> ReconcileReport:
-        """Repair the journal after a crash: adopt machines of launches never
-        recorded (by launch id), mark the ones the providers prove absent failed,
-        report orphans and foreign machines; terminate the orphans if asked
-        (True: all; refs: those among them)."""
-        result: ReconcileReport = self._run(self._engine.reconcile(terminate_orphans, provider))
-        return result
-
-    def costs(self, month: str | None = None, by: CostsBy = "instance") -> CostReport:
-        """A month's spend from the cost ledger (default: this month, UTC, "2026-11"):
-        spent so far, and projected for machines still running; unknown prices are None."""
-        result: CostReport = self._run(costs.report(self._engine, month, by))
-        return result
-
     def verify(self, provider: str) -> datetime | None:
         """Check a provider's credential with a cheap read; returns the token expiry if known."""
         result: datetime | None = self._run(self._engine.verify(provider))
@@ -293,7 +263,7 @@ class Client(_Base, JobMethods):
         self.close()
 
 
-class AsyncClient(_Base, AsyncJobMethods):
+class AsyncClient(_Base, AsyncJobMethods, AsyncSafetyMethods):
     """The same methods as Client, as coroutines (httpx.AsyncClient underneath)."""
 
     def __init__(self, providers: list[str] | None = None, *,
@@ -404,25 +374,6 @@ class AsyncClient(_Base, AsyncJobMethods):
 
     async def start(self, ref: Ref) -> Instance:
         result: Instance = await self._run(self._engine.power(ref, "start"))
-        return result
-
-    async def extend(self, ref: Ref, by: Duration | None = None,
-                     until: Deadline | None = None) -> Instance:
-        result: Instance = await self._run(self._engine.extend(ref, by, until))
-        return result
-
-    async def reap(self, dry_run: bool = False, provider: str | None = None) -> ReapReport:
-        result: ReapReport = await self._run(self._engine.reap(dry_run, provider))
-        return result
-
-    async def reconcile(self, terminate_orphans: bool | Iterable[str] = False,
-                        provider: str | None = None) -> ReconcileReport:
-        result: ReconcileReport = await self._run(
-            self._engine.reconcile(terminate_orphans, provider))
-        return result
-
-    async def costs(self, month: str | None = None, by: CostsBy = "instance") -> CostReport:
-        result: CostReport = await self._run(costs.report(self._engine, month, by))
         return result
 
     async def verify(self, provider: str) -> datetime | None:

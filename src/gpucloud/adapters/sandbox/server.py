@@ -52,40 +52,7 @@ looks. Terminated machines stay listed for ``retain_seconds``, then vanish
 (404). Capacity is per instance type per region and counts every machine
 not yet terminated.
 
-Knobs: ``GPUCLOUD_SANDBOX_<NAME>`` in the environment wins over the dict
-given (the ``[sandbox]`` section of config.toml, lower-case names):
-
-    CAPACITY           machines per type per region (4)
-    BOOT_SECONDS       pending -> running (2)
-    TERMINATE_SECONDS  terminating -> terminated (1)
-    RETAIN_SECONDS     how long terminated machines stay visible (3600)
-    LATENCY_MS         added to every request (0)
-    FAIL_429           probability of a 429 + Retry-After: 1 (0)
-    FAIL_5XX           probability of a 503 (0)
-    FAIL_AFTER_CREATE  probability that POST /v1/instances DOES create the
-                       machine and then answers 503 anyway: the ambiguous
-                       failure that reconcile-by-launch-id exists for (0)
-    FAIL_ON            operations subject to the three above, comma-separated
-                       from types, list, get, create, update (PATCH, stop,
-                       start), delete (all)
-    SEED               seeds the failure dice: same seed, same failures
-    EXHAUST            instance types with zero capacity, comma-separated, or "all"
-    NATIVE_TIMER       0: keep shutdown_at but never act on it, like the real
-                       clouds, so only a reaper ends machines (1)
-    HANG_AFTER_CREATE  seconds POST /v1/instances waits after committing the
-                       machine, before answering: a window in which to kill the
-                       client (SIGKILL) between the request and its journal
-                       entry, as reconcile's crash test does (0)
-    JOB_SECONDS        how long a job runs once its machine has booted (5)
-    JOB_FAIL           probability that a job's run exits 1 half-way (0)
-    JOB_PREEMPT        probability that a job's run is preempted part-way (0);
-                       a failed or preempted run is retried up to the job's
-                       ``retries`` (job_sim.py documents jobs and /v1/jobs)
-
-One die is rolled per request subject to failures: r < FAIL_429 is a 429,
-r < FAIL_429 + FAIL_5XX a 503, and (creates only) r < FAIL_429 + FAIL_5XX +
-FAIL_AFTER_CREATE the ambiguous failure. 429s and plain 503s are decided
-before anything is recorded: they never create a machine.
+Knobs (capacity, delays, injected failures, jobs): see knobs.py.
 """
 
 from __future__ import annotations
