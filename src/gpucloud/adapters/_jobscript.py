@@ -176,23 +176,23 @@ def sync_commands(url: str) -> tuple[str, str, str]:
     return "rclone", f"rclone copy {there} {here}", f"rclone copy {here} {there}"
 
 
-def sync_shell(job: JobRun) -> str:
+def sync_shell(job: JobRun, log: str = '"$GC_STATE/job.log"') -> str:
     """gc_ckpt restore|save and gc_syncer: the checkpoint sync functions (shared
-    with the Kubernetes Job's restore and sync containers)."""
+    with the Kubernetes Job's restore and sync containers), writing to ``log``."""
     tool, restore, save = sync_commands(job.checkpoint_url or "")
     every = job.checkpoint_sync_seconds or SYNC_SECONDS
     return f"""GC_SYNC={every}
 gc_ckpt() {{
   if ! command -v {tool} >/dev/null 2>&1; then
     echo "gpucloud: checkpoint $1 skipped: {tool} is not installed where the job runs" \
-      "(needed for $CHECKPOINT_URL)" >>"$GC_STATE/job.log"
+      "(needed for $CHECKPOINT_URL)" >>{log}
     return 1
   fi
-  echo "gpucloud: checkpoint $1 ($CHECKPOINT_URL)" >>"$GC_STATE/job.log"
-  if [ "$1" = restore ]; then {restore} >>"$GC_STATE/job.log" 2>&1
-  else {save} >>"$GC_STATE/job.log" 2>&1; fi
+  echo "gpucloud: checkpoint $1 ($CHECKPOINT_URL)" >>{log}
+  if [ "$1" = restore ]; then {restore} >>{log} 2>&1
+  else {save} >>{log} 2>&1; fi
   gc_rc=$?
-  [ "$gc_rc" -eq 0 ] || echo "gpucloud: checkpoint $1 failed with status $gc_rc" >>"$GC_STATE/job.log"
+  [ "$gc_rc" -eq 0 ] || echo "gpucloud: checkpoint $1 failed with status $gc_rc" >>{log}
   return "$gc_rc"
 }}
 gc_syncer() {{
@@ -253,7 +253,10 @@ def _runner(job: JobRun, prelude: list[str], argv: list[str], end: EndAction,
     if job.checkpoint_dir:
         lines.append('mkdir -p "$CHECKPOINT_DIR"')
     if syncing:
-        lines += [sync_shell(job), "gc_ckpt restore", "gc_syncer &", "GC_SYNCER=$!"]
+        # No stdio for the syncer: a sleep it leaves behind must not hold the
+        # caller's output open (its saves write to the job log anyway).
+        lines += [sync_shell(job), "gc_ckpt restore", "gc_syncer </dev/null >/dev/null 2>&1 &",
+                  "GC_SYNCER=$!"]
     lines += [
         f"GC_LIMIT={limit if limit else ''}",
         f"GC_RETRIES={job.retries}",
