@@ -160,6 +160,7 @@ def test_logs_come_from_the_newest_pod(cluster, kube_path):
     read = cluster.requests[-1]
     assert read.url.path == f"/api/v1/namespaces/{NS}/pods/pod-new/log"
     assert read.url.params["tailLines"] == "50"
+    assert read.url.params["container"] == "main"  # not a checkpoint sidecar
 
 
 def _sent_pod(cluster, kube_path, **changes) -> tuple[dict, dict]:
