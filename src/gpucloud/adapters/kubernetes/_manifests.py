@@ -40,8 +40,8 @@ JOB_TTL_SECONDS = 86400  # a finished Job (status, logs) stays readable for a da
 IDLE_COMMAND = ("/bin/sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait")
 ANNOTATION_MAX = 253
 # The sync containers' images, by tool (each has /bin/sh and its tool on PATH).
-SYNC_IMAGES = {"aws": "amazon/aws-cli", "gsutil": "gcr.io/google.com/cloudsdktool/google-cloud-cli:slim",
-               "rclone": "rclone/rclone"}
+SYNC_IMAGES = {"aws": "amazon/aws-cli", "rclone": "rclone/rclone",
+               "gsutil": "gcr.io/google.com/cloudsdktool/google-cloud-cli:slim"}
 CHECKPOINT_VOLUME = "checkpoints"
 SAVE_GRACE_SECONDS = 300  # time the sidecar has for its last save once the pod ends
 
