@@ -84,6 +84,8 @@ def state(box: Path, name: str) -> str:
 @pytest.mark.parametrize("script", [
     vm_script(job()), vm_script(job(command=(), retries=2, max_runtime_seconds=None)),
     container_script(job(), RUNPOD_STOP, "runpod"), container_script(job(), VAST_DESTROY, "v"),
+    vm_script(job(checkpoint_url="s3://b/p")),
+    container_script(job(checkpoint_url="r2:b/p"), RUNPOD_STOP, "runpod"),
 ])
 def test_every_script_is_valid_posix_shell(script):
     for shell in ("sh", "dash", "bash"):
@@ -177,3 +179,91 @@ def test_no_secret_value_in_a_container_script():
     assert SECRET not in container_script(job(), RUNPOD_STOP, "runpod")
     assert container_env(job())["HF_TOKEN"] == SECRET
 
+
+
+# Checkpoint sync: fake aws/gsutil/rclone record each call (restore or save by
+# argument order) and what the directory held at that moment.
+
+def fake_sync_tools(box: Path) -> None:
+    log = box / "calls.log"
+    for tool in ("aws", "gsutil", "rclone"):
+        fake(box / "bin", tool, (
+            f'echo "{tool} $* files=$(ls "$CHECKPOINT_DIR" | tr "\\n" " ")'
+            f'key=$AWS_ACCESS_KEY_ID" >> {log}\n'))
+
+
+def sync_calls(box: Path) -> list[str]:
+    return [c.split(" files=")[0] for c in calls(box)
+            if c.split(" ")[0] in ("aws", "gsutil", "rclone") or c.startswith("docker run")]
+
+
+@pytest.mark.parametrize(("url", "restore", "save"), [
+    ("s3://bkt/run1", "aws s3 sync --only-show-errors s3://bkt/run1 {d}",
+     "aws s3 sync --only-show-errors {d} s3://bkt/run1"),
+    ("gs://bkt/run1", "gsutil -m -q rsync -r gs://bkt/run1 {d}",
+     "gsutil -m -q rsync -r {d} gs://bkt/run1"),
+    ("r2:bkt/run1", "rclone copy r2:bkt/run1 {d}", "rclone copy {d} r2:bkt/run1"),
+])
+def test_checkpoints_are_restored_before_the_job_and_saved_after_it(box, url, restore, save):
+    fake_sync_tools(box)
+    ckpt = str(box / "ckpt")
+    secrets = {"AWS_ACCESS_KEY_ID": SecretStr("AKIA-key")}
+    result = run(vm_script(job(checkpoint_dir=ckpt, checkpoint_url=url, secret_env=secrets)), box)
+    assert result.returncode == 0, result.stderr
+    assert sync_calls(box) == [restore.format(d=ckpt), sync_calls(box)[1],
+                               save.format(d=ckpt)]
+    assert sync_calls(box)[1].startswith("docker run")
+    # The tool gets the credentials the job references by name.
+    assert sum(c.endswith("key=AKIA-key") for c in calls(box)) == 2
+    assert "gpucloud: checkpoint save" in (box / "state" / "job.log").read_text()
+
+
+def test_checkpoints_are_saved_periodically_while_the_job_runs(box):
+    fake_sync_tools(box)
+    ckpt = box / "ckpt"
+    log = box / "calls.log"
+    # The job writes one checkpoint, then keeps running past two sync intervals.
+    the_job = job(command=("sh", "-c"), args=(
+        f'touch "$CHECKPOINT_DIR/epoch1.pt"; echo job >> {log}; sleep 3',),
+        checkpoint_dir=str(ckpt), checkpoint_url="s3://b/p", checkpoint_sync_seconds=1)
+    script = container_script(the_job, RUNPOD_STOP, "runpod")
+    fake(box / "bin", "runpodctl", "exit 0\n")
+    env = container_env(the_job)
+    # RUNPOD_STOP holds forever: stop the test at the end action.
+    script = script.replace("while :; do sleep 3600; done\n", "")
+    result = run(script, box, RUNPOD_POD_ID="p", **env)
+    assert result.returncode == 0, result.stderr
+    saves = [c for c in calls(box) if c.startswith("aws s3 sync") and c.endswith(
+        "s3://b/p files=epoch1.pt key=")]
+    assert calls(box)[0].startswith(f"aws s3 sync --only-show-errors s3://b/p {ckpt}")
+    assert calls(box)[1] == "job"
+    assert len(saves) >= 2  # at least one while it ran, and the final one
+    assert calls(box)[-1] == saves[-1]
+
+
+def test_checkpoints_are_saved_after_max_runtime_kills_the_job(box):
+    fake_sync_tools(box)
+    ckpt = str(box / "ckpt")
+    result = run(vm_script(job(checkpoint_dir=ckpt, checkpoint_url="gs://b/p",
+                               max_runtime_seconds=1)), box, FAKE_SLEEP="30")
+    assert result.returncode == 0, result.stderr
+    assert state(box, "exit-status") == "124"
+    assert sync_calls(box)[-1] == f"gsutil -m -q rsync -r {ckpt} gs://b/p"
+    assert calls(box)[-1] == "shutdown -h now"
+
+
+def test_a_missing_sync_tool_is_a_line_in_the_job_log_and_the_job_still_runs(box):
+    ckpt = str(box / "ckpt")
+    result = run(vm_script(job(checkpoint_dir=ckpt, checkpoint_url="remote:bkt")), box,
+                 PATH=f"{box / 'bin'}:/usr/bin:/bin")
+    assert result.returncode == 0, result.stderr
+    text = (box / "state" / "job.log").read_text()
+    assert ("gpucloud: checkpoint restore skipped: rclone is not installed where the job runs "
+            "(needed for remote:bkt)") in text
+    assert "checkpoint save skipped: rclone" in text
+    assert state(box, "exit-status") == "0"
+
+
+def test_a_checkpoint_url_without_a_scheme_or_remote_is_refused():
+    with pytest.raises(SpecError, match="names no object storage"):
+        vm_script(job(checkpoint_url="/mnt/bucket"))

@@ -160,3 +160,76 @@ def test_logs_come_from_the_newest_pod(cluster, kube_path):
     read = cluster.requests[-1]
     assert read.url.path == f"/api/v1/namespaces/{NS}/pods/pod-new/log"
     assert read.url.params["tailLines"] == "50"
+    assert read.url.params["container"] == "main"  # not a checkpoint sidecar
+
+
+def _sent_pod(cluster, kube_path, **changes) -> tuple[dict, dict]:
+    provider = make_provider(kube_path)
+    run(provider, provider.submit_job(job_spec(**changes)))
+    [post] = [r for r in cluster.requests if r.method == "POST"]
+    sent = json.loads(post.content)
+    kubernetes_validate.validate(sent, "1.30.0", strict=True)
+    return sent, sent["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("cpu, memory_gb, cpu_text, memory_text", [
+    (8, 64, "8", "64G"), (0.5, 1.5, "500m", "1500M"), (None, 32, None, "32G"),
+])
+def test_job_cpu_and_memory_are_the_containers_requests_and_limits(
+        cluster, kube_path, cpu, memory_gb, cpu_text, memory_text):
+    _, pod = _sent_pod(cluster, kube_path, cpu=cpu, memory_gb=memory_gb)
+    amounts = {"nvidia.com/gpu": "1", "memory": memory_text}
+    if cpu_text:
+        amounts["cpu"] = cpu_text
+    assert pod["containers"][0]["resources"] == {"limits": amounts, "requests": amounts}
+
+
+def test_a_checkpoint_url_adds_a_restore_container_and_a_sync_sidecar(cluster, kube_path):
+    _, pod = _sent_pod(cluster, kube_path, checkpoint_url="s3://bkt/train",
+                       checkpoint_sync_seconds=300)
+    mount = [{"name": "checkpoints", "mountPath": "/ckpt"}]
+    assert pod["volumes"] == [{"name": "checkpoints", "emptyDir": {}}]
+    assert pod["containers"][0]["volumeMounts"] == mount
+    restore, sync = pod["initContainers"]
+    assert [restore["name"], sync["name"]] == ["checkpoint-restore", "checkpoint-sync"]
+    assert "restartPolicy" not in restore and sync["restartPolicy"] == "Always"  # native sidecar
+    for side in (restore, sync):
+        assert side["image"] == "amazon/aws-cli" and side["volumeMounts"] == mount
+        assert side["command"][:2] == ["/bin/sh", "-c"]
+        # The same env as the job: the tool's credentials are the job's secrets.
+        assert side["env"] == pod["containers"][0]["env"]
+    assert 'aws s3 sync --only-show-errors "$CHECKPOINT_URL" "$CHECKPOINT_DIR"' in restore[
+        "command"][2] and restore["command"][2].endswith("gc_ckpt restore || true\n")
+    assert "GC_SYNC=300" in sync["command"][2] and "trap" in sync["command"][2]
+    assert pod["terminationGracePeriodSeconds"] == 300
+
+
+def test_the_sync_sidecar_restores_saves_periodically_and_once_more_on_term(tmp_path):
+    """The sidecar's script run for real with a fake aws: restore, periodic saves,
+    and a last save when the kubelet sends TERM as the pod ends."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from gpucloud.adapters.kubernetes._manifests import job_manifest
+
+    spec = job_spec(checkpoint_url="s3://bkt/train", checkpoint_sync_seconds=1)
+    pod = job_manifest(spec, namespace=NS, gpu_label="x")["spec"]["template"]["spec"]
+    restore, sync = (c["command"][2] for c in pod["initContainers"])
+    (tmp_path / "bin").mkdir()
+    log = tmp_path / "calls.log"
+    aws = tmp_path / "bin" / "aws"
+    aws.write_text(f'#!/bin/sh\necho "aws $*" >> {log}\n')
+    aws.chmod(0o755)
+    env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "CHECKPOINT_DIR": "/ckpt",
+           "CHECKPOINT_URL": "s3://bkt/train"}
+    subprocess.run(["sh", "-c", restore], env=env, check=True, timeout=10)
+    assert log.read_text() == "aws s3 sync --only-show-errors s3://bkt/train /ckpt\n"
+    sidecar = subprocess.Popen(["sh", "-c", sync], env=env, stderr=subprocess.PIPE)
+    time.sleep(2.5)
+    saves_before = log.read_text().count("/ckpt s3://bkt/train")
+    sidecar.send_signal(signal.SIGTERM)
+    assert sidecar.wait(timeout=10) == 0
+    assert saves_before >= 1
+    assert log.read_text().count("/ckpt s3://bkt/train") == saves_before + 1

@@ -24,6 +24,16 @@ key) or need no key at all (power off).
 Secrets: on a VM the values are exported by the script itself (the launch
 request carries the script); on a container cloud they travel in the
 container's env and the script only names them.
+
+Checkpoint sync (a job with checkpoint_url): before the job the directory is
+restored from the URL, a background loop saves it every
+checkpoint_sync_seconds, and once more after the job ended (however it
+ended, max_runtime included). The tool follows the URL's scheme (``s3://``:
+aws, ``gs://``: gsutil, else an rclone remote) and must exist where the runner
+runs: the VM host on Lambda/Verda, the job's image on RunPod/Vast. It reads
+its credentials from the job's env (secrets referenced by name). Nothing is
+ever deleted at the URL (``sync``/``rsync`` without delete, rclone ``copy``),
+so a save after a failed restore cannot wipe the saved checkpoints.
 """
 
 from __future__ import annotations
@@ -43,7 +53,8 @@ KILL_AFTER = 30  # seconds between timeout's TERM and KILL
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Names the runner itself uses; a job env of the same name would break it.
 _RESERVED = {"GC_STATE", "GC_LIMIT", "GC_RETRIES", "GC_DEADLINE", "GC_LEFT", "GC_TRY",
-             "GPUCLOUD_STATE_DIR", "PATH"}
+             "GC_SYNC", "GC_SYNCER", "GPUCLOUD_STATE_DIR", "PATH"}
+SYNC_SECONDS = 600  # checkpoint save interval when the job file gives none
 
 
 @dataclass(frozen=True)
@@ -148,6 +159,54 @@ def container_script(job: JobRun, end: EndAction, provider: str) -> str:
                    "runs the job's command in this container")
 
 
+def sync_commands(url: str) -> tuple[str, str, str]:
+    """(tool, restore, save) shell for a checkpoint URL, by its scheme; both
+    commands read $CHECKPOINT_DIR and $CHECKPOINT_URL."""
+    here, there = '"$CHECKPOINT_DIR"', '"$CHECKPOINT_URL"'
+    if url.startswith("s3://"):
+        cmd = "aws s3 sync --only-show-errors"
+        return "aws", f"{cmd} {there} {here}", f"{cmd} {here} {there}"
+    if url.startswith("gs://"):
+        cmd = "gsutil -m -q rsync -r"
+        return "gsutil", f"{cmd} {there} {here}", f"{cmd} {here} {there}"
+    if ":" not in url:
+        raise SpecError(f"checkpoint url {url!r} names no object storage",
+                        hint="use s3://bucket/path, gs://bucket/path or an rclone remote:path")
+    # copy, not sync: rclone sync would delete what the directory lacks.
+    return "rclone", f"rclone copy {there} {here}", f"rclone copy {here} {there}"
+
+
+def sync_shell(job: JobRun, log: str = '"$GC_STATE/job.log"') -> str:
+    """gc_ckpt restore|save and gc_syncer: the checkpoint sync functions (shared
+    with the Kubernetes Job's restore and sync containers), writing to ``log``."""
+    tool, restore, save = sync_commands(job.checkpoint_url or "")
+    every = job.checkpoint_sync_seconds or SYNC_SECONDS
+    return f"""GC_SYNC={every}
+gc_ckpt() {{
+  if ! command -v {tool} >/dev/null 2>&1; then
+    echo "gpucloud: checkpoint $1 skipped: {tool} is not installed where the job runs" \
+      "(needed for $CHECKPOINT_URL)" >>{log}
+    return 1
+  fi
+  echo "gpucloud: checkpoint $1 ($CHECKPOINT_URL)" >>{log}
+  if [ "$1" = restore ]; then {restore} >>{log} 2>&1
+  else {save} >>{log} 2>&1; fi
+  gc_rc=$?
+  [ "$gc_rc" -eq 0 ] || echo "gpucloud: checkpoint $1 failed with status $gc_rc" >>{log}
+  return "$gc_rc"
+}}
+gc_syncer() {{
+  # TERM waits for a save in progress, then saves no more (the runner's final
+  # save follows): two saves never overlap.
+  trap 'kill "$gc_nap" 2>/dev/null; exit 0' TERM
+  while :; do
+    sleep "$GC_SYNC" & gc_nap=$!
+    wait "$gc_nap"
+    gc_ckpt save
+  done
+}}"""
+
+
 def compressed(script: str) -> str:
     """A script as one line that unpacks and runs it (gzip+base64, Vast's advice
     for onstart scripts over its length limit)."""
@@ -190,8 +249,14 @@ def _runner(job: JobRun, prelude: list[str], argv: list[str], end: EndAction,
         '  gc_end\n  ' + (hold or "exit 0\n").rstrip("\n"),
         "fi",
     ]
+    syncing = bool(job.checkpoint_dir and job.checkpoint_url)
     if job.checkpoint_dir:
         lines.append('mkdir -p "$CHECKPOINT_DIR"')
+    if syncing:
+        # No stdio for the syncer: a sleep it leaves behind must not hold the
+        # caller's output open (its saves write to the job log anyway).
+        lines += [sync_shell(job), "gc_ckpt restore", "gc_syncer </dev/null >/dev/null 2>&1 &",
+                  "GC_SYNCER=$!"]
     lines += [
         f"GC_LIMIT={limit if limit else ''}",
         f"GC_RETRIES={job.retries}",
@@ -215,6 +280,8 @@ def _runner(job: JobRun, prelude: list[str], argv: list[str], end: EndAction,
         "  GC_TRY=$((GC_TRY + 1))",
         "done",
         'echo "$status" >"$GC_STATE/exit-status"',
+        *(['kill "$GC_SYNCER" 2>/dev/null', 'wait "$GC_SYNCER"', "gc_ckpt save"]
+          if syncing else []),
         'echo ended >"$GC_STATE/status"',
         'echo "gpucloud: the job ended with status $status" >>"$GC_STATE/job.log"',
         "gc_end",
@@ -223,4 +290,5 @@ def _runner(job: JobRun, prelude: list[str], argv: list[str], end: EndAction,
 
 
 __all__ = ["EndAction", "POWER_OFF", "RUNPOD_STOP", "STATE_DIR", "VAST_DESTROY", "compressed",
-           "container_env", "container_script", "job_env", "secret_values", "vm_script"]
+           "container_env", "container_script", "job_env", "secret_values", "sync_commands",
+           "sync_shell", "vm_script"]

@@ -10,7 +10,14 @@ exits ends the machine, it is not silently restarted) and no
 
 A job is a Job with ``activeDeadlineSeconds`` = max_runtime (the cluster
 enforces it, no reaper needed), ``backoffLimit`` = retries and
-``ttlSecondsAfterFinished`` so finished Jobs do not pile up.
+``ttlSecondsAfterFinished`` so finished Jobs do not pile up. The job's cpu
+and memory, when asked, are its container's requests and limits.
+
+A job with a checkpoint URL gets the runner's sync (``_jobscript.sync_shell``)
+around an emptyDir at CHECKPOINT_DIR: an init container restores it, a native
+sidecar (an init container with ``restartPolicy: Always``, Kubernetes 1.29+)
+saves it every interval and once more when the pod ends (SIGTERM, within
+``terminationGracePeriodSeconds``). Both run the storage tool's own image.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any
 
 from ...errors import SpecError
 from ...models import InstanceSpec, JobRun
+from .._jobscript import sync_commands, sync_shell
 from ..base import format_utc
 from ._wire import GPU_RESOURCE, LAUNCH_ID, MANAGED_BY, NAME, SHUTDOWN_AT
 
@@ -31,6 +39,11 @@ JOB_TTL_SECONDS = 86400  # a finished Job (status, logs) stays readable for a da
 # ignore SIGTERM and hold the GPU for the 30 s grace period).
 IDLE_COMMAND = ("/bin/sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait")
 ANNOTATION_MAX = 253
+# The sync containers' images, by tool (each has /bin/sh and its tool on PATH).
+SYNC_IMAGES = {"aws": "amazon/aws-cli", "rclone": "rclone/rclone",
+               "gsutil": "gcr.io/google.com/cloudsdktool/google-cloud-cli:slim"}
+CHECKPOINT_VOLUME = "checkpoints"
+SAVE_GRACE_SECONDS = 300  # time the sidecar has for its last save once the pod ends
 
 
 def rfc1123(text: str, limit: int = NAME_MAX) -> str:
@@ -76,10 +89,18 @@ def _placement(gpu_label: str, gpu_value: str) -> dict[str, Any]:
     }
 
 
-def _resources(gpus: int) -> dict[str, Any]:
+def _resources(gpus: int, cpu: float | None = None,
+               memory_gb: float | None = None) -> dict[str, Any]:
     # Extended resources: the request must equal the limit; both are written so
-    # the object reads the same wherever it is inspected.
-    return {"limits": {GPU_RESOURCE: str(gpus)}, "requests": {GPU_RESOURCE: str(gpus)}}
+    # the object reads the same wherever it is inspected. cpu and memory too:
+    # what the job file asks is what it gets, no more (Guaranteed QoS).
+    amounts = {GPU_RESOURCE: str(gpus)}
+    if cpu is not None:
+        amounts["cpu"] = str(int(cpu)) if cpu == int(cpu) else f"{round(cpu * 1000)}m"
+    if memory_gb is not None:
+        amounts["memory"] = (f"{int(memory_gb)}G" if memory_gb == int(memory_gb)
+                             else f"{round(memory_gb * 1000)}M")
+    return {"limits": dict(amounts), "requests": dict(amounts)}
 
 
 def pod_manifest(spec: InstanceSpec, *, namespace: str, gpu_label: str,
@@ -124,15 +145,37 @@ def job_manifest(spec: InstanceSpec, *, namespace: str, gpu_label: str) -> dict[
     env = job_env(job)
     if env:
         container["env"] = env
-    container["resources"] = _resources(job.gpu_count)
+    container["resources"] = _resources(job.gpu_count, job.cpu, job.memory_gb)
     metadata = _metadata(job_name(job.name, spec.launch_id), namespace, spec)
     body: dict[str, Any] = {"backoffLimit": job.retries,
                             "ttlSecondsAfterFinished": JOB_TTL_SECONDS}
     if job.max_runtime_seconds is not None:
         body["activeDeadlineSeconds"] = job.max_runtime_seconds
-    body["template"] = {
-        "metadata": {"labels": _labels(spec.launch_id)},
-        "spec": {"restartPolicy": "Never", "containers": [container],
-                 **_placement(gpu_label, spec.offer.instance_type)},
-    }
+    pod: dict[str, Any] = {"restartPolicy": "Never", "containers": [container],
+                           **_placement(gpu_label, spec.offer.instance_type)}
+    if job.checkpoint_dir and job.checkpoint_url:
+        _add_checkpoint_sync(pod, job, env)
+    body["template"] = {"metadata": {"labels": _labels(spec.launch_id)}, "spec": pod}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": body}
+
+
+def _add_checkpoint_sync(pod: dict[str, Any], job: JobRun, env: list[dict[str, str]]) -> None:
+    """An emptyDir at CHECKPOINT_DIR, restored before the job and saved beside it."""
+    tool = sync_commands(job.checkpoint_url or "")[0]
+    # The sync containers write to their own log (kubectl logs -c checkpoint-sync).
+    functions = sync_shell(job, log="/dev/stderr")
+    restore = f"{functions}\ngc_ckpt restore || true\n"
+    save = (f"{functions}\n"
+            "trap 'kill \"$gc_nap\" 2>/dev/null; gc_ckpt save; exit 0' TERM\n"
+            'while :; do sleep "$GC_SYNC" & gc_nap=$!; wait "$gc_nap"; gc_ckpt save; done\n')
+    mount = [{"name": CHECKPOINT_VOLUME, "mountPath": job.checkpoint_dir}]
+    pod["containers"][0]["volumeMounts"] = mount
+
+    def side(name: str, script: str) -> dict[str, Any]:
+        return {"name": name, "image": SYNC_IMAGES[tool], "command": ["/bin/sh", "-c", script],
+                "env": env, "volumeMounts": mount}
+
+    pod["initContainers"] = [side("checkpoint-restore", restore),
+                             {**side("checkpoint-sync", save), "restartPolicy": "Always"}]
+    pod["volumes"] = [{"name": CHECKPOINT_VOLUME, "emptyDir": {}}]
+    pod["terminationGracePeriodSeconds"] = SAVE_GRACE_SECONDS

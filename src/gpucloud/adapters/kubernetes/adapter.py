@@ -38,7 +38,7 @@ from ...models import Instance, InstanceSpec, InstanceStatus, Job, JobStatus, Of
 from ..base import JOB_PREFIX, Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
 from . import _kubeconfig, _settings
 from . import _wire as wire
-from ._manifests import MANAGER, job_manifest, pod_manifest
+from ._manifests import CONTAINER, MANAGER, job_manifest, pod_manifest
 
 SELECTOR = f"{wire.MANAGED_BY}={MANAGER}"
 LIVE_PHASES = "status.phase!=Succeeded,status.phase!=Failed"
@@ -339,7 +339,10 @@ class KubernetesProvider(Provider):
                                 "removed with its Job)", provider=self.name, status_code=404,
                                 hint=f"`gpucloud jobs get {self.name}/{job_id}` shows its status")
         name = str(wire.meta(pods[0])["name"])
-        params = {"tailLines": str(tail)} if tail else None
+        # The job's own container by name: a pod with checkpoint sync has others.
+        # No follow=true: `logs -f` polls this whole read (jobs core), which
+        # needs no connection held open across token refreshes.
+        params = {"container": CONTAINER, **({"tailLines": str(tail)} if tail else {})}
         response = yield self.request("GET", "/api/v1" + self._ns(f"/pods/{quote(name)}/log"),
                                       params=params)
         self.raise_for_error(response)
