@@ -85,8 +85,9 @@ class Resources(_Spec):
 class Checkpoint(_Spec):
     dir: str = Field(default="/checkpoints", description="Directory exposed to the job as CHECKPOINT_DIR.")
     url: Optional[str] = Field(default=None, description="Object storage the directory is synced to "
-                                                 "(s3://, gs://, az://, r2://), so a retried "
-                                                 "or preempted job resumes.")
+                                                 "(s3://bucket/path, gs://bucket/path, or an "
+                                                 "rclone remote:path), so a retried or "
+                                                 "preempted job resumes.")
     sync_interval: Optional[str] = Field(default=None, description="How often it is synced, e.g. 10m.")
 
     @field_validator("dir")
@@ -99,8 +100,11 @@ class Checkpoint(_Spec):
     @field_validator("url")
     @classmethod
     def _url(cls, value: Optional[str]) -> Optional[str]:
-        if value is not None and not re.match(r"^[a-z][a-z0-9+.-]*://[^/\s]+", value):
-            raise ValueError(f"{value!r} is not a storage URL (e.g. s3://bucket/run-1)")
+        # The runner syncs with aws (s3://), gsutil (gs://) or rclone (remote:path).
+        if value is not None and not (re.match(r"^(s3|gs)://[^/\s]+", value)
+                                      or re.match(r"^[A-Za-z0-9_.-]+:(?!//)\S*$", value)):
+            raise ValueError(f"{value!r} is not a storage URL the job can sync to: use "
+                             "s3://bucket/path, gs://bucket/path or an rclone remote:path")
         return value
 
     @field_validator("sync_interval", mode="before")

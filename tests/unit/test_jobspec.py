@@ -139,3 +139,18 @@ def test_python_construction_never_repeats_a_pasted_secret():
         JobSpec(name="t", image="i", resources=Resources(gpu="h100"),
                 secrets={"HF_TOKEN": "hf_PastedValue0123456789"})  # type: ignore[dict-item]
     assert "hf_PastedValue0123456789" not in str(caught.value)
+
+
+@pytest.mark.parametrize("url, ok", [
+    ("s3://bucket/run-1", True), ("gs://bucket/run-1", True), ("b2:bucket/run-1", True),
+    ("az://container/run-1", False), ("bucket/run-1", False), ("s3://", False),
+])
+def test_a_checkpoint_url_is_one_the_runner_can_sync_to(url, ok):
+    # aws for s3://, gsutil for gs://, rclone for remote:path; anything else
+    # would only fail on the machine, after the money is spent.
+    spec = dict(name="x", image="y", resources={"gpu": "h100"}, checkpoint={"url": url})
+    if ok:
+        assert JobSpec(**spec).checkpoint.url == url
+    else:
+        with pytest.raises(Exception, match="storage URL"):
+            JobSpec(**spec)
