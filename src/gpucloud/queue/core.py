@@ -1,0 +1,395 @@
+"""The training-task queue on Redis Streams with a consumer group.
+
+A task is a portable JobSpec plus parameters. Keys, for queue NAME (the
+braces are a Redis Cluster hash tag: one queue's keys share a slot):
+
+  gq:{NAME}:tasks      stream, consumer group "workers": one entry per delivery
+  gq:{NAME}:task:{ID}  hash: spec, params, state, attempts, retries, worker, ...
+  gq:{NAME}:log:{ID}   stream of log lines (capped)
+  gq:{NAME}:dead       stream: task_id, error, log_tail (the dead letters)
+  gq:{NAME}:workers    hash: worker id -> last heartbeat (epoch s)
+  gq:{NAME}:ids        sorted set: every task id by submit time (for status)
+  gq:{NAME}:delayed    sorted set: retries waiting for their backoff (by not_before)
+
+Delivery is at-least-once: an entry stays in the group's pending list until
+the worker settles it; a worker that stops heart-beating for the visibility
+timeout loses it to the next claimer (XAUTOCLAIM).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import secrets
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Optional, TypeVar, Union
+from urllib.parse import urlsplit, urlunsplit
+
+from ..errors import APIConnectionError, APIError, NotFoundError, SpecError
+from ..jobspec import JobSpec, from_any
+from . import _scripts
+from .models import STATES, Claim, DeadTask, QueueStatus, TaskInfo
+
+GROUP = "workers"
+LOG_MAXLEN = 10_000
+LOG_TAIL = 50
+_PARAM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+T = TypeVar("T")
+
+
+def redact_url(url: Optional[str]) -> Optional[str]:
+    """The URL with its password (and a user-only secret) replaced: safe to print."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if parts.password is None and not (parts.username and "@" in parts.netloc
+                                       and ":" not in parts.netloc.split("@")[0]):
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username if parts.password is not None else ""
+    return urlunsplit(parts._replace(netloc=f"{user or ''}:***@{host}"))
+
+
+def apply_params(spec: JobSpec, params: dict[str, str]) -> JobSpec:
+    """The spec with a task's params: GPUCLOUD_PARAM_<NAME> in its env and
+    "{name}" in its args replaced (other braces are left alone)."""
+    if not params:
+        return spec
+    env = dict(spec.env)
+    for name, value in params.items():
+        env[f"GPUCLOUD_PARAM_{name.upper()}"] = value
+
+    def fill(arg: str) -> str:
+        return re.sub(r"\{([A-Za-z_][A-Za-z0-9_]*)\}",
+                      lambda m: params.get(m.group(1), m.group(0)), arg)
+
+    return spec.model_copy(update={"env": env, "args": [fill(a) for a in spec.args]})
+
+
+def _redis_errors(method: Callable[..., T]) -> Callable[..., T]:
+    """Redis failures as gpucloud errors (exit 10), with the URL's password never shown."""
+
+    @functools.wraps(method)
+    def wrapper(self: Queue, *args: Any, **kwargs: Any) -> T:
+        import redis
+
+        try:
+            return method(self, *args, **kwargs)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise APIConnectionError(f"cannot reach Redis at {self.safe_url}: "
+                                     f"{self._scrub(str(exc))}", provider="redis",
+                                     hint="is the server up? check --redis / "
+                                          "GPUCLOUD_REDIS_URL") from None
+        except redis.RedisError as exc:
+            raise APIError(f"Redis at {self.safe_url} refused: {self._scrub(str(exc))}",
+                           provider="redis",
+                           hint="the queue needs Redis 6.2 or later (streams, XAUTOCLAIM)"
+                           ) from None
+    return wrapper
+
+
+class Queue:
+    """A named task queue. `url` None: the embedded server under GPUCLOUD_HOME."""
+
+    def __init__(self, url: Optional[str] = None, name: str = "default", *,
+                 visibility_timeout: float = 60.0, backoff_base: float = 5.0,
+                 backoff_max: float = 600.0) -> None:
+        import redis
+
+        if not re.match(r"^[A-Za-z0-9_.-]{1,64}$", name):
+            raise SpecError(f"{name!r} is not a queue name",
+                            hint="letters, digits, '.', '_' and '-', at most 64")
+        if visibility_timeout <= 0 or backoff_base < 0 or backoff_max < 0:
+            raise SpecError("visibility_timeout must be > 0 and backoffs >= 0")
+        self.name = name
+        self.visibility_timeout = float(visibility_timeout)
+        self.backoff_base = float(backoff_base)
+        self.backoff_max = float(backoff_max)
+        self._server: Any = None
+        if url is None:
+            from .embedded import EmbeddedServer
+
+            self._server = EmbeddedServer()
+            url = self._server.url
+        self.url = url
+        self._password = urlsplit(url).password if "://" in url else None
+        try:
+            self._r = redis.Redis.from_url(url, decode_responses=True)
+        except ValueError as exc:
+            raise SpecError(f"not a Redis URL: {self.safe_url}",
+                            hint="redis://[:password@]host:port/db, rediss://... (TLS) "
+                                 "or unix:///path/to/socket") from exc
+        self._k = f"gq:{{{name}}}"
+        self._scripts = {n: self._r.register_script(getattr(_scripts, n))
+                         for n in ("TAKE", "HEARTBEAT", "SETTLE", "PROMOTE", "CANCEL",
+                                   "REQUEUE")}
+        self._ensure_group()
+
+    # -- plumbing -----------------------------------------------------------------
+
+    @property
+    def safe_url(self) -> str:
+        return redact_url(self.url) or ""
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._password, "***") if self._password else text
+
+    def __repr__(self) -> str:
+        return f"Queue({self.safe_url!r}, name={self.name!r})"
+
+    def _key(self, *parts: str) -> str:
+        return ":".join((self._k, *parts))
+
+    @_redis_errors
+    def _ensure_group(self) -> None:
+        import redis
+
+        try:
+            self._r.xgroup_create(self._key("tasks"), GROUP, id="0", mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    def _log_tail(self, task_id: str) -> str:
+        rows = self._r.xrevrange(self._key("log", task_id), count=LOG_TAIL)
+        return "\n".join(fields.get("line", "") for _, fields in reversed(rows))
+
+    def close(self) -> None:
+        self._r.close()
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+    def __enter__(self) -> Queue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- producer side ------------------------------------------------------------
+
+    @_redis_errors
+    def submit(self, spec: Union[JobSpec, str, Path, dict[str, Any]],
+               params: Optional[list[dict[str, str]]] = None) -> list[str]:
+        """Enqueue one task per parameter set (one task without params); the task ids."""
+        job = from_any(spec)
+        sets = params if params else [{}]
+        for one in sets:
+            for key, value in one.items():
+                if not _PARAM.match(key):
+                    raise SpecError(f"{key!r} is not a parameter name",
+                                    hint="letters, digits and _ (it becomes "
+                                         "GPUCLOUD_PARAM_<NAME> in the job's env)")
+                if not isinstance(value, str):
+                    raise SpecError(f"parameter {key}: give the value as a string")
+        now = time.time()
+        ids = []
+        pipe = self._r.pipeline(transaction=True)
+        for one in sets:
+            task_id = f"{job.name}-{secrets.token_hex(4)}"
+            pipe.hset(self._key("task", task_id), mapping={
+                "spec": apply_params(job, one).model_dump_json(), "params": json.dumps(one),
+                "state": "pending", "attempts": 0, "retries": job.retries,
+                "submitted_at": now, "worker": ""})
+            pipe.zadd(self._key("ids"), {task_id: now})
+            pipe.xadd(self._key("tasks"), {"task_id": task_id})
+            ids.append(task_id)
+        pipe.execute()
+        return ids
+
+    @_redis_errors
+    def task(self, task_id: str) -> TaskInfo:
+        data = self._r.hgetall(self._key("task", task_id))
+        if not data:
+            raise _unknown(task_id, self.name)
+        return _info(task_id, data, time.time())
+
+    @_redis_errors
+    def status(self) -> QueueStatus:
+        ids = self._r.zrange(self._key("ids"), 0, -1)
+        pipe = self._r.pipeline(transaction=False)
+        for task_id in ids:
+            pipe.hgetall(self._key("task", task_id))
+        now = time.time()
+        tasks = [_info(i, d, now) for i, d in zip(ids, pipe.execute()) if d]
+        counts = {state: 0 for state in STATES}
+        for t in tasks:
+            counts[t.state] = counts.get(t.state, 0) + 1
+        workers = {w: _when(v) for w, v in self._r.hgetall(self._key("workers")).items()}
+        return QueueStatus(queue=self.name, counts=counts, tasks=tasks,
+                           workers={w: v for w, v in workers.items() if v is not None})
+
+    @_redis_errors
+    def dead(self) -> list[DeadTask]:
+        return [DeadTask(task_id=f.get("task_id", ""), error=f.get("error", ""),
+                         log_tail=f.get("log_tail", ""), dead_at=_when(f.get("dead_at")))
+                for _, f in self._r.xrange(self._key("dead"))]
+
+    @_redis_errors
+    def requeue(self, task_id: Optional[str] = None, *, all: bool = False) -> list[str]:
+        """Dead (or cancelled) tasks back to pending with fresh attempts; their ids."""
+        if (task_id is None) == (not all):
+            raise SpecError("give a task id or all=True (not both)")
+        ids = [task_id] if task_id is not None else list(dict.fromkeys(
+            d.task_id for d in self.dead()))
+        done = []
+        for one in ids:
+            answer = self._scripts["REQUEUE"](
+                keys=[self._key("task", one), self._key("tasks")], args=[one])
+            if answer == "" and task_id is not None:
+                raise _unknown(one, self.name)
+            if answer != "ok" and task_id is not None:
+                raise SpecError(f"task {one} is {answer}: only dead or cancelled tasks "
+                                "are requeued", hint="`gpucloud queue dead` lists dead tasks")
+            if answer == "ok":
+                done.append(one)
+        if done:  # their dead letters go: the dead stream lists what is dead now
+            gone = set(done)
+            entries = [e for e, f in self._r.xrange(self._key("dead"))
+                       if f.get("task_id") in gone]
+            if entries:
+                self._r.xdel(self._key("dead"), *entries)
+        return done
+
+    @_redis_errors
+    def cancel(self, task_id: str) -> TaskInfo:
+        answer = self._scripts["CANCEL"](
+            keys=[self._key("task", task_id), self._key("tasks"), self._key("delayed")],
+            args=[GROUP, time.time(), task_id])
+        if answer == "":
+            raise _unknown(task_id, self.name)
+        if answer != "ok":
+            raise SpecError(f"task {task_id} already {answer}: nothing to cancel")
+        return self.task(task_id)
+
+    @_redis_errors
+    def logs(self, task_id: str) -> list[str]:
+        if not self._r.exists(self._key("task", task_id)):
+            raise _unknown(task_id, self.name)
+        return [f.get("line", "") for _, f in self._r.xrange(self._key("log", task_id))]
+
+    # -- worker side --------------------------------------------------------------
+
+    @_redis_errors
+    def claim(self, worker_id: str, block_seconds: float = 5.0) -> Optional[Claim]:
+        """The next task for this worker, or None after block_seconds without one.
+
+        First a task whose worker stopped heart-beating (idle past the
+        visibility timeout), then a new delivery. Cancelled and finished tasks
+        are skipped; a task re-claimed after killing its worker more than its
+        retries goes to the dead letters instead."""
+        stream = self._key("tasks")
+        end = time.monotonic() + max(0.0, block_seconds)
+        while True:
+            self._scripts["PROMOTE"](keys=[self._key("delayed"), stream],
+                                     args=[time.time(), self._key("task", "")])
+            _, entries, *_ = self._r.xautoclaim(
+                stream, GROUP, worker_id, int(self.visibility_timeout * 1000), "0-0", count=1)
+            reclaimed = bool(entries and entries[0])
+            if not reclaimed:
+                left = end - time.monotonic()
+                # Short blocks: a retry may come due, or a dead worker's task
+                # become claimable, while we wait.
+                block = int(min(left, 1.0, self._next_due()) * 1000)
+                read = self._r.xreadgroup(GROUP, worker_id, {stream: ">"}, count=1,
+                                          block=block if block > 0 else None)
+                entries = read[0][1] if read else []
+            for entry_id, fields in entries:
+                claim = self._take(worker_id, entry_id, fields or {}, reclaimed)
+                if claim is not None:
+                    return claim
+            if not entries and time.monotonic() >= end:
+                return None
+
+    def _next_due(self) -> float:
+        first = self._r.zrange(self._key("delayed"), 0, 0, withscores=True)
+        return max(0.05, first[0][1] - time.time()) if first else 3600.0
+
+    def _take(self, worker_id: str, entry_id: str, fields: dict[str, str],
+              reclaimed: bool) -> Optional[Claim]:
+        task_id = fields.get("task_id", "")
+        key = self._key("task", task_id)
+        tail = self._log_tail(task_id) if reclaimed else ""
+        verdict, attempt = self._scripts["TAKE"](
+            keys=[key, self._key("tasks"), self._key("dead"), self._key("workers")],
+            args=[GROUP, entry_id, worker_id, time.time(), int(reclaimed), task_id, tail])
+        if verdict != "run":
+            return None
+        data = self._r.hmget(key, "spec", "params")
+        return Claim(task_id=task_id, spec=JobSpec.model_validate_json(data[0]),
+                     params=json.loads(data[1] or "{}"), attempt=int(attempt),
+                     entry_id=entry_id, worker_id=worker_id)
+
+    @_redis_errors
+    def heartbeat(self, worker_id: str, claim: Claim) -> bool:
+        """Keep the claim (resets its idle time). False: the task is no longer this
+        worker's (cancelled, or re-delivered after a missed visibility timeout)."""
+        return bool(self._scripts["HEARTBEAT"](
+            keys=[self._key("task", claim.task_id), self._key("tasks"), self._key("workers")],
+            args=[GROUP, claim.entry_id, worker_id, claim.attempt, time.time()]))
+
+    @_redis_errors
+    def append_log(self, claim: Claim, lines: list[str]) -> None:
+        if not lines:
+            return
+        pipe = self._r.pipeline(transaction=False)
+        for line in lines:
+            pipe.xadd(self._key("log", claim.task_id), {"line": line},
+                      maxlen=LOG_MAXLEN, approximate=True)
+        pipe.execute()
+
+    @_redis_errors
+    def succeed(self, claim: Claim, exit_code: int = 0) -> None:
+        self._settle(claim, "succeed", exit_code, "", 0.0)
+
+    @_redis_errors
+    def fail(self, claim: Claim, error: str, exit_code: Optional[int] = None) -> None:
+        """A failed run: retried after an exponential backoff while attempts <=
+        retries, else a dead letter with the error and the last log lines."""
+        if claim.attempt <= claim.spec.retries:
+            delay = min(self.backoff_max, self.backoff_base * 2 ** (claim.attempt - 1))
+            self._settle(claim, "retry", exit_code, error, time.time() + delay)
+        else:
+            self._settle(claim, "dead", exit_code, error, 0.0)
+
+    def _settle(self, claim: Claim, action: str, exit_code: Optional[int], error: str,
+                not_before: float) -> bool:
+        tail = self._log_tail(claim.task_id) if action == "dead" else ""
+        return bool(self._scripts["SETTLE"](
+            keys=[self._key("task", claim.task_id), self._key("tasks"), self._key("delayed"),
+                  self._key("dead"), self._key("workers")],
+            args=[GROUP, claim.entry_id, claim.worker_id, claim.attempt, action, time.time(),
+                  "" if exit_code is None else int(exit_code), error, not_before, tail,
+                  claim.task_id]))
+
+
+def _unknown(task_id: str, queue: str) -> NotFoundError:
+    return NotFoundError(f"no task {task_id} in queue {queue}", provider="queue",
+                         status_code=404, hint="`gpucloud queue status` lists the tasks")
+
+
+def _when(value: Optional[str]) -> Optional[datetime]:
+    if value in (None, "", "0"):
+        return None
+    return datetime.fromtimestamp(float(value), tz=timezone.utc)
+
+
+def _info(task_id: str, d: dict[str, str], now: float) -> TaskInfo:
+    state = d.get("state", "pending")
+    since = d.get("started_at") if state == "running" else d.get("submitted_at")
+    try:
+        name = json.loads(d.get("spec", "{}")).get("name", "")
+    except ValueError:
+        name = ""
+    return TaskInfo(
+        id=task_id, name=name, state=state, params=json.loads(d.get("params") or "{}"),
+        attempts=int(d.get("attempts") or 0), retries=int(d.get("retries") or 0),
+        worker=d.get("worker") or None, submitted_at=_when(d.get("submitted_at")),
+        started_at=_when(d.get("started_at")), finished_at=_when(d.get("finished_at")),
+        not_before=_when(d.get("not_before")) if state == "failed" else None,
+        age_seconds=round(now - float(since), 3) if since else None,
+        exit_code=int(d["exit_code"]) if d.get("exit_code") not in (None, "") else None,
+        error=d.get("error") or None)
