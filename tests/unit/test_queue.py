@@ -215,3 +215,23 @@ def test_another_process_reaches_the_same_embedded_server(make):
                          text=True, timeout=60, env=os.environ.copy())
     assert out.stdout.split() == ["True", "pending", task_id], out.stderr
     assert q.task(task_id).worker == "remote"  # the server outlived the other process
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("redis://:pw-123@host:6379/0", "redis://:***@host:6379/0"),
+    ("rediss://alice:pw-123@host:6380", "rediss://alice:***@host:6380"),
+    ("redis://host:6379", "redis://host:6379"),
+    ("unix:///tmp/redis.sock", "unix:///tmp/redis.sock"),
+])
+def test_redact_url(url, shown):
+    from gpucloud.queue import redact_url
+
+    assert redact_url(url) == shown
+
+
+def test_no_password_in_repr_or_errors():
+    from gpucloud.errors import APIConnectionError
+
+    with pytest.raises(APIConnectionError) as caught:
+        Queue("redis://:pw-123456@127.0.0.1:1/0")
+    assert "pw-123456" not in str(caught.value) and "***" in str(caught.value)
