@@ -38,6 +38,10 @@ RUNS = {
     "jobs get": ["jobs", "get", "llama-finetune"],
     "jobs logs": ["jobs", "logs", "llama-finetune"],
     "jobs cancel": ["jobs", "cancel", "llama-finetune", "--yes"],
+    "queue submit": ["queue", "submit", JOB],
+    "queue status": ["queue", "status"],
+    "queue dead": ["queue", "dead"],
+    "queue cancel": ["queue", "cancel", "{task}"],
     "schema job": ["schema", "job"],
     "reconcile": ["reconcile"],
     "costs": ["costs"],
@@ -78,9 +82,9 @@ def test_the_table_covers_every_command():
 def test_every_json_shape_is_the_documented_one(lambda_accepts_the_key):
     table = json_table()
     runner = CliRunner()
-    ref = None
+    ref = task = None
     for name, args in RUNS.items():
-        args = [ref if a == "{ref}" else a for a in args]
+        args = [ref if a == "{ref}" else task if a == "{task}" else a for a in args]
         result = runner.invoke(app, [*args, "--json"])
         assert result.stderr == "", (name, result.stderr)
         data = json.loads(result.stdout)
@@ -94,3 +98,5 @@ def test_every_json_shape_is_the_documented_one(lambda_accepts_the_key):
         if name == "create":
             ref = data["instance"]["ref"]
             assert set(data["instance"]) == instance_fields()
+        if name == "queue submit":
+            task = data["tasks"][0]["id"]
