@@ -173,7 +173,15 @@ def run_worker(queue: Any, worker_id: Optional[str] = None, idle: float = 600,
             left = idle - (time.monotonic() - last_work)
             if left <= 0:
                 break
-            claim = queue.claim(worker_id, block_seconds=max(0.05, min(5.0, left)))
+            try:
+                claim = queue.claim(worker_id, block_seconds=max(0.05, min(5.0, left)))
+            except Exception as exc:
+                if not _transient(exc):
+                    raise
+                # Redis restarting or a network blip: wait it out, within `idle`.
+                emit("retry", {"error": str(exc)})
+                stop.wait(min(2.0, max(left, 0.05)))
+                continue
             if claim is None:
                 continue
             if stop.is_set():  # not started: left for re-delivery
@@ -199,6 +207,12 @@ def run_worker(queue: Any, worker_id: Optional[str] = None, idle: float = 600,
     if stop.is_set():
         summary.reason = "signal"
     return summary
+
+
+def _transient(exc: BaseException) -> bool:
+    return any(cls.__module__.split(".")[0] == "redis"
+               and cls.__name__ in ("ConnectionError", "TimeoutError", "BusyLoadingError")
+               for cls in type(exc).__mro__) or getattr(exc, "code", None) == "connection_error"
 
 
 def _on_signals(stop: threading.Event) -> Callable[[], None]:
