@@ -97,3 +97,98 @@ def worker(
                   if summary.reason == "signal" else f"after {idle} idle"))
     if summary.reason == "signal":
         raise typer.Exit(130)
+
+
+# `gpucloud queue workers add`: the queue commands' `queue` group attaches this
+# app as its `workers` sub-command (cli/queue_cmds.py: queue_app.add_typer(workers_app,
+# name="workers")).
+workers_app = typer.Typer(help="Worker machines for a queue.", no_args_is_help=True)
+
+
+@workers_app.command("add")
+def add_workers(
+    n: int = typer.Argument(..., min=1, max=64, metavar="N", help="How many worker machines."),
+    gpu: str = params.GPU,
+    count: int = params.COUNT,
+    provider: Optional[str] = params.PROVIDER,
+    region: Optional[str] = params.REGION,
+    auto_shutdown: str = typer.Option(
+        "12h", "--auto-shutdown", metavar="DURATION",
+        help="Each machine's deadline (the job's max_runtime), however busy it is."),
+    queue: str = typer.Option("default", "--queue", "-q", metavar="NAME", help="The queue."),
+    redis: Optional[str] = typer.Option(
+        None, "--redis", metavar="URL",
+        help=f"Shared Redis the machines reach (default: ${REDIS_ENV}; prefer the variable: "
+             "a password on the command line stays in your shell history)."),
+    idle: str = typer.Option("10m", "--idle", metavar="DURATION",
+                             help="A worker exits, and its machine ends, after this long idle."),
+    image: Optional[str] = typer.Option(
+        None, "--image", metavar="IMAGE",
+        help="The workers' image; tasks' commands run inside it (default: a PyTorch CUDA image)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; create nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    json_output: bool = params.JSON,
+) -> None:
+    """Create N GPU machines that each run `gpucloud worker` for the queue.
+
+    Each is a job: plan and estimate first, then confirmation. A machine ends when
+    its worker has been idle for --idle, or at --auto-shutdown at the latest. The
+    Redis URL reaches the machines only as the job secret GPUCLOUD_REDIS_URL; no
+    provider API key goes to them.
+    """
+    import os
+
+    from ..client import Client
+    from ..pricing import parse_duration
+    from ..queue import provision
+    from .app import fail
+    from .instance_cmds import _confirm, _hourly, _interrupted, plan_text
+
+    parse_duration(idle)
+    url = provision.check_redis_url(redis_url(redis))
+    os.environ[REDIS_ENV] = url  # the job's secret is read from this process's environment
+    spec = provision.worker_spec(queue, gpu=gpu, count=count, provider=provider, region=region,
+                                 auto_shutdown=auto_shutdown, idle=idle,
+                                 image=image or provision.DEFAULT_IMAGE)
+    warnings = [] if url.startswith("rediss://") else [
+        "the Redis URL is redis:// (no TLS): the password crosses the network in clear; "
+        "use rediss:// for workers outside your network"]
+    client = Client()
+    one, shown = provision.plan_workers(client, spec, n)
+    where = shown_url(url)
+    if not json_output:
+        for warning in [*warnings, *client.warnings]:
+            output.warn(warning)
+        output.out(f"{n} worker(s) for queue {queue} ({where}): gpucloud worker on "
+                   f"{count} x {spec.resources.gpu} each, image {spec.image}; each ends after "
+                   f"{idle} idle, at {auto_shutdown} at the latest")
+        output.out(plan_text(shown))
+    base = {"queue": queue, "redis": where, "job": spec.model_dump(mode="json"),
+            "plan": output.dump(shown), "warnings": [*warnings, *client.warnings]}
+    if dry_run:
+        if json_output:
+            output.emit_json({**base, "dry_run": True})
+        else:
+            output.out("dry run: nothing was created")
+        return
+    _confirm(f"Create {n} worker machine(s) {_hourly(shown)}?", yes, json_output,
+             "creating worker machines")
+    try:
+        jobs, error = provision.add_workers(client, spec, one, n)
+    except KeyboardInterrupt:
+        _interrupted(client.last_created, client.in_flight, json_output)
+        raise
+    if error is not None:
+        from ..errors import exit_code_for
+
+        made = " ".join(j.ref for j in jobs)
+        fail(exit_code_for(error), error.code,
+             error.message + (f" ({len(jobs)} of {n} workers were created: {made})" if jobs
+                              else " (no worker was created)"),
+             error.hint, json_output, {"workers": [output.dump(j) for j in jobs]})
+    if json_output:
+        output.emit_json({**base, "workers": [output.dump(j) for j in jobs]})
+        return
+    for job in jobs:
+        output.out(f"worker {job.ref} ({job.status.value})")
+    output.out(f"watch with: gpucloud queue status --queue {queue}")
