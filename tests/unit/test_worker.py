@@ -164,7 +164,8 @@ def test_checkpoint_dir_is_the_same_for_every_attempt_of_a_task(tmp_path: Path) 
 
 
 def test_params_reach_the_env_and_args(tmp_path: Path) -> None:
-    code = "import os, sys; print(os.environ['GPUCLOUD_PARAM_LR'], os.environ['GPUCLOUD_PARAM_BATCH_SIZE'], sys.argv[1:])"  # noqa: E501
+    code = ("import os, sys; e = os.environ\n"
+            "print(e['GPUCLOUD_PARAM_LR'], e['GPUCLOUD_PARAM_BATCH_SIZE'], sys.argv[1:])")
     c = Claim("p", JobSpec(name="t", image="i", command=[PY, "-c", code],
                            args=["--lr={lr}", "{untouched}"], env={"PLAIN": "1"},
                            resources={"gpu": "H100"}),

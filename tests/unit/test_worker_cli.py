@@ -20,10 +20,11 @@ def opened(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> list[tuple[Any, st
     monkeypatch.setenv("GPUCLOUD_HOME", str(tmp_path))
     calls: list[tuple[Any, str, FakeQueue]] = []
 
-    def fake(url: Any, name: str) -> FakeQueue:
+    def fake(url: Any, name: str, **options: Any) -> FakeQueue:
         q = FakeQueue([claim("t1", "print('hi')"),
                        claim("t2", "import sys; sys.exit(2)")])
         q.close = lambda: None  # type: ignore[attr-defined]
+        assert options == {"visibility_timeout": 60.0}
         calls.append((url, name, q))
         return q
     monkeypatch.setattr(worker_cmds, "open_queue", fake)
@@ -74,3 +75,10 @@ def test_bad_idle_is_a_usage_error(opened) -> None:
 def test_shown_url(url, shown) -> None:
     assert worker_cmds.shown_url(url) == shown
 
+
+
+def test_runner_and_visibility_timeout_options(opened, monkeypatch) -> None:
+    bad = run("worker", "--runner", "podman", "--json")
+    assert bad.exit_code == 2
+    assert "auto, docker or direct" in json.loads(bad.stdout)["error"]["message"]
+    assert opened == []

@@ -37,10 +37,10 @@ def redis_url(given: Optional[str]) -> Optional[str]:
     return given or os.environ.get(REDIS_ENV) or None
 
 
-def open_queue(url: Optional[str], name: str) -> Any:
+def open_queue(url: Optional[str], name: str, **options: Any) -> Any:
     from ..queue import Queue  # type: ignore[attr-defined]
 
-    return Queue(url, name)
+    return Queue(url, name, **options)
 
 
 @app.command()
@@ -54,6 +54,13 @@ def worker(
                              help="Exit after this long with no task (e.g. 10m, 1h)."),
     worker_id: Optional[str] = typer.Option(None, "--worker-id", metavar="ID",
                                             help="Name in `queue status` (default: host-pid)."),
+    runner: str = typer.Option("auto", "--runner", metavar="auto|docker|direct",
+                               help="docker: each task in its container (docker run --gpus "
+                                    "all); direct: its command here; auto: docker if installed."),
+    visibility_timeout: str = typer.Option(
+        "60s", "--visibility-timeout", metavar="DURATION",
+        help="A task whose worker stops heart-beating this long goes to another worker "
+             "(give every worker of a queue the same)."),
     json_output: bool = params.JSON,
 ) -> None:
     """Run the queue's tasks here, one at a time, until none comes for --idle.
@@ -63,12 +70,18 @@ def worker(
     every attempt of a task. SIGTERM stops the running task and leaves it to be
     re-delivered.
     """
+    from ..errors import SpecError
     from ..pricing import parse_duration
-    from ..queue.worker import run_worker
+    from ..queue import worker as w
 
     idle_seconds = parse_duration(idle).total_seconds()
+    timeout = parse_duration(visibility_timeout).total_seconds()
+    runners = {"auto": w.default_runner(), "docker": w.docker_runner, "direct": w.direct_runner}
+    if runner not in runners:
+        raise SpecError(f"--runner {runner!r}: use auto, docker or direct",
+                        hint="e.g. --runner direct")
     url = redis_url(redis)
-    q = open_queue(url, queue)
+    q = open_queue(url, queue, visibility_timeout=timeout)
     where = shown_url(url)
 
     def show(kind: str, data: dict[str, Any]) -> None:
@@ -83,8 +96,8 @@ def worker(
     if not json_output:
         output.err(f"worker on queue {queue} ({where}); exits after {idle} idle")
     try:
-        summary = run_worker(q, worker_id=worker_id, idle=idle_seconds,
-                             on_event=None if json_output else show)
+        summary = w.run_worker(q, worker_id=worker_id, idle=idle_seconds, runner=runners[runner],
+                               on_event=None if json_output else show)
     finally:
         q.close()
     if json_output:
