@@ -227,3 +227,14 @@ def test_runner_is_docker_only_where_docker_exists(monkeypatch: pytest.MonkeyPat
     assert W.default_runner() is W.docker_runner
     monkeypatch.setattr(W.shutil, "which", lambda name: None)
     assert W.default_runner() is W.direct_runner
+
+
+def test_the_queue_url_is_not_passed_to_tasks(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUCLOUD_REDIS_URL", "rediss://:pw@r:1")
+    monkeypatch.setenv("OTHER_VAR", "kept")
+    code = "import os; print(os.environ.get('GPUCLOUD_REDIS_URL'), os.environ['OTHER_VAR'])"
+    q = FakeQueue([claim("u", code)])
+    run(q, tmp_path, idle=0.1)
+    assert lines(q, "u") == ["None kept"]
+    assert "GPUCLOUD_REDIS_URL" not in W.docker_runner(claim("d", "x"), tmp_path).env

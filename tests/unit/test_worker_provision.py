@@ -123,3 +123,42 @@ def test_workers_add_without_a_shared_redis_is_a_config_error(cli: Any) -> None:
                  "--yes", "--json")
     assert result.exit_code == 3
     assert json.loads(result.stdout)["error"]["code"] == "configuration"
+
+
+def test_the_sweep_example_is_a_valid_job_file() -> None:
+    from pathlib import Path
+
+    from gpucloud.jobspec import load
+
+    spec = load(Path(__file__).resolve().parents[2] / "examples" / "sweep.yaml")
+    assert spec.name == "lr-sweep" and "--lr={lr}" in spec.args and spec.retries == 2
+    assert set(spec.secrets) == {"HF_TOKEN"}
+
+
+def test_task_secrets_are_passed_by_name_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = provision.worker_spec("q", gpu="h100", secrets=("HF_TOKEN",))
+    assert spec.model_dump(mode="json")["secrets"] == {
+        "GPUCLOUD_REDIS_URL": {"env": "GPUCLOUD_REDIS_URL", "keyring": None},
+        "HF_TOKEN": {"env": "HF_TOKEN", "keyring": None}}
+    with pytest.raises(SpecError):  # a value where a name belongs is refused
+        provision.worker_spec("q", gpu="h100", secrets=("hf_abc-123 value",))
+
+
+def test_workers_add_secret_option(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf-value-xyz")
+    result = cli("queue", "workers", "add", "1", "--gpu", "h100", "--provider", "sandbox",
+                 "--redis", URL, "--secret", "HF_TOKEN", "--yes", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert set(doc["job"]["secrets"]) == {"GPUCLOUD_REDIS_URL", "HF_TOKEN"}
+    assert "hf-value-xyz" not in result.stdout
+
+
+@pytest.mark.parametrize("extra", [["--gpu", "h1000"], ["--auto-shutdown", "soon"],
+                                   ["--secret", "not a name"], ["--idle", "x"]])
+def test_workers_add_bad_input_is_exit_2(cli: Any, extra: list[str]) -> None:
+    args = ["queue", "workers", "add", "1", "--gpu", "h100", "--provider", "sandbox",
+            "--redis", URL, "--yes", "--json"]
+    result = cli(*args, *extra)
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.stdout)["error"] and "pw-9f8e7d" not in result.stdout

@@ -138,6 +138,10 @@ def add_workers(
     image: Optional[str] = typer.Option(
         None, "--image", metavar="IMAGE",
         help="The workers' image; tasks' commands run inside it (default: a PyTorch CUDA image)."),
+    secret: list[str] = typer.Option(
+        [], "--secret", metavar="NAME",
+        help="An environment variable the tasks need (e.g. HF_TOKEN), sent to the machines "
+             "as a secret; repeatable."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; create nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     json_output: bool = params.JSON,
@@ -162,7 +166,7 @@ def add_workers(
     os.environ[REDIS_ENV] = url  # the job's secret is read from this process's environment
     spec = provision.worker_spec(queue, gpu=gpu, count=count, provider=provider, region=region,
                                  auto_shutdown=auto_shutdown, idle=idle,
-                                 image=image or provision.DEFAULT_IMAGE)
+                                 image=image or provision.DEFAULT_IMAGE, secrets=tuple(secret))
     warnings = [] if url.startswith("rediss://") else [
         "the Redis URL is redis:// (no TLS): the password crosses the network in clear; "
         "use rediss:// for workers outside your network"]

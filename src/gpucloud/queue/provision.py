@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from .. import __version__
 from ..errors import ConfigurationError, GpuCloudError, SpecError
-from ..jobspec import JobSpec
+from ..jobspec import JobSpec, from_any
 
 REDIS_ENV = "GPUCLOUD_REDIS_URL"
 DEFAULT_IMAGE = "pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime"
@@ -32,17 +32,19 @@ MAX_WORKERS = 64
 def worker_spec(queue: str, *, gpu: str, count: int = 1, provider: Optional[str] = None,
                 region: Optional[str] = None, auto_shutdown: str = "12h", idle: str = "10m",
                 image: str = DEFAULT_IMAGE, spot: bool = False,
-                version: str = __version__) -> JobSpec:
-    """The job each worker machine runs."""
+                secrets: tuple[str, ...] = (), version: str = __version__) -> JobSpec:
+    """The job each worker machine runs; ``secrets``: names of variables of the
+    submitting environment the tasks need (e.g. HF_TOKEN), passed as secrets."""
     install = f"pip install --no-cache-dir --quiet {shlex.quote(f'gpucloud=={version}')}"
     run = f"exec gpucloud worker --queue {shlex.quote(queue)} --idle {shlex.quote(idle)}"
     name = "gq-worker-" + (re.sub(r"[^a-z0-9]+", "-", queue.lower()).strip("-") or "queue")
-    return JobSpec(
-        name=name[:63].rstrip("-"), image=image,
-        command=["sh", "-c", f"{install} && {run}"],
-        secrets={REDIS_ENV: {"env": REDIS_ENV}},
-        resources={"gpu": gpu, "gpu_count": count},
-        provider=provider, region=region, max_runtime=auto_shutdown, spot=spot)
+    # from_any: a bad --gpu, --auto-shutdown or --secret is a SpecError (exit 2).
+    return from_any({
+        "name": name[:63].rstrip("-"), "image": image,
+        "command": ["sh", "-c", f"{install} && {run}"],
+        "secrets": {REDIS_ENV: {"env": REDIS_ENV}, **{s: {"env": s} for s in secrets}},
+        "resources": {"gpu": gpu, "gpu_count": count},
+        "provider": provider, "region": region, "max_runtime": auto_shutdown, "spot": spot})
 
 
 def check_redis_url(url: Optional[str]) -> str:

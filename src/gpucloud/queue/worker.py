@@ -33,6 +33,7 @@ LOG_BATCH = 200          # lines per append_log call at most
 LOG_FLUSH_SECONDS = 1.0  # a quiet task's lines still reach Redis this soon
 KILL_GRACE = 10.0        # seconds between TERM and KILL of a task on shutdown
 _PARAM = re.compile(r"[^A-Za-z0-9_]")
+_WORKER_ONLY = {"GPUCLOUD_REDIS_URL"}
 
 
 class WorkerSummary(BaseModel):
@@ -93,6 +94,12 @@ def _secrets(spec: Any) -> dict[str, str]:
     return {k: v.get_secret_value() for k, v in resolve_secrets(spec).items()}
 
 
+def _inherited() -> dict[str, str]:
+    """The worker's environment minus what only the worker may see (the queue's
+    URL carries its password)."""
+    return {k: v for k, v in os.environ.items() if k not in _WORKER_ONLY}
+
+
 def direct_runner(claim: Any, checkpoint_dir: Path) -> Launch:
     """The task's command run here, as a child process (no container runtime)."""
     spec = claim.spec
@@ -102,7 +109,7 @@ def direct_runner(claim: Any, checkpoint_dir: Path) -> Launch:
 
         raise SpecError(f"task {claim.task_id}: without docker a task needs a command",
                         hint="set command in the job file, or run the worker where docker is")
-    env = dict(os.environ)
+    env = _inherited()
     env.update(task_env(claim, str(checkpoint_dir)))
     env.update(_secrets(spec))
     return Launch(argv, env)
@@ -126,7 +133,7 @@ def docker_runner(claim: Any, checkpoint_dir: Path) -> Launch:
         argv += ["--entrypoint", spec.command[0], spec.image, *spec.command[1:], *args]
     else:
         argv += [spec.image, *args]
-    env = dict(os.environ)
+    env = _inherited()
     env.update(plain)
     env.update(secrets)
     return Launch(argv, env, cleanup=["docker", "rm", "-f", name])
