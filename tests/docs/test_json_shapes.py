@@ -3,6 +3,7 @@ says: the test reads the table, so the two cannot drift."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 from pathlib import Path
@@ -39,6 +40,12 @@ RUNS = {
     "jobs logs": ["jobs", "logs", "llama-finetune"],
     "jobs cancel": ["jobs", "cancel", "llama-finetune", "--yes"],
     "schema job": ["schema", "job"],
+    "worker": ["worker", "--idle", "1s", "--queue", "json-shape"],
+    "queue workers add --dry-run": ["queue", "workers", "add", "1", "--gpu", "h100",
+                                    "--provider", "sandbox", "--redis",
+                                    "rediss://:pw@redis.example.com:6380", "--dry-run"],
+    "queue workers add": ["queue", "workers", "add", "1", "--gpu", "h100", "--provider",
+                          "sandbox", "--redis", "rediss://:pw@redis.example.com:6380", "--yes"],
     "reconcile": ["reconcile"],
     "costs": ["costs"],
     "providers": ["providers"],
@@ -48,6 +55,11 @@ RUNS = {
     "auth logout": ["auth", "logout", "lambda"],
     "any command that fails": ["get", "sandbox/sbx-not-there"],
 }
+
+
+# Queue commands run once the queue core is there (issue 9 lands in two halves).
+QUEUE_READY = importlib.util.find_spec("gpucloud.queue.core") is not None
+NEEDS_QUEUE = {"worker", "queue workers add --dry-run", "queue workers add"}
 
 
 @pytest.fixture
@@ -80,6 +92,8 @@ def test_every_json_shape_is_the_documented_one(lambda_accepts_the_key):
     runner = CliRunner()
     ref = None
     for name, args in RUNS.items():
+        if name in NEEDS_QUEUE and not QUEUE_READY:
+            continue
         args = [ref if a == "{ref}" else a for a in args]
         result = runner.invoke(app, [*args, "--json"])
         assert result.stderr == "", (name, result.stderr)

@@ -71,7 +71,7 @@ def cli(monkeypatch: pytest.MonkeyPatch) -> Any:
     """`gpucloud queue workers ...`; the queue group is the queue commands' own
     once merged, else a stand-in holding only `workers`."""
     monkeypatch.setenv("GPUCLOUD_SANDBOX_JOB_SECONDS", "30")
-    monkeypatch.delenv("GPUCLOUD_REDIS_URL", raising=False)  # restored after the command sets it
+    monkeypatch.delenv("GPUCLOUD_REDIS_URL", raising=False)
     names = [g.name for g in app.registered_groups]
     if "queue" not in names:
         stand_in = typer.Typer()
@@ -116,6 +116,7 @@ def test_workers_add_text_warns_without_tls_and_hides_the_password(cli: Any) -> 
     assert result.exit_code == 0, result.output
     assert "no TLS" in result.stderr and "hunter2" not in result.output
     assert "1 worker(s) for queue default (redis://***@10.0.0.5:6379)" in result.stdout
+    assert "GPUCLOUD_REDIS_URL" not in __import__("os").environ  # set only while submitting
 
 
 def test_workers_add_without_a_shared_redis_is_a_config_error(cli: Any) -> None:

@@ -155,18 +155,36 @@ def add_workers(
     """
     import os
 
-    from ..client import Client
     from ..pricing import parse_duration
+    from ..queue import provision
+
+    parse_duration(idle)
+    url = provision.check_redis_url(redis_url(redis))
+    before = os.environ.get(REDIS_ENV)
+    # The job's secret is read from this process's environment while it is submitted.
+    os.environ[REDIS_ENV] = url
+    try:
+        _add(n, url, gpu, count, provider, region, auto_shutdown, queue, idle, image,
+             tuple(secret), dry_run, yes, json_output)
+    finally:
+        if before is None:
+            os.environ.pop(REDIS_ENV, None)
+        else:
+            os.environ[REDIS_ENV] = before
+
+
+def _add(n: int, url: str, gpu: str, count: int, provider: Optional[str],
+         region: Optional[str], auto_shutdown: str, queue: str, idle: str,
+         image: Optional[str], secrets: tuple[str, ...], dry_run: bool, yes: bool,
+         json_output: bool) -> None:
+    from ..client import Client
     from ..queue import provision
     from .app import fail
     from .instance_cmds import _confirm, _hourly, _interrupted, plan_text
 
-    parse_duration(idle)
-    url = provision.check_redis_url(redis_url(redis))
-    os.environ[REDIS_ENV] = url  # the job's secret is read from this process's environment
     spec = provision.worker_spec(queue, gpu=gpu, count=count, provider=provider, region=region,
                                  auto_shutdown=auto_shutdown, idle=idle,
-                                 image=image or provision.DEFAULT_IMAGE, secrets=tuple(secret))
+                                 image=image or provision.DEFAULT_IMAGE, secrets=secrets)
     warnings = [] if url.startswith("rediss://") else [
         "the Redis URL is redis:// (no TLS): the password crosses the network in clear; "
         "use rediss:// for workers outside your network"]
