@@ -43,6 +43,12 @@ RUNS = {
     "queue dead": ["queue", "dead"],
     "queue cancel": ["queue", "cancel", "{task}"],
     "schema job": ["schema", "job"],
+    "worker": ["worker", "--idle", "1s", "--queue", "json-shape"],
+    "queue workers add --dry-run": ["queue", "workers", "add", "1", "--gpu", "h100",
+                                    "--provider", "sandbox", "--redis",
+                                    "rediss://:pw@redis.example.com:6380", "--dry-run"],
+    "queue workers add": ["queue", "workers", "add", "1", "--gpu", "h100", "--provider",
+                          "sandbox", "--redis", "rediss://:pw@redis.example.com:6380", "--yes"],
     "reconcile": ["reconcile"],
     "costs": ["costs"],
     "providers": ["providers"],
@@ -52,6 +58,9 @@ RUNS = {
     "auth logout": ["auth", "logout", "lambda"],
     "any command that fails": ["get", "sandbox/sbx-not-there"],
 }
+
+
+# Queue commands run once the queue core is there (issue 9 lands in two halves).
 
 
 @pytest.fixture

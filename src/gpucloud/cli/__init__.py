@@ -12,7 +12,7 @@ from .app import app
 
 from . import (  # noqa: E402,F401  (register commands)
     auth_cmds, catalog_cmds, costs_cmds, deadline_cmds, instance_cmds, job_cmds, queue_cmds,
-    reconcile_cmds,
+    reconcile_cmds, worker_cmds,
 )
 
 

@@ -1,0 +1,341 @@
+"""The worker: takes one task at a time from a Queue, runs it, reports how it ended.
+
+While a task runs, a heartbeat every visibility_timeout/3 keeps it ours; a
+worker that stops heart-beating (killed, machine preempted) loses the task to
+another worker after the visibility timeout. That is also why SIGTERM acks
+nothing: the task is left as it is, re-delivered, and resumes from its
+CHECKPOINT_DIR (a per-task directory, the same for every attempt of a task id).
+
+The runner decides how a task's process is started (``docker run --gpus all``
+where docker exists, the task's command directly elsewhere); tests plug their
+own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Protocol
+
+from pydantic import BaseModel
+
+LOG_BATCH = 200          # lines per append_log call at most
+LOG_FLUSH_SECONDS = 1.0  # a quiet task's lines still reach Redis this soon
+KILL_GRACE = 10.0        # seconds between TERM and KILL of a task on shutdown
+_PARAM = re.compile(r"[^A-Za-z0-9_]")
+_WORKER_ONLY = {"GPUCLOUD_REDIS_URL"}
+
+
+class WorkerSummary(BaseModel):
+    worker_id: str
+    succeeded: int = 0
+    failed: int = 0
+    interrupted: bool = False  # stopped by a signal; the task it held was not acked
+    reason: str = "idle"       # "idle" or "signal"
+    tasks: list[str] = []      # task ids run to an end, in order
+
+
+@dataclass
+class Launch:
+    """How one task's process starts: argv and its complete environment."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cleanup: list[str] = field(default_factory=list)  # run after a forced stop
+
+
+class Runner(Protocol):
+    def __call__(self, claim: Any, checkpoint_dir: Path) -> Launch: ...
+
+
+def param_env(params: dict[str, Any]) -> dict[str, str]:
+    return {"GPUCLOUD_PARAM_" + _PARAM.sub("_", str(k)).upper(): str(v)
+            for k, v in (params or {}).items()}
+
+
+def substituted(args: Sequence[str], params: dict[str, Any]) -> list[str]:
+    """``{name}`` in args becomes the parameter's value; other braces stay as written."""
+    out = []
+    for arg in args:
+        for key, value in (params or {}).items():
+            arg = arg.replace("{" + str(key) + "}", str(value))
+        out.append(arg)
+    return out
+
+
+def task_env(claim: Any, checkpoint_dir: str) -> dict[str, str]:
+    """What gpucloud adds to a task's env (secrets excluded)."""
+    spec = claim.spec
+    env = dict(spec.env)
+    env.update(param_env(claim.params))
+    env["GPUCLOUD_TASK_ID"] = str(claim.task_id)
+    env["GPUCLOUD_ATTEMPT"] = str(claim.attempt)
+    env["CHECKPOINT_DIR"] = checkpoint_dir
+    return env
+
+
+def _secrets(spec: Any) -> dict[str, str]:
+    """The task's secrets, read from the worker's own environment or keyring (a
+    worker machine gets them as its own job's secrets)."""
+    if not spec.secrets:
+        return {}
+    from ..jobs import resolve_secrets
+
+    return {k: v.get_secret_value() for k, v in resolve_secrets(spec).items()}
+
+
+def _inherited() -> dict[str, str]:
+    """The worker's environment minus what only the worker may see (the queue's
+    URL carries its password)."""
+    return {k: v for k, v in os.environ.items() if k not in _WORKER_ONLY}
+
+
+def direct_runner(claim: Any, checkpoint_dir: Path) -> Launch:
+    """The task's command run here, as a child process (no container runtime)."""
+    spec = claim.spec
+    argv = [*spec.command, *substituted(spec.args, claim.params)]
+    if not argv:
+        from ..errors import SpecError
+
+        raise SpecError(f"task {claim.task_id}: without docker a task needs a command",
+                        hint="set command in the job file, or run the worker where docker is")
+    env = _inherited()
+    env.update(task_env(claim, str(checkpoint_dir)))
+    env.update(_secrets(spec))
+    return Launch(argv, env)
+
+
+def docker_runner(claim: Any, checkpoint_dir: Path) -> Launch:
+    """``docker run --rm --gpus all`` of the task's image; values travel in the
+    docker client's env and are named on its command line only (-e NAME), so
+    none shows in the process list."""
+    spec = claim.spec
+    inside = spec.checkpoint.dir if spec.checkpoint else "/checkpoints"
+    plain = task_env(claim, inside)
+    secrets = _secrets(spec)
+    name = "gq-" + _PARAM.sub("-", str(claim.task_id))[:40] + f"-{claim.attempt}"
+    argv = ["docker", "run", "--rm", "--name", name, "--gpus", "all"]
+    for key in [*plain, *secrets]:
+        argv += ["-e", key]
+    argv += ["-v", f"{checkpoint_dir}:{inside}"]
+    args = substituted(spec.args, claim.params)
+    if spec.command:
+        argv += ["--entrypoint", spec.command[0], spec.image, *spec.command[1:], *args]
+    else:
+        argv += [spec.image, *args]
+    env = _inherited()
+    env.update(plain)
+    env.update(secrets)
+    return Launch(argv, env, cleanup=["docker", "rm", "-f", name])
+
+
+def default_runner() -> Runner:
+    return docker_runner if shutil.which("docker") else direct_runner
+
+
+def default_work_dir() -> Path:
+    from ..config import data_dir
+
+    return data_dir() / "worker"
+
+
+def checkpoint_dir(work_dir: Path, task_id: str) -> Path:
+    """The same directory for every attempt of one task on this machine."""
+    path = work_dir / "tasks" / _PARAM.sub("_", str(task_id)) / "checkpoint"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class _Stopped(Exception):
+    pass
+
+
+def run_worker(queue: Any, worker_id: Optional[str] = None, idle: float = 600,
+               runner: Optional[Runner] = None, *, work_dir: Optional[Path] = None,
+               stop: Optional[threading.Event] = None,
+               on_event: Optional[Callable[[str, dict[str, Any]], None]] = None
+               ) -> WorkerSummary:
+    """Run tasks until ``idle`` seconds pass with no work, or SIGTERM/SIGINT
+    (or ``stop`` is set). Returns what was done."""
+    worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    runner = runner or default_runner()
+    work_dir = Path(work_dir) if work_dir else default_work_dir()
+    stop = stop or threading.Event()
+    summary = WorkerSummary(worker_id=worker_id)
+    emit = on_event or (lambda kind, data: None)
+    restore = _on_signals(stop)
+    try:
+        last_work = time.monotonic()
+        while not stop.is_set():
+            left = idle - (time.monotonic() - last_work)
+            if left <= 0:
+                break
+            try:
+                claim = queue.claim(worker_id, block_seconds=max(0.05, min(5.0, left)))
+            except Exception as exc:
+                if not _transient(exc):
+                    raise
+                # Redis restarting or a network blip: wait it out, within `idle`.
+                emit("retry", {"error": str(exc)})
+                stop.wait(min(2.0, max(left, 0.05)))
+                continue
+            if claim is None:
+                continue
+            if stop.is_set():  # not started: left for re-delivery
+                summary.interrupted = True
+                break
+            emit("start", {"task_id": claim.task_id, "attempt": claim.attempt})
+            try:
+                code, error = _run_task(queue, worker_id, claim, runner, work_dir, stop)
+            except _Stopped:
+                summary.interrupted = True
+                break
+            if code == 0:
+                queue.succeed(claim, exit_code=0)
+                summary.succeeded += 1
+            else:
+                queue.fail(claim, error, exit_code=code)
+                summary.failed += 1
+            summary.tasks.append(str(claim.task_id))
+            emit("end", {"task_id": claim.task_id, "exit_code": code, "error": error})
+            last_work = time.monotonic()
+    finally:
+        restore()
+    if stop.is_set():
+        summary.reason = "signal"
+    return summary
+
+
+def _transient(exc: BaseException) -> bool:
+    return any(cls.__module__.split(".")[0] == "redis"
+               and cls.__name__ in ("ConnectionError", "TimeoutError", "BusyLoadingError")
+               for cls in type(exc).__mro__) or getattr(exc, "code", None) == "connection_error"
+
+
+def _on_signals(stop: threading.Event) -> Callable[[], None]:
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    for sig in before:
+        signal.signal(sig, lambda *_: stop.set())
+
+    def restore() -> None:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    return restore
+
+
+def _run_task(queue: Any, worker_id: str, claim: Any, runner: Runner, work_dir: Path,
+              stop: threading.Event) -> tuple[Optional[int], str]:
+    """(exit code, error); raises _Stopped when a signal stopped the task."""
+    from ..errors import GpuCloudError
+
+    try:
+        launch = runner(claim, checkpoint_dir(work_dir, claim.task_id))
+    except GpuCloudError as exc:
+        return None, exc.message
+    except OSError as exc:
+        return None, f"cannot prepare the task: {exc}"
+    try:
+        proc = subprocess.Popen(launch.argv, env=launch.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                text=True, errors="replace", bufsize=1)
+    except OSError as exc:
+        return None, f"cannot start {launch.argv[0]!r}: {exc.strerror or exc}"
+    lines = _LineBuffer()
+    pump = threading.Thread(target=lines.read, args=(proc.stdout,), daemon=True)
+    pump.start()
+    beating = threading.Event()
+    interval = max(0.05, float(getattr(queue, "visibility_timeout", 60.0)) / 3)
+    beat = threading.Thread(target=_heartbeat, args=(queue, worker_id, claim, interval, beating),
+                            daemon=True)
+    beat.start()
+    last_flush = time.monotonic()
+    try:
+        while True:
+            try:
+                code: Optional[int] = proc.wait(timeout=0.1)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if stop.is_set():
+                _stop(proc, launch)
+                raise _Stopped
+            if lines.pending() >= LOG_BATCH or time.monotonic() - last_flush >= LOG_FLUSH_SECONDS:
+                _flush(queue, claim, lines)
+                last_flush = time.monotonic()
+        pump.join(timeout=5)
+        _flush(queue, claim, lines)
+    finally:
+        beating.set()
+        beat.join(timeout=5)
+    if code == 0:
+        return 0, ""
+    tail = lines.last
+    reason = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+    return code, reason + (f": {tail}" if tail else "")
+
+
+def _stop(proc: subprocess.Popen[str], launch: Launch) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=KILL_GRACE)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if launch.cleanup:
+        subprocess.run(launch.cleanup, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       check=False)
+
+
+def _heartbeat(queue: Any, worker_id: str, claim: Any, interval: float,
+               done: threading.Event) -> None:
+    while not done.wait(interval):
+        try:
+            queue.heartbeat(worker_id, claim)
+        except Exception:  # noqa: BLE001 - a blip must not end the task; the next beat retries
+            pass
+
+
+def _flush(queue: Any, claim: Any, lines: _LineBuffer) -> None:
+    batch = lines.take()
+    for start in range(0, len(batch), LOG_BATCH):
+        try:
+            queue.append_log(claim, batch[start:start + LOG_BATCH])
+        except Exception:  # noqa: BLE001 - logs are best effort; the task's result is not
+            pass
+
+
+class _LineBuffer:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lines: list[str] = []
+        self.last = ""
+
+    def read(self, stream: Any) -> None:
+        for line in stream:
+            line = line.rstrip("\n")
+            with self._lock:
+                self._lines.append(line)
+                if line.strip():
+                    self.last = line.strip()[-200:]
+        stream.close()
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._lines)
+
+    def take(self) -> list[str]:
+        with self._lock:
+            batch, self._lines = self._lines, []
+        return batch
