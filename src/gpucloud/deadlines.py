@@ -22,6 +22,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from . import ledger, pricing
+from .adapters.base import format_utc
 from .errors import APIResponseValidationError, GpuCloudError, NotFoundError, SpecError
 from .models import Instance, InstanceStatus, ReapAction, ReapReport
 from .ops import Call, Gather, Op
@@ -56,8 +57,8 @@ def future_deadline(value: Any, now: datetime | None = None) -> datetime:
     moment = parse_deadline(value)
     now = now or utcnow()
     if moment <= now:
-        raise SpecError(f"deadline {moment:%Y-%m-%dT%H:%M:%SZ} is in the past "
-                        f"(now {now:%Y-%m-%dT%H:%M:%SZ})", hint="give a time in the future")
+        raise SpecError(f"deadline {format_utc(moment)} is in the past "
+                        f"(now {format_utc(now)})", hint="give a time in the future")
     return moment
 
 
@@ -87,12 +88,12 @@ def new_deadline(instance: Instance, by: Any = None, until: Any = None,
     target = max(current or now, now) + delta if delta is not None else moment
     assert target is not None
     if target <= now:
-        raise SpecError(f"deadline {target:%Y-%m-%dT%H:%M:%SZ} is in the past",
+        raise SpecError(f"deadline {format_utc(target)} is in the past",
                         hint="give a time in the future")
     if current is not None and target < current:
         raise SpecError(
-            f"{target:%Y-%m-%dT%H:%M:%SZ} is before the current deadline "
-            f"{current:%Y-%m-%dT%H:%M:%SZ}: a deadline only moves later",
+            f"{format_utc(target)} is before the current deadline "
+            f"{format_utc(current)}: a deadline only moves later",
             hint=f"to end it sooner, `gpucloud delete {instance.ref}` when you are done")
     return target
 
@@ -120,7 +121,7 @@ def extend(engine: Any, ref: Any, by: Any = None, until: Any = None) -> Op:
 
 
 def _utc(moment: datetime | None) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment else "none"
+    return format_utc(moment) if moment else "none"
 
 
 def overdue(instance: Instance, now: datetime) -> bool:

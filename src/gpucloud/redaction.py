@@ -12,7 +12,8 @@ has each of them replaced, also inside base64 (cloud-init user data)."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Optional
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -116,3 +117,16 @@ def _text(value: str, marked: tuple[str, ...]) -> str:
         if scrub(plain, marked) != plain:
             return REDACTED
     return value
+
+
+def redact_url(url: Optional[str]) -> Optional[str]:
+    """A URL (Redis, object storage) with its password (and a user-only secret) replaced: safe to print."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if parts.password is None and not (parts.username and "@" in parts.netloc
+                                       and ":" not in parts.netloc.split("@")[0]):
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username if parts.password is not None else ""
+    return urlunsplit(parts._replace(netloc=f"{user or ''}:***@{host}"))

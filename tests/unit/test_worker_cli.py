@@ -44,7 +44,7 @@ def test_worker_json_is_one_document_and_hides_the_password(opened, monkeypatch)
     doc = json.loads(result.stdout)
     assert doc["worker"]["worker_id"] == "w9"
     assert (doc["worker"]["succeeded"], doc["worker"]["failed"]) == (1, 1)
-    assert doc["redis"] == "rediss://***@redis.example.com:6380/0"
+    assert doc["redis"] == "rediss://default:***@redis.example.com:6380/0"
     assert "s3cr3t" not in result.output
     assert opened[0][:2] == (SECRET_URL, "sweep")
     assert opened[0][2].ended[1][:3] == ("fail", "t2", 2)
@@ -69,8 +69,8 @@ def test_bad_idle_is_a_usage_error(opened) -> None:
 @pytest.mark.parametrize("url,shown", [
     (None, "embedded Redis"),
     ("redis://localhost:6379/0", "redis://localhost:6379/0"),
-    ("redis://:pw@h:1", "redis://***@h:1"),
-    ("rediss://user:pw@[::1]:6380", "rediss://***@[::1]:6380"),
+    ("redis://:pw@h:1", "redis://:***@h:1"),
+    ("rediss://user:pw@[::1]:6380", "rediss://user:***@[::1]:6380"),
 ])
 def test_shown_url(url, shown) -> None:
     assert worker_cmds.shown_url(url) == shown

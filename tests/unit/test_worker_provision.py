@@ -93,7 +93,7 @@ def test_workers_add_creates_n_jobs_with_plan_and_confirmation(cli: Any) -> None
     assert made.stderr == "" and "pw-9f8e7d" not in made.stdout
     workers = json.loads(made.stdout)["workers"]
     assert len(workers) == 3 and len({w["ref"] for w in workers}) == 3
-    assert json.loads(made.stdout)["redis"] == "rediss://***@redis.example.com:6380/0"
+    assert json.loads(made.stdout)["redis"] == "rediss://default:***@redis.example.com:6380/0"
     listed = json.loads(cli("jobs", "list", "--json").stdout)["jobs"]
     assert sorted(j["ref"] for j in listed) == sorted(w["ref"] for w in workers)
     logs = json.loads(cli("jobs", "logs", workers[0]["ref"], "--json").stdout)["lines"]
@@ -107,7 +107,7 @@ def test_workers_add_text_warns_without_tls_and_hides_the_password(cli: Any) -> 
                  "--redis", "redis://:hunter2-pw@10.0.0.5:6379", "--dry-run")
     assert result.exit_code == 0, result.output
     assert "no TLS" in result.stderr and "hunter2" not in result.output
-    assert "1 worker(s) for queue default (redis://***@10.0.0.5:6379)" in result.stdout
+    assert "1 worker(s) for queue default (redis://:***@10.0.0.5:6379)" in result.stdout
     assert "GPUCLOUD_REDIS_URL" not in __import__("os").environ  # set only while submitting
 
 

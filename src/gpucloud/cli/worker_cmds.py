@@ -14,22 +14,12 @@ REDIS_ENV = "GPUCLOUD_REDIS_URL"  # how a provisioned worker receives the URL (a
 
 
 def shown_url(url: Optional[str]) -> str:
-    """A Redis URL fit to print: its password (and user) replaced."""
+    """A Redis URL fit to print: its password replaced (the one rule, redaction.py)."""
     if not url:
         return "embedded Redis"
-    from urllib.parse import urlsplit, urlunsplit
+    from ..redaction import redact_url
 
-    try:
-        parts = urlsplit(url)
-        if parts.password is None and parts.username is None:
-            return url
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        netloc = "***@" + host + (f":{parts.port}" if parts.port else "")
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    except ValueError:
-        return "<redis url>"
+    return redact_url(url) or ""
 
 
 def redis_url(given: Optional[str]) -> Optional[str]:

@@ -26,10 +26,12 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar, Union
-from urllib.parse import urlsplit, urlunsplit
+
+from urllib.parse import urlsplit
 
 from ..errors import APIConnectionError, APIError, NotFoundError, SpecError
 from ..jobspec import JobSpec, from_any
+from ..redaction import redact_url
 from . import _scripts
 from .models import STATES, Claim, DeadTask, QueueStatus, TaskInfo
 
@@ -38,19 +40,6 @@ LOG_MAXLEN = 10_000
 LOG_TAIL = 50
 _PARAM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 T = TypeVar("T")
-
-
-def redact_url(url: Optional[str]) -> Optional[str]:
-    """The URL with its password (and a user-only secret) replaced: safe to print."""
-    if not url:
-        return url
-    parts = urlsplit(url)
-    if parts.password is None and not (parts.username and "@" in parts.netloc
-                                       and ":" not in parts.netloc.split("@")[0]):
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username if parts.password is not None else ""
-    return urlunsplit(parts._replace(netloc=f"{user or ''}:***@{host}"))
 
 
 def apply_params(spec: JobSpec, params: dict[str, str]) -> JobSpec:
