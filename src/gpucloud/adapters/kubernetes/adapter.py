@@ -111,6 +111,7 @@ class KubernetesProvider(Provider):
         return httpx.AsyncHTTPTransport(verify=self._verify())
 
     def redact(self, text: str) -> str:
+        text = super().redact(text)  # the kubeconfig credential and any job secret
         auth = self._auth
         if auth is not None and hasattr(auth, "redact"):
             text = auth.redact(text)
