@@ -38,7 +38,7 @@ def check(engine: Any, plan: Plan) -> Plan:
     """The plan with the budget's figures in its notes, or BudgetExceededError."""
     ctx = engine.ctx
     # A context without a config (a bare planner, as in unit tests) has no budget.
-    limit: Decimal | None = getattr(getattr(ctx, "config", None), "budget_monthly", None)
+    limit: Decimal | None = ctx.config.budget_monthly
     if limit is None:
         return plan
     now = utcnow()

@@ -108,7 +108,7 @@ def plan(engine: Any, spec: Any, provider: str | None = None, region: str | None
 def submit(engine: Any, spec: Any, provider: str | None = None, region: str | None = None,
            plan_: Plan | None = None) -> Op:
     spec = from_any(spec)
-    secret_env = resolve_secrets(spec, getattr(engine.ctx.credentials, "_use_keyring", True))
+    secret_env = resolve_secrets(spec, engine.ctx.credentials._use_keyring)
     if plan_ is None:
         plan_ = yield from plan(engine, spec, provider, region)
     engine.ctx.created, engine.ctx.in_flight = [], []
