@@ -35,6 +35,8 @@ _LAZY = {
     "ReapReport": "gpucloud.models",
     "Job": "gpucloud.models",
     "JobStatus": "gpucloud.models",
+    "Connection": "gpucloud.models",
+    "ExecResult": "gpucloud.models",
     "JobSpec": "gpucloud.jobspec",
     "ReconcileReport": "gpucloud.reconcile",
     "LaunchIntent": "gpucloud.reconcile",
@@ -74,7 +76,7 @@ _LAZY = {
 __all__ = [
     "__version__", "Client", "AsyncClient", "Offer", "Instance", "InstanceStatus",
     "CostEstimate", "CostLine", "Attempt", "Plan", "ReapAction", "ReapReport",
-    "Job", "JobStatus", "JobSpec", "ReconcileReport", "LaunchIntent", "Orphan", "CostReport", "SpendLine",
+    "Job", "JobStatus", "Connection", "ExecResult", "JobSpec", "ReconcileReport", "LaunchIntent", "Orphan", "CostReport", "SpendLine",
     "parse_gpu",
     "GpuCloudError", "ConfigurationError", "CredentialsError", "StateError", "SpecError", "UnknownGPUError",
     "BudgetExceededError", "ConfirmationRequired", "NoOffersError", "APIError",
@@ -114,6 +116,7 @@ if TYPE_CHECKING:  # pragma: no cover - what type checkers and IDEs see
         Offer as Offer, Instance as Instance, InstanceStatus as InstanceStatus,
         CostEstimate as CostEstimate, CostLine as CostLine, Attempt as Attempt, Plan as Plan,
         ReapAction as ReapAction, ReapReport as ReapReport, Job as Job, JobStatus as JobStatus,
+        Connection as Connection, ExecResult as ExecResult,
     )
 
 def __getattr__(name: str) -> Any:

@@ -156,6 +156,30 @@ class InstanceSpec(_Model):
     job: JobRun | None = None  # run this job's container, and end with it
 
 
+class Connection(_Model):
+    """How to reach a machine's shell. ``ssh``: OpenSSH to host:port as user
+    (VMs and containers with an exposed port); ``api``: the provider's own exec
+    API (Kubernetes pods, the sandbox), no SSH daemon involved."""
+
+    method: Literal["ssh", "api"]
+    host: str | None = None
+    port: int | None = None
+    user: str | None = None
+
+
+class ExecResult(_Model):
+    """What one command run on a machine returned (client.exec)."""
+
+    command: str
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
 class Instance(_Model):
     provider: str
     id: str
@@ -172,6 +196,8 @@ class Instance(_Model):
     shutdown_at: datetime | None = None
     launch_id: str | None = None
     simulated: bool = False
+    # None while the provider has not assigned an address yet (pending).
+    connection: Connection | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

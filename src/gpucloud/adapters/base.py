@@ -30,7 +30,7 @@ from ..redaction import SECRETS_EXTENSION
 if TYPE_CHECKING:
     from ..catalog import ProviderCatalog
     from ..credentials import Credential
-    from ..models import Instance, InstanceSpec, Job, Offer
+    from ..models import ExecResult, Instance, InstanceSpec, Job, Offer
 
 T = TypeVar("T")
 Flow = Generator[Any, Any, T]
@@ -106,6 +106,17 @@ class Provider:
         from ..credentials import BearerAuth
 
         return BearerAuth(self.credential.secret)
+
+    def exec_command(self, instance_id: str, command: str, timeout: float) -> ExecResult:
+        """Run `command` through the provider's own exec API (machines whose
+        connection method is "api"). Blocking and doing its own I/O, unlike the
+        flows: an exec API needs a connection upgrade or a stream (Kubernetes'
+        websocket exec) that a request/response flow cannot express. AsyncClient
+        runs it in a thread."""
+        from ..errors import SpecError
+
+        raise SpecError(f"{self.name} has no exec API",
+                        hint="reach the machine over SSH: `gpucloud ssh REF`")
 
     def transport(self) -> httpx.BaseTransport | None:
         """A custom transport (the sandbox serves itself in-process)."""
