@@ -18,7 +18,8 @@ Argument types, the same in every method:
 * a machine (``ref``): an ``Instance`` or its "provider/id" string.
 
 Jobs (submit, jobs, job, cancel, logs) are in ``job_client.py``; deadlines,
-reconcile and costs (extend, reap, reconcile, costs) in ``safety_client.py``.
+reconcile and costs (extend, reap, reconcile, costs) in ``safety_client.py``;
+exec in ``exec_client.py``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ._http import AsyncSession, Session, adrive, drive
 from .adapters.base import Sleep
 from .context import ClientContext
 from .engine import Engine
+from .exec_client import AsyncExecMethods, ExecMethods
 from .job_client import AsyncJobMethods, JobMethods
 from .safety_client import AsyncSafetyMethods, SafetyMethods
 from .models import (
@@ -108,7 +110,7 @@ class _Base:
         return made
 
 
-class Client(_Base, JobMethods, SafetyMethods):
+class Client(_Base, JobMethods, SafetyMethods, ExecMethods):
     """Synchronous client. Providers are queried in parallel threads."""
 
     def __init__(self, providers: list[str] | None = None, *,
@@ -263,7 +265,7 @@ class Client(_Base, JobMethods, SafetyMethods):
         self.close()
 
 
-class AsyncClient(_Base, AsyncJobMethods, AsyncSafetyMethods):
+class AsyncClient(_Base, AsyncJobMethods, AsyncSafetyMethods, AsyncExecMethods):
     """The same methods as Client, as coroutines (httpx.AsyncClient underneath)."""
 
     def __init__(self, providers: list[str] | None = None, *,

@@ -1,0 +1,72 @@
+"""Running a command on a machine: Client.exec and AsyncClient.exec.
+
+A machine is reached the way its ``Instance.connection`` says: ``ssh`` runs
+the system OpenSSH client (ssh.py), ``api`` goes through the provider's own
+exec API (``Provider.exec_command``: Kubernetes pods, the sandbox). Nothing
+long-lived is copied to the machine either way.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Union
+
+if TYPE_CHECKING:
+    from .models import ExecResult, Instance
+
+    Ref = Union[Instance, str]
+
+DEFAULT_EXEC_TIMEOUT = 120.0  # seconds a command may run before it is cut off
+
+
+def reachable(instance: Instance) -> Any:
+    """The machine's connection, or a clear error while it has none yet."""
+    from .errors import SpecError
+
+    if instance.connection is None:
+        raise SpecError(
+            f"{instance.ref} has no address yet (status {instance.status.value})",
+            hint=f"wait until it runs: `gpucloud get {instance.ref}` shows its connection")
+    return instance.connection
+
+
+def run(adapter: Any, instance: Instance, command: str, timeout: float,
+        identity: str | None = None) -> ExecResult:
+    """Blocking: run `command` on `instance` through its connection."""
+    connection = reachable(instance)
+    if connection.method == "api":
+        result: ExecResult = adapter.exec_command(instance.id, command, timeout)
+        return result
+    from .ssh import run_ssh
+
+    return run_ssh(instance, command, timeout, identity=identity)
+
+
+class ExecMethods:
+    _engine: Any
+    _ctx: Any
+
+    def _run(self, op: Any) -> Any:  # pragma: no cover - Client provides it
+        raise NotImplementedError
+
+    def exec(self, ref: Ref, command: str, *, timeout: float = DEFAULT_EXEC_TIMEOUT,
+             identity: str | None = None) -> ExecResult:
+        """Run a shell command on the machine; its exit code, stdout and stderr.
+        `identity` is the private key for SSH (default: the key create used)."""
+        instance: Instance = self._run(self._engine.get(ref))
+        return run(self._ctx.adapter(instance.provider), instance, command, timeout, identity)
+
+
+class AsyncExecMethods:
+    _engine: Any
+    _ctx: Any
+
+    async def _run(self, op: Any) -> Any:  # pragma: no cover - AsyncClient provides it
+        raise NotImplementedError
+
+    async def exec(self, ref: Ref, command: str, *, timeout: float = DEFAULT_EXEC_TIMEOUT,
+                   identity: str | None = None) -> ExecResult:
+        import asyncio
+
+        instance: Instance = await self._run(self._engine.get(ref))
+        return await asyncio.to_thread(run, self._ctx.adapter(instance.provider), instance,
+                                       command, timeout, identity)
