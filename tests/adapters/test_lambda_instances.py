@@ -24,7 +24,7 @@ from gpucloud.errors import (
     NotFoundError,
     SpecError,
 )
-from gpucloud.models import Instance, InstanceStatus
+from gpucloud.models import Connection, Instance, InstanceStatus
 from tests.adapters._lambda_support import (  # noqa: F401 (fixtures)
     INSTANCE_ID,
     NEW_KEY,
@@ -228,6 +228,7 @@ def test_list_instances_maps_fields(api, run, provider):
         provider_status="booting", gpu="H100", gpu_count=8, instance_type="gpu_8x_h100_sxm5gdr",
         region="us-west-1", price_per_hour=Decimal("35.92"), ip="198.51.100.2",
         created_at=None, shutdown_at=None, launch_id=None,
+        connection=Connection(method="ssh", host="198.51.100.2", port=22, user="ubuntu"),
     )
 
 

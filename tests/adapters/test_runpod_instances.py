@@ -26,7 +26,7 @@ from gpucloud.errors import (
     QuotaExceededError,
     SpecError,
 )
-from gpucloud.models import Instance, InstanceStatus
+from gpucloud.models import Connection, Instance, InstanceStatus
 from tests.adapters._runpod_support import (  # noqa: F401 (fixtures)
     A100,
     POD,
@@ -196,7 +196,8 @@ def test_list_instances_maps_fields(api, run, provider):
         instance_type="1x NVIDIA GeForce RTX 4090", region="US-KS-2",
         price_per_hour=Decimal("0.44"), ip="195.26.233.3",
         created_at=datetime(2026, 6, 1, 12, tzinfo=timezone.utc), shutdown_at=None,
-        launch_id=None)
+        launch_id=None,
+        connection=Connection(method="ssh", host="195.26.233.3", port=34446, user="root"))
     assert route.calls.last.request.url.query == b""
 
 

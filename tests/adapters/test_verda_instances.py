@@ -51,6 +51,7 @@ def test_list_maps_the_sdk_instance(api, run, provider):
         "region": "FIN-01", "price_per_hour": Decimal("0.6"), "ip": "1.2.3.4",
         "created_at": None,  # the fixture's placeholder is not a time
         "shutdown_at": None, "launch_id": None, "simulated": False,
+        "connection": {"method": "ssh", "host": "1.2.3.4", "port": 22, "user": "root"},
     }
 
 

@@ -20,7 +20,8 @@ from ..errors import (
     PermissionDeniedError,
     QuotaExceededError,
 )
-from ..models import InstanceStatus
+from ..models import Connection, InstanceStatus
+from ._connection import ssh_endpoint
 from ._fields import integer, is_int  # noqa: F401  (used by the adapter)
 
 STATUS = {
@@ -67,6 +68,18 @@ def image_spec(image: str) -> dict[str, str]:
 
 def text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+# Lambda's images log in as `ubuntu` on port 22 (CONTRACTS.md §1 "SSH keys",
+# from dstack's Lambda backend); the spec's Instance has `ip` only, absent
+# until the machine has booted.
+SSH_USER = "ubuntu"
+SSH_PORT = 22
+
+
+def connection_of(raw: dict[str, Any]) -> Connection | None:
+    """ssh ubuntu@ip; None while the instance has no public address."""
+    return ssh_endpoint(raw.get("ip"), SSH_PORT, SSH_USER)
 
 
 def key_fields(public_key: str) -> tuple[str, ...]:

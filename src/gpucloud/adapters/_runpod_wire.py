@@ -22,7 +22,8 @@ from ..errors import (
     PermissionDeniedError,
     RateLimitError,
 )
-from ..models import InstanceStatus
+from ..models import Connection, InstanceStatus
+from ._connection import ssh_endpoint
 from ._fields import integer, is_int, is_number, money  # noqa: F401  (used by the adapter)
 from .base import OfferQuery
 
@@ -84,6 +85,36 @@ def ip_of(raw: dict[str, Any]) -> str | None:
     ssh = raw.get("ssh") if isinstance(raw.get("ssh"), dict) else {}
     direct = ssh.get("direct") if isinstance(ssh.get("direct"), dict) else {}
     return text(direct.get("host"))
+
+
+# RunPod's images log in as root; the spec's PodSshEndpoint example says so too
+# ("ssh root@195.26.233.3 -p 34446").
+SSH_USER = "root"
+
+
+def connection_of(raw: dict[str, Any]) -> Connection | None:
+    """The pod's direct SSH endpoint: the spec's `ssh.direct` {host, port,
+    username}, else the public ip and port that `runtime.ports` maps to 22/tcp
+    (a pod created with "22/tcp" in `ports`, as create does). `ssh.proxy`
+    (ssh.runpod.io) is not used: the spec says nothing of how it handles a
+    command instead of a terminal, and nothing here could try it. None until
+    RunPod has mapped the port (the spec: no runtime before RUNNING)."""
+    ssh = raw.get("ssh") if isinstance(raw.get("ssh"), dict) else {}
+    direct = ssh.get("direct") if isinstance(ssh.get("direct"), dict) else {}
+    if direct:
+        user = direct.get("username") if isinstance(direct.get("username"), str) else SSH_USER
+        found = ssh_endpoint(direct.get("host"), direct.get("port"), user)
+        if found is not None:
+            return found
+    runtime = raw.get("runtime") if isinstance(raw.get("runtime"), dict) else {}
+    ports = runtime.get("ports") if isinstance(runtime.get("ports"), list) else []
+    for port in ports:
+        if isinstance(port, dict) and port.get("private") == 22 \
+                and port.get("type") in ("tcp", None):
+            found = ssh_endpoint(port.get("ip"), port.get("public"), SSH_USER)
+            if found is not None:
+                return found
+    return None
 
 
 def text(value: Any) -> str | None:

@@ -316,6 +316,7 @@ class LambdaProvider(Provider):
                 instance_type=wire.text(itype.get("name")), region=wire.text(region.get("name")),
                 price_per_hour=Decimal(cents) / 100 if wire.is_int(cents) else None,
                 ip=wire.text(raw.get("ip")), launch_id=wire.text(tags.get(LAUNCH_ID_TAG)),
+                connection=wire.connection_of(raw),
                 shutdown_at=latest(parse_utc(tags.get(SHUTDOWN_AT_TAG)), extended),
             )
         except ValueError as exc:  # pydantic's ValidationError included

@@ -333,6 +333,7 @@ class RunPodProvider(Provider):
                 region=wire.text(raw.get("dataCenterId")),
                 price_per_hour=wire.money(cost) if wire.is_number(cost) else None,
                 ip=wire.ip_of(raw), created_at=parse_utc(raw.get("createdAt")),
+                connection=wire.connection_of(raw),
                 shutdown_at=latest(parse_utc(env.get(SHUTDOWN_AT_ENV)), extended),
                 launch_id=wire.text(env.get(LAUNCH_ID_ENV)),
             )

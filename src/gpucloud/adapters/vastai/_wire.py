@@ -14,8 +14,9 @@ import httpx
 
 from ...errors import SpecError
 from ...gpus import gpu_info, normalize_gpu
-from ...models import InstanceStatus
+from ...models import Connection, InstanceStatus
 from .. import _fields
+from .._connection import ssh_endpoint
 from .._fields import integer as as_int, is_int, is_number as is_num  # noqa: F401
 from ..base import OfferQuery, format_utc, parse_utc  # noqa: F401  (re-exported)
 
@@ -194,6 +195,30 @@ def checked_id(instance_id: str) -> str:
     if not instance_id.isdigit():
         raise SpecError(f"not a Vast instance id: {instance_id!r}", hint="Vast ids are numbers")
     return instance_id
+
+
+SSH_USER = "root"  # the spec's and vast-cli's `root@host -p port`
+
+
+def connection_of(raw: dict[str, Any]) -> Connection | None:
+    """Where to ssh, the way vast-cli's `ssh-url` reads an instance: the host
+    port mapped to 22/tcp on `public_ipaddr` (direct: create asks for runtype
+    ssh_direct), else the proxy `ssh_host`:`ssh_port` (one more for jupyter
+    runtypes, as vast-cli does). `ports` is {"22/tcp": [{"HostPort": "20000"}]}
+    in the spec's v1 list; its show example prints a bare list, which maps
+    nothing. None while Vast has assigned neither (the spec: wait for
+    ssh_port)."""
+    ports = raw.get("ports") if isinstance(raw.get("ports"), dict) else {}
+    mapped = ports.get("22/tcp")
+    if isinstance(mapped, list) and mapped and isinstance(mapped[0], dict):
+        direct = ssh_endpoint(raw.get("public_ipaddr"), mapped[0].get("HostPort"), SSH_USER)
+        if direct is not None:
+            return direct
+    port = raw.get("ssh_port")
+    runtype = raw.get("image_runtype")
+    if is_int(port) and isinstance(runtype, str) and "jupyter" in runtype:
+        port += 1
+    return ssh_endpoint(raw.get("ssh_host"), port, SSH_USER)
 
 
 def as_str(value: Any) -> str | None:

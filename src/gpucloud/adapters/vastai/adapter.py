@@ -70,6 +70,7 @@ from ._wire import (
     as_int,
     as_str,
     checked_id,
+    connection_of,
     country_code,
     disk_of,
     env_of,
@@ -377,6 +378,7 @@ class VastProvider(Provider):
                 price_per_hour=money(raw["dph_total"]) if is_num(raw.get("dph_total"))
                 else None,
                 ip=(as_str(raw.get("public_ipaddr")) or "").strip() or None,
+                connection=connection_of(raw),
                 created_at=datetime.fromtimestamp(raw["start_date"], timezone.utc)
                 if is_num(raw.get("start_date")) else None,
                 # The label is moved by extend, env keeps the create's copy.

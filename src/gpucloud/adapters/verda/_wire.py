@@ -28,8 +28,9 @@ from ...errors import (
     PermissionDeniedError,
     QuotaExceededError,
 )
-from ...models import InstanceStatus
+from ...models import Connection, InstanceStatus
 from ...tokens import TOKEN_REQUEST_EXTENSION, Token, TokenSource
+from .._connection import ssh_endpoint
 from ..base import KIND_EXTENSION, format_utc, parse_utc  # noqa: F401  (re-exported)
 
 TOKEN_PATH = "/oauth2/token"
@@ -179,6 +180,18 @@ class VerdaTokenSource(TokenSource):
 
 def text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+# Verda's OS images log in as root on port 22: dstack's DataCrunch backend
+# (src/dstack/_internal/core/backends/datacrunch/compute.py, commit 0479099,
+# `username="root", ssh_port=22`). Not in an official Verda document seen here.
+SSH_USER = "root"
+SSH_PORT = 22
+
+
+def connection_of(raw: dict[str, Any]) -> Connection | None:
+    """ssh root@ip; None while `ip` is null (until provisioned, per the SDK)."""
+    return ssh_endpoint(raw.get("ip"), SSH_PORT, SSH_USER)
 
 
 def integer(value: Any) -> int | None:

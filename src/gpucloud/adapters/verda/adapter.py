@@ -357,6 +357,7 @@ class VerdaProvider(Provider):
                 region=wire.text(raw.get("location")),
                 price_per_hour=wire.money(raw.get("price_per_hour")),
                 ip=wire.text(raw.get("ip")), created_at=wire.parse_utc(raw.get("created_at")),
+                connection=wire.connection_of(raw),
                 launch_id=launch_id,
                 shutdown_at=latest(deadline, *_deadline.tag_deadlines(raw.get("tags")).values()),
             )

@@ -1,0 +1,41 @@
+"""An SSH endpoint read from a provider's reply, checked before it can reach a
+command line.
+
+The host, port and user come from outside: a value that could be taken for an
+ssh option (``-oProxyCommand=...``), or that holds spaces, ``@`` or control
+characters, is no endpoint at all. Such a reply, like a missing address,
+gives no connection (None): listing still works, `gpucloud ssh` says there
+is no address yet.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..models import Connection
+
+# Hostnames, IPv4 and IPv6 literals; nothing an ssh option or a shell could use.
+_HOST = re.compile(r"[A-Za-z0-9_.:\[\]%][A-Za-z0-9_.:\[\]%-]{0,252}")
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+
+
+def port_number(value: Any) -> int | None:
+    """A TCP port from a JSON number or a decimal string ("20000"), else None."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536:
+        return value
+    return None
+
+
+def ssh_endpoint(host: Any, port: Any, user: str) -> Connection | None:
+    """Connection(method="ssh") when host, port and user are all usable."""
+    number = port_number(port)
+    if not isinstance(host, str) or not _HOST.fullmatch(host.strip()) or number is None \
+            or not isinstance(user, str) or not _USER.fullmatch(user):
+        return None
+    return Connection(method="ssh", host=host.strip(), port=number, user=user)
+
+
+__all__ = ["port_number", "ssh_endpoint"]
