@@ -19,13 +19,25 @@ DEFAULT_EXEC_TIMEOUT = 120.0  # seconds a command may run before it is cut off
 
 
 def reachable(instance: Instance) -> Any:
-    """The machine's connection, or a clear error while it has none yet."""
+    """The machine's connection, or a clear error (exit 2) while it cannot be
+    reached: no address yet (pending), or a machine stopped, failed or gone
+    (its last address may already be someone else's machine)."""
     from .errors import SpecError
+    from .models import InstanceStatus
 
+    gone = (InstanceStatus.STOPPED, InstanceStatus.FAILED, InstanceStatus.TERMINATING,
+            InstanceStatus.TERMINATED)
+    if instance.status in gone:
+        hint = (f"start it first: `gpucloud start {instance.ref}`"
+                if instance.status is InstanceStatus.STOPPED
+                else "`gpucloud list` shows the machines that are up")
+        raise SpecError(f"{instance.ref} is {instance.status.value}: nothing to connect to",
+                        hint=hint)
     if instance.connection is None:
         raise SpecError(
             f"{instance.ref} has no address yet (status {instance.status.value})",
-            hint=f"wait until it runs: `gpucloud get {instance.ref}` shows its connection")
+            hint=f"wait until it runs: `gpucloud get {instance.ref}` shows its status and "
+                 "connection (create --wait returns once it runs)")
     return instance.connection
 
 
@@ -51,7 +63,10 @@ class ExecMethods:
     def exec(self, ref: Ref, command: str, *, timeout: float = DEFAULT_EXEC_TIMEOUT,
              identity: str | None = None) -> ExecResult:
         """Run a shell command on the machine; its exit code, stdout and stderr.
-        `identity` is the private key for SSH (default: the key create used)."""
+        `identity` is the private key for SSH (default: the one beside
+        ~/.ssh/id_ed25519.pub or id_rsa.pub, the keys create uses by default;
+        else ssh's own choice). `timeout` (seconds) ends a command that runs
+        longer with WaitTimeoutError."""
         instance: Instance = self._run(self._engine.get(ref))
         return run(self._ctx.adapter(instance.provider), instance, command, timeout, identity)
 

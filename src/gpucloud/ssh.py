@@ -1,41 +1,128 @@
-"""Reaching a machine with the system OpenSSH client."""
+"""Reaching a machine with the system OpenSSH client.
+
+Only command lines are built here; OpenSSH does the connecting, with the
+user's own keys, agent and ~/.ssh/config. Nothing is copied to the machine.
+
+Host keys: every machine gets its own known_hosts entry under a
+``HostKeyAlias`` (``gpucloud-<provider>-<id>``), accepted on first use
+(``StrictHostKeyChecking=accept-new``). Cloud addresses and proxy ports are
+reused from one renter to the next, so a key remembered for ``ip:port``
+would fail a later machine at the same address for no fault of its own,
+while a key remembered for the machine still catches a change on it.
+"""
 
 from __future__ import annotations
 
+import re
+import shlex
 import shutil
 import subprocess
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .models import ExecResult, Instance
+    from .models import Connection, ExecResult, Instance
+
+CONNECT_TIMEOUT = 15  # seconds; a machine that does not answer fails fast, not at `timeout`
 
 
-def ssh_args(instance: Instance, *, identity: str | None = None) -> list[str]:
-    """The `ssh` command line (without the remote command) for an ssh connection."""
-    connection = instance.connection
-    assert connection is not None and connection.method == "ssh" and connection.host
-    args = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new"]
+def host_key_alias(instance: Instance) -> str:
+    return "gpucloud-" + re.sub(r"[^A-Za-z0-9_.-]", "-", f"{instance.provider}-{instance.id}")
+
+
+def default_identity() -> str | None:
+    """The private key beside the public key `create` uses by default
+    (~/.ssh/id_ed25519.pub, else id_rsa.pub), when both files exist; else None
+    and ssh chooses (agent, ~/.ssh/config, its own defaults)."""
+    from .context import DEFAULT_KEYS
+
+    for public in DEFAULT_KEYS:
+        public_path = Path(public).expanduser()
+        private = public_path.with_suffix("")
+        if public_path.is_file() and private.is_file():
+            return str(private)
+    return None
+
+
+def identity_file(identity: str | None) -> str | None:
+    """The key to pass with -i: `identity` (a private key, or a .pub whose
+    private half sits beside it), else the default one."""
+    from .errors import SpecError
+
+    if identity is None:
+        return default_identity()
+    path = Path(identity).expanduser()
+    if path.suffix == ".pub" and path.with_suffix("").is_file():
+        path = path.with_suffix("")
+    if not path.is_file():
+        raise SpecError(f"identity file not found: {path}",
+                        hint="pass the private key that matches the public key the machine "
+                             "was created with (--identity PATH)")
+    return str(path)
+
+
+def ssh_binary() -> str:
+    from .errors import ConfigurationError
+
+    found = shutil.which("ssh")
+    if found is None:
+        raise ConfigurationError("no `ssh` client on this machine (OpenSSH is needed)",
+                                 hint="install OpenSSH: apt install openssh-client, "
+                                      "brew install openssh, or Windows' OpenSSH client")
+    return found
+
+
+def ssh_args(instance: Instance, *, identity: str | None = None, batch: bool = True,
+             command: list[str] | None = None) -> list[str]:
+    """The `ssh` command line for an ssh connection. `identity` is used as
+    given (see identity_file). `batch`: never prompt (scripts; a locked key
+    or an unknown password fails instead of hanging). `command` follows a
+    ``--``; ssh joins its words with spaces for the remote shell, as always."""
+    connection: Connection | None = instance.connection
+    if connection is None or connection.method != "ssh" or not connection.host \
+            or not connection.user:
+        raise ValueError(f"{instance.ref} has no ssh connection")
+    args = ["ssh"]
     if connection.port and connection.port != 22:
         args += ["-p", str(connection.port)]
     if identity:
         args += ["-i", identity, "-o", "IdentitiesOnly=yes"]
-    user = f"{connection.user}@" if connection.user else ""
-    return args + [f"{user}{connection.host}"]
+    args += ["-o", "StrictHostKeyChecking=accept-new",
+             "-o", f"HostKeyAlias={host_key_alias(instance)}"]
+    if batch:
+        args += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}"]
+    args.append(f"{connection.user}@{connection.host}")
+    if command:
+        args += ["--", *command]
+    return args
+
+
+def shell_line(args: list[str]) -> str:
+    """The command line as one could paste it into a POSIX shell."""
+    return shlex.join(args)
 
 
 def run_ssh(instance: Instance, command: str, timeout: float, *,
             identity: str | None = None) -> ExecResult:
-    from .errors import ConfigurationError, WaitTimeoutError
+    """Blocking: run `command` through the remote shell; ssh's own failures
+    (unreachable, key refused) are exit code 255 with ssh's message in stderr,
+    as OpenSSH reports them."""
+    from .errors import WaitTimeoutError
     from .models import ExecResult
 
-    if shutil.which("ssh") is None:
-        raise ConfigurationError("no `ssh` client on this machine",
-                                 hint="install OpenSSH (e.g. apt install openssh-client)")
+    binary = ssh_binary()
+    args = ssh_args(instance, identity=identity_file(identity), command=[command])
     try:
-        done = subprocess.run([*ssh_args(instance, identity=identity), "--", command],
-                              capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run([binary, *args[1:]], capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=timeout, check=False,
+                              errors="replace")
     except subprocess.TimeoutExpired as exc:
         raise WaitTimeoutError(f"{instance.ref}: `{command}` did not finish in {timeout:g} s",
-                               hint="raise timeout= or run it in the background") from exc
+                               hint="raise timeout= or run it in the background "
+                                    "(nohup ... &)") from exc
     return ExecResult(command=command, exit_code=done.returncode, stdout=done.stdout,
                       stderr=done.stderr)
+
+
+__all__ = ["CONNECT_TIMEOUT", "default_identity", "host_key_alias", "identity_file",
+           "run_ssh", "shell_line", "ssh_args", "ssh_binary"]

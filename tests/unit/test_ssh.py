@@ -1,0 +1,158 @@
+"""ssh.py and exec_client over OpenSSH: the command line per provider, the key,
+and the runner against a fake `ssh` on PATH (no network)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpucloud import Connection, ExecResult, Instance
+from gpucloud.errors import ConfigurationError, SpecError, WaitTimeoutError, exit_code_for
+from gpucloud.exec_client import reachable, run
+from gpucloud.models import InstanceStatus
+from gpucloud.ssh import default_identity, identity_file, run_ssh, shell_line, ssh_args
+from tests import _fake_ssh
+
+# What each provider's adapter reads from the spec examples (tests/adapters/test_*_connection.py).
+MACHINES = {
+    "lambda": ("0920582c7ff041399e34823a0be62549", "198.51.100.2", 22, "ubuntu"),
+    "runpod": ("7h9k2m4n6p", "195.26.233.3", 34446, "root"),
+    "vastai": ("883", "ssh2281.vast.ai", 10882, "root"),
+    "verda": ("deadc0de-a5d2-4972-ae4e-d429115d055b", "1.2.3.4", 22, "root"),
+}
+
+
+def machine(provider="lambda", status=InstanceStatus.RUNNING, **changes):
+    machine_id, host, port, user = MACHINES[provider]
+    fields = dict(provider=provider, id=machine_id, status=status,
+                  connection=Connection(method="ssh", host=host, port=port, user=user))
+    fields.update(changes)
+    return Instance(**fields)
+
+
+@pytest.mark.parametrize("provider,expected", [
+    ("lambda", ["ssh", "-o", "StrictHostKeyChecking=accept-new",
+                "-o", "HostKeyAlias=gpucloud-lambda-0920582c7ff041399e34823a0be62549",
+                "ubuntu@198.51.100.2"]),
+    ("runpod", ["ssh", "-p", "34446", "-o", "StrictHostKeyChecking=accept-new",
+                "-o", "HostKeyAlias=gpucloud-runpod-7h9k2m4n6p", "root@195.26.233.3"]),
+    ("vastai", ["ssh", "-p", "10882", "-o", "StrictHostKeyChecking=accept-new",
+                "-o", "HostKeyAlias=gpucloud-vastai-883", "root@ssh2281.vast.ai"]),
+    ("verda", ["ssh", "-o", "StrictHostKeyChecking=accept-new",
+               "-o", "HostKeyAlias=gpucloud-verda-deadc0de-a5d2-4972-ae4e-d429115d055b",
+               "root@1.2.3.4"]),
+])
+def test_interactive_command_line_per_provider(provider, expected):
+    assert ssh_args(machine(provider), batch=False) == expected
+
+
+def test_batch_mode_key_and_command_follow_a_double_dash():
+    args = ssh_args(machine("runpod"), identity="/k/id_ed25519", command=["nvidia-smi -L"])
+    assert args[:5] == ["ssh", "-p", "34446", "-i", "/k/id_ed25519"]
+    assert "IdentitiesOnly=yes" in args and "BatchMode=yes" in args
+    assert "ConnectTimeout=15" in args
+    assert args[-3:] == ["root@195.26.233.3", "--", "nvidia-smi -L"]
+
+
+def test_shell_line_quotes_what_a_shell_would_split():
+    line = shell_line(ssh_args(machine("lambda"), identity="/my keys/id", batch=False,
+                               command=["echo", "a b"]))
+    assert "-i '/my keys/id'" in line and line.endswith("-- echo 'a b'")
+
+
+def test_a_machine_without_ssh_has_no_command_line():
+    with pytest.raises(ValueError):
+        ssh_args(machine(connection=Connection(method="api")))
+    with pytest.raises(ValueError):
+        ssh_args(machine(connection=None))
+
+
+def _keys(home, *names):
+    ssh_dir = home / ".ssh"
+    ssh_dir.mkdir(exist_ok=True)
+    for name in names:
+        (ssh_dir / name).write_text("key")
+    return ssh_dir
+
+
+def test_default_identity_is_the_private_half_of_creates_default_key(tmp_path):
+    home = tmp_path / "home"
+    assert default_identity() is None  # nothing: ssh chooses
+    ssh_dir = _keys(home, "id_rsa.pub", "id_rsa")
+    assert default_identity() == str(ssh_dir / "id_rsa")
+    _keys(home, "id_ed25519.pub")  # a public key without its private half is skipped
+    assert default_identity() == str(ssh_dir / "id_rsa")
+    _keys(home, "id_ed25519")
+    assert default_identity() == str(ssh_dir / "id_ed25519")
+
+
+def test_identity_option_takes_a_private_key_or_its_pub(tmp_path):
+    ssh_dir = _keys(tmp_path / "home", "work", "work.pub")
+    assert identity_file(str(ssh_dir / "work")) == str(ssh_dir / "work")
+    assert identity_file("~/.ssh/work.pub") == str(ssh_dir / "work")
+    with pytest.raises(SpecError) as caught:
+        identity_file(str(ssh_dir / "missing"))
+    assert exit_code_for(caught.value) == 2 and caught.value.hint
+
+
+def test_run_ssh_through_a_fake_ssh(tmp_path, monkeypatch):
+    log = _fake_ssh.install(tmp_path / "bin", monkeypatch)
+    monkeypatch.setenv("FAKE_SSH_EXIT", "3")
+    monkeypatch.setenv("FAKE_SSH_STDERR", "oops\n")
+    result = run_ssh(machine("vastai"), "nvidia-smi -L", 10)
+    assert result == ExecResult(command="nvidia-smi -L", exit_code=3,
+                                stdout=result.stdout, stderr="oops\n")
+    [args] = _fake_ssh.calls(log)
+    assert args[-3:] == ["root@ssh2281.vast.ai", "--", "nvidia-smi -L"]
+    assert ["-p", "10882"] == args[0:2] and "BatchMode=yes" in args
+    assert result.stdout.startswith("ran: -p 10882")
+
+
+def test_run_ssh_uses_the_default_key(tmp_path, monkeypatch):
+    log = _fake_ssh.install(tmp_path / "bin", monkeypatch)
+    ssh_dir = _keys(tmp_path / "home", "id_ed25519", "id_ed25519.pub")
+    assert run_ssh(machine(), "true", 10).ok
+    [args] = _fake_ssh.calls(log)
+    assert args[args.index("-i") + 1] == str(ssh_dir / "id_ed25519")
+
+
+def test_a_command_that_overruns_is_a_wait_timeout(tmp_path, monkeypatch):
+    _fake_ssh.install(tmp_path / "bin", monkeypatch)
+    monkeypatch.setenv("FAKE_SSH_SLEEP", "5")
+    with pytest.raises(WaitTimeoutError) as caught:
+        run_ssh(machine(), "sleep 100", 0.5)
+    assert exit_code_for(caught.value) == 9
+
+
+def test_no_ssh_client_is_a_configuration_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(ConfigurationError) as caught:
+        run_ssh(machine(), "true", 10)
+    assert exit_code_for(caught.value) == 3 and "OpenSSH" in caught.value.message
+
+
+@pytest.mark.parametrize("status", [InstanceStatus.STOPPED, InstanceStatus.FAILED,
+                                    InstanceStatus.TERMINATING, InstanceStatus.TERMINATED])
+def test_a_machine_that_is_not_up_is_not_reached(status, tmp_path, monkeypatch):
+    log = _fake_ssh.install(tmp_path / "bin", monkeypatch)
+    with pytest.raises(SpecError) as caught:
+        run(None, machine(status=status), "true", 10)
+    assert status.value in caught.value.message and caught.value.hint
+    assert _fake_ssh.calls(log) == []
+
+
+def test_pending_without_an_address_says_wait():
+    with pytest.raises(SpecError) as caught:
+        reachable(machine(status=InstanceStatus.PENDING, connection=None))
+    assert "no address yet" in caught.value.message and "gpucloud get" in caught.value.hint
+
+
+def test_api_machines_go_through_the_adapter_not_ssh(tmp_path, monkeypatch):
+    log = _fake_ssh.install(tmp_path / "bin", monkeypatch)
+
+    class Adapter:
+        def exec_command(self, instance_id, command, timeout):
+            return ExecResult(command=command, exit_code=0, stdout=instance_id)
+
+    pod = machine(connection=Connection(method="api"))
+    assert run(Adapter(), pod, "true", 5).stdout == pod.id
+    assert _fake_ssh.calls(log) == []
