@@ -178,3 +178,8 @@ def test_an_api_machine_has_no_interactive_shell(pod):
     assert ran == []
     data = json.loads(invoke("ssh", POD.ref, "--print", "--json").stdout)
     assert data["error"]["code"] == "no_ssh" and data["error"]["exit_code"] == 2
+
+
+def test_get_shows_the_ssh_endpoint(vm):
+    result = invoke("get", REF)
+    assert f"ssh            ubuntu@198.51.100.2:22  (gpucloud ssh {REF})" in result.stdout

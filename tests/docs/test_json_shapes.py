@@ -13,9 +13,11 @@ import respx
 from typer.testing import CliRunner
 
 from gpucloud.cli import app
+from tests import _fake_ssh
 from tests.docs._readme import instance_fields, json_table
 
 KEY = "sk-json-shape-0123456789"
+LAMBDA_VM = "0920582c7ff041399e34823a0be62549"  # the spec's Instance example
 JOB = str(Path(__file__).resolve().parents[2] / "examples" / "train-job.yaml")
 # How each documented command is run (in this order: later ones use the machine
 # "shape" that `create` makes; {ref} is its provider/id).
@@ -26,6 +28,10 @@ RUNS = {
     "create": ["create", "--gpu", "h100", "--provider", "sandbox", "--name", "shape", "--yes"],
     "list": ["list"],
     "get": ["get", "shape"],
+    # ssh needs a machine with an ssh connection: the Lambda VM answered below.
+    "ssh --print": ["ssh", f"lambda/{LAMBDA_VM}", "--print"],
+    "ssh -- CMD": ["ssh", f"lambda/{LAMBDA_VM}", "--", "nvidia-smi", "-L"],
+    "ssh-config --print": ["ssh-config", "--print"],
     "extend": ["extend", "shape", "--by", "1h", "--yes"],
     "reap": ["reap", "--dry-run"],
     "reap --install": ["reap", "--install"],
@@ -64,13 +70,19 @@ RUNS = {
 
 
 @pytest.fixture
-def lambda_accepts_the_key(monkeypatch):
+def lambda_accepts_the_key(monkeypatch, tmp_path):
     monkeypatch.setenv("GPUCLOUD_LAMBDA_API_KEY", KEY)
+    _fake_ssh.install(tmp_path / "bin", monkeypatch)  # `ssh -- CMD` runs no real ssh
+    vm = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "lambda" /
+                     "get_instance_200.json").read_text())
+    vm["data"]["status"] = "active"
     for secret in ("HF_TOKEN", "WANDB_API_KEY"):  # the example job's secrets
         monkeypatch.setenv(secret, f"{secret.lower()}-json-shape-value")
     with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
         router.get("https://cloud.lambda.ai/api/v1/ssh-keys").mock(
             return_value=httpx.Response(200, json={"data": []}))
+        router.get(f"https://cloud.lambda.ai/api/v1/instances/{LAMBDA_VM}").mock(
+            return_value=httpx.Response(200, json=vm))
         router.get("https://cloud.lambda.ai/api/v1/instances").mock(
             return_value=httpx.Response(200, json={"data": []}))
         router.get("https://cloud.lambda.ai/api/v1/instance-types").mock(
@@ -94,7 +106,9 @@ def test_every_json_shape_is_the_documented_one(lambda_accepts_the_key):
     ref = task = None
     for name, args in RUNS.items():
         args = [ref if a == "{ref}" else task if a == "{task}" else a for a in args]
-        result = runner.invoke(app, [*args, "--json"])
+        # After `--` the words are the remote command's: --json goes before it.
+        cut = args.index("--") if "--" in args else len(args)
+        result = runner.invoke(app, [*args[:cut], "--json", *args[cut:]])
         assert result.stderr == "", (name, result.stderr)
         data = json.loads(result.stdout)
         expected = table[name] if table[name] is not None else instance_fields()

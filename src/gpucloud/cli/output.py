@@ -303,6 +303,14 @@ def instances_table(instances: Sequence[Any], now: datetime | None = None) -> st
         shrink=(1, 3, 4, 11), keep=(0,))
 
 
+def _ssh_endpoint(i: Any) -> str | None:
+    """user@host:port for machines reached over ssh (`gpucloud ssh REF` logs in)."""
+    c = i.connection
+    if c is None or c.method != "ssh":
+        return None
+    return f"{c.user}@{c.host}:{c.port}  (gpucloud ssh {i.ref})"
+
+
 def instance_text(i: Any, now: datetime | None = None) -> str:
     now = now or _now()
     cost = cost_so_far(i, now)
@@ -314,7 +322,8 @@ def instance_text(i: Any, now: datetime | None = None) -> str:
         ("instance type", i.instance_type), ("region", i.region),
         ("price", f"{usd(i.price_per_hour)}/h"
          if i.price_per_hour is not None and not _ended(i) else None),
-        ("ip", i.ip), ("created at", iso(i.created_at)), ("age", age(i, now)),
+        ("ip", i.ip), ("ssh", _ssh_endpoint(i)),
+        ("created at", iso(i.created_at)), ("age", age(i, now)),
         ("shutdown at", iso(i.shutdown_at)), ("time left", time_left(i, now)),
         ("cost so far", f"{usd(cost)} (price x age)" if cost is not None else None),
         ("launch id", i.launch_id),
