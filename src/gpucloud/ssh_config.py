@@ -15,7 +15,7 @@ import os
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -111,9 +111,10 @@ def include_line(path: Path) -> str:
     return f"Include {shown}" if " " not in shown else f'Include "{shown}"'
 
 
-def kept_blocks(path: Path, provider: str) -> list[tuple[str, str, str]]:
-    """(ref, host, text) of the entries in our file that belong to other
-    providers: `ssh-config --provider P` rewrites only P's entries."""
+def kept_blocks(path: Path, keep: Callable[[str], bool]) -> list[tuple[str, str, str]]:
+    """(ref, host, text) of the entries in our file whose provider `keep` names:
+    those not listed this time (`--provider P` lists only P; a provider that
+    could not be listed keeps its entries rather than lose them to a glitch)."""
     if not path.is_file():
         return []
     blocks: list[list[str]] = []
@@ -126,9 +127,15 @@ def kept_blocks(path: Path, provider: str) -> list[tuple[str, str, str]]:
     for block in blocks:
         ref = block[0].split(None, 2)[2].strip()
         hosts = [b.split(None, 1)[1] for b in block[1:] if b.startswith("Host ")]
-        if ref.split("/", 1)[0] != provider and hosts:
+        if keep(ref.split("/", 1)[0]) and hosts:
             kept.append((ref, hosts[0], "\n".join(block).strip() + "\n"))
     return kept
+
+
+def unlisted(warnings: list[str]) -> set[str]:
+    """Providers whose listing failed, from the client's warnings
+    ("<provider>: could not list instances (...)")."""
+    return {w.split(":", 1)[0] for w in warnings if ": could not list instances" in w}
 
 
 def render(made: list[HostEntry], path: Path,
@@ -197,4 +204,4 @@ def install_include(user_config: Path, path: Path) -> bool:
 
 
 __all__ = ["DEFAULT_PATH", "HostEntry", "USER_CONFIG", "aliases", "entries", "include_line",
-           "includes", "install_include", "kept_blocks", "render", "write_private"]
+           "includes", "install_include", "kept_blocks", "render", "unlisted", "write_private"]

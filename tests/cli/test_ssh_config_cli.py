@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from gpucloud.cli import app
 from gpucloud.models import Connection, Instance
-from gpucloud.ssh_config import aliases
+from gpucloud.ssh_config import aliases, kept_blocks, unlisted
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lambda"
 LIST = "https://cloud.lambda.ai/api/v1/instances"
@@ -40,6 +40,7 @@ def cloud(monkeypatch):
 
         def answer(*machines):
             route.mock(return_value=httpx.Response(200, json={"data": list(machines)}))
+        answer.route = route
         answer(machine("a1", "trainer", ip="203.0.113.1"),
                machine("b2", "twin", ip="203.0.113.2"),
                machine("c3", "twin", ip="203.0.113.3"),
@@ -151,3 +152,20 @@ def test_aliases_fall_back_from_names_to_ids_to_refs():
     # name and an id: each falls back, down to provider-id.
     assert aliases(machines) == {"lambda/x1": "lambda-x1", "runpod/same": "runpod-same",
                                  "verda/same": "verda-same", "vastai/9": "vastai-9"}
+
+
+def test_a_provider_that_cannot_be_listed_keeps_its_entries(cloud, tmp_path):
+    path = home() / ".ssh" / "gpucloud" / "config"
+    invoke()
+    before = path.read_text()
+    cloud.route.mock(return_value=httpx.Response(401, json={"error": {
+        "code": "global/invalid-api-key", "message": "API key was invalid"}}))
+    assert CliRunner().invoke(app, ["ssh-config"]).exit_code == 4
+    assert path.read_text() == before  # an error writes nothing
+    # When other providers answer, the failure is a warning: its entries stay.
+    other = tmp_path / "other"
+    other.write_text("# gpucloud lambda/a1\nHost trainer\n    HostName 203.0.113.1\n"
+                     "\n# gpucloud verda/v1\nHost gone\n    HostName 1.2.3.4\n")
+    failed = unlisted(["lambda: could not list instances (HTTP 503)", "verda: other"])
+    assert failed == {"lambda"}
+    assert [ref for ref, _, _ in kept_blocks(other, lambda p: p in failed)] == ["lambda/a1"]

@@ -140,7 +140,9 @@ def ssh_config(
     client = Client()
     instances = client.list(provider=provider)
     made, skipped = sc.entries(instances, identity_file(identity))
-    kept = sc.kept_blocks(target, provider) if provider else []
+    failed = sc.unlisted(client.warnings)
+    kept = sc.kept_blocks(target, lambda p: p in failed or (provider is not None
+                                                           and p != provider))
     text = sc.render(made, target, kept)
     user_config = Path(sc.USER_CONFIG).expanduser()
     include = sc.include_line(target)
