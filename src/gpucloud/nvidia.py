@@ -174,7 +174,8 @@ _XID = re.compile(r"NVRM: Xid \((PCI:[0-9A-Fa-f:.]+)\): (\d+),\s*(.*)$")
 
 
 def parse_xids(text: str) -> list[Xid]:
-    """Xid lines of the kernel log: `NVRM: Xid (PCI:0000:18:00): 79, pid=..., GPU has fallen off the bus.`"""
+    """Xid lines of the kernel log, e.g.
+    `NVRM: Xid (PCI:0000:18:00): 79, pid=..., GPU has fallen off the bus.`"""
     out = []
     for line in text.splitlines():
         match = _XID.search(line)

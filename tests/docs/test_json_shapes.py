@@ -26,6 +26,8 @@ RUNS = {
     "create": ["create", "--gpu", "h100", "--provider", "sandbox", "--name", "shape", "--yes"],
     "list": ["list"],
     "get": ["get", "shape"],
+    "doctor": ["doctor", "shape", "--skip-burn"],
+    "top --count 1": ["top", "shape", "--count", "1"],
     "extend": ["extend", "shape", "--by", "1h", "--yes"],
     "reap": ["reap", "--dry-run"],
     "reap --install": ["reap", "--install"],

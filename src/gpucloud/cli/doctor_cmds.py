@@ -26,7 +26,7 @@ def doctor(
                                        help="How long the bf16 matmul burn runs."),
     json_output: bool = params.JSON,
 ) -> None:
-    """Check a machine before a long run: GPUs, driver, container runtime, ECC/Xid, NVLink, disk, a burn.
+    """Check a machine before a long run: GPUs, driver, runtime, ECC, Xid, NVLink, disk, burn.
 
     Each check is ok, warn or fail, with the fix. Exits 9 when any check fails
     (so it can gate a run), 0 when there are only warnings.

@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import random
 import shlex
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 
 from ...gpus import datasheet_tflops, gpu_info
 from ...nvidia import BURN_MARKER
 from ._wire import US, ApiError, json_body
-
-if TYPE_CHECKING:
-    from .server import SandboxCloud
 
 DRIVER, CUDA = "550.54.15", "12.4"
 # name as the driver reports it, memory.total in MiB, power limit in W, NVLinks
@@ -49,7 +47,8 @@ _FIELDS = ("index", "name", "uuid", "pci.bus_id", "driver_version", "utilization
 _BUSES = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
 
 
-def exec_route(cloud: SandboxCloud, request: httpx.Request, instance_id: str) -> tuple[int, Any]:
+def exec_route(cloud: Any, request: httpx.Request, instance_id: str) -> tuple[int, Any]:
+    """The endpoint; `cloud` is the SandboxCloud (not imported: server.py imports this)."""
     if request.method != "POST":
         raise ApiError(405, "method_not_allowed", f"{request.method} not allowed on "
                                                   f"{request.url.path}")
@@ -116,7 +115,7 @@ class Box:
         if name in ("python3", "python") and args[:1] == ["-c"] and len(args) >= 2 \
                 and BURN_MARKER in args[1]:
             return self.burn(args[2:])
-        simple = {"dmesg": self.dmesg, "df": self.df,
+        simple: dict[str, Callable[[], str]] = {"dmesg": self.dmesg, "df": self.df,
                   "echo": lambda: " ".join(args) + "\n", "true": lambda: "",
                   "hostname": lambda: self.id + "\n",
                   "uname": lambda: "Linux\n" if not args else
@@ -182,7 +181,8 @@ class Box:
 
     def table(self) -> str:
         bar = "+" + "-" * 41 + "+" + "-" * 24 + "+" + "-" * 22 + "+"
-        head = f"NVIDIA-SMI {DRIVER}              Driver Version: {DRIVER}      CUDA Version: {CUDA}"
+        head = (f"NVIDIA-SMI {DRIVER}              Driver Version: {DRIVER}      "
+                f"CUDA Version: {CUDA}")
         lines = ["+" + "-" * 89 + "+", f"| {head:<87} |",
                  "|" + "-" * 41 + "+" + "-" * 24 + "+" + "-" * 22 + "|",
                  "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | "
@@ -242,5 +242,6 @@ class Box:
 
     def burn(self, args: list[str]) -> tuple[int, str, str]:
         peak = datasheet_tflops(self.gpu, self.name) or 50.0
-        return 0, "".join(f"{BURN_MARKER} gpu={i} tflops={peak * self.rng.uniform(0.66, 0.74):.1f}\n"
-                          for i in range(self.count)), ""
+        rates = [peak * self.rng.uniform(0.66, 0.74) for _ in range(self.count)]
+        return 0, "".join(f"{BURN_MARKER} gpu={i} tflops={rate:.1f}\n"
+                          for i, rate in enumerate(rates)), ""
