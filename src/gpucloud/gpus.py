@@ -165,6 +165,37 @@ def suggest(name: str, limit: int = 3) -> list[str]:
     return out[:limit]
 
 
+# Dense (no sparsity) BF16 tensor-core peak per GPU, in TFLOPS, as the makers'
+# datasheets print it (they headline the 2:4-sparsity figure, twice these,
+# marked with an asterisk). NVIDIA H100 / H200 / GH200 / A100 / L40S / L40 /
+# L4 / A10 / A40 / A30 datasheets, the HGX B200 datasheet (36 PF sparse for 8
+# GPUs), the Ada architecture whitepaper (RTX 4090, FP32 accumulate) and AMD's
+# Instinct MI300X datasheet. H800 and A800 are the export variants of H100 SXM
+# and A100, with the same tensor cores. What `gpucloud doctor` compares its
+# matmul burn with; a GPU not listed gets no ratio.
+DENSE_BF16_TFLOPS: dict[str, float] = {
+    "B200": 2250.0, "H200": 989.0, "H100": 989.0, "GH200": 989.0, "H800": 989.0,
+    "A100-80GB": 312.0, "A100-40GB": 312.0, "A800": 312.0, "L40S": 362.0, "L40": 181.0,
+    "L4": 121.0, "A10": 125.0, "A40": 149.7, "A30": 165.0, "RTX4090": 165.2,
+    "MI300X": 1307.4,
+}
+# Form factors sold under one name with lower clocks and power: the word in the
+# name the GPU reports picks them (H100 PCIe 756, H100 NVL 835, H200 NVL 835).
+_FORM_FACTOR_TFLOPS: dict[tuple[str, str], float] = {
+    ("H100", "pcie"): 756.0, ("H100", "nvl"): 835.0, ("H200", "nvl"): 835.0,
+}
+
+
+def datasheet_tflops(name: str, reported: str | None = None) -> float | None:
+    """Dense BF16 peak of a canonical GPU name; `reported` (e.g. nvidia-smi's
+    "NVIDIA H100 PCIe") picks the form factor. None when not known."""
+    words = set(re.split(r"[^a-z0-9]+", (reported or "").lower()))
+    for (gpu, word), tflops in _FORM_FACTOR_TFLOPS.items():
+        if gpu == name and word in words:
+            return tflops
+    return DENSE_BF16_TFLOPS.get(name)
+
+
 def gpu_info(name: str) -> GPU | None:
     """The catalogue entry of a canonical name (None for raw provider names)."""
     return _BY_NAME.get(name)

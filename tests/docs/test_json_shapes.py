@@ -32,6 +32,8 @@ RUNS = {
     "ssh --print": ["ssh", f"lambda/{LAMBDA_VM}", "--print"],
     "ssh -- CMD": ["ssh", f"lambda/{LAMBDA_VM}", "--", "nvidia-smi", "-L"],
     "ssh-config --print": ["ssh-config", "--print"],
+    "doctor": ["doctor", "shape", "--skip-burn"],
+    "top --count 1": ["top", "shape", "--count", "1"],
     "extend": ["extend", "shape", "--by", "1h", "--yes"],
     "reap": ["reap", "--dry-run"],
     "reap --install": ["reap", "--install"],

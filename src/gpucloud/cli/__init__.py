@@ -11,8 +11,8 @@ from __future__ import annotations
 from .app import app
 
 from . import (  # noqa: E402,F401  (register commands)
-    auth_cmds, catalog_cmds, costs_cmds, deadline_cmds, instance_cmds, job_cmds, queue_cmds,
-    reconcile_cmds, worker_cmds,
+    auth_cmds, catalog_cmds, costs_cmds, deadline_cmds, doctor_cmds, instance_cmds, job_cmds,
+    queue_cmds, reconcile_cmds, worker_cmds,
 )
 from . import ssh_cmds  # noqa: E402,F401  (issue 11: ssh, ssh-config)
 

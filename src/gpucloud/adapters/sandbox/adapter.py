@@ -25,7 +25,9 @@ from ...errors import (
     NotFoundError,
 )
 from ...gpus import normalize_gpu
-from ...models import Instance, InstanceSpec, InstanceStatus, Job, JobStatus, Offer
+from ...models import (
+    Connection, ExecResult, Instance, InstanceSpec, InstanceStatus, Job, JobStatus, Offer,
+)
 from ...redaction import SECRETS_EXTENSION
 from ..base import Capabilities, Flow, OfferQuery, Provider
 from .knobs import Knobs
@@ -246,6 +248,34 @@ class SandboxProvider(Provider):
     def set_deadline(self, instance: Instance, shutdown_at: datetime) -> Flow[Instance]:
         return (yield from self.set_shutdown(instance.id, shutdown_at))
 
+    # -- exec: the simulated machine answers commands (exec_sim.py) ----------------------
+
+    def exec_command(self, instance_id: str, command: str, timeout: float) -> ExecResult:
+        """Blocking, like every exec API; never retried (a command may not be
+        safe to run twice)."""
+        with httpx.Client(transport=self.transport(),
+                          timeout=httpx.Timeout(timeout + 30, connect=10)) as http:
+            flow = self._exec(instance_id, command, timeout)
+            request = next(flow)
+            try:
+                flow.send(http.send(request))
+            except StopIteration as done:
+                result: ExecResult = done.value
+                return result
+        raise RuntimeError("the exec flow sent a second request")  # pragma: no cover
+
+    def _exec(self, instance_id: str, command: str, timeout: float) -> Flow[ExecResult]:
+        response = yield self.request(
+            "POST", f"/v1/instances/{quote(instance_id, safe='')}/exec",
+            json={"command": command, "timeout": timeout}, kind="unsafe")
+        self.raise_for_error(response)
+        body = self.json(response)
+        try:
+            return ExecResult(command=command, exit_code=int(body["exit_code"]),
+                              stdout=str(body["stdout"]), stderr=str(body["stderr"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self.invalid(response, f"bad exec result: {exc!r}") from exc
+
     # -- translation -------------------------------------------------------------------
 
     def _data(self, response: httpx.Response) -> list[Any]:
@@ -273,6 +303,9 @@ class SandboxProvider(Provider):
                 ip=item.get("ip"), created_at=_parse(item.get("created_at")),
                 shutdown_at=_parse(item.get("shutdown_at")),
                 launch_id=labels.get(LAUNCH_LABEL), simulated=True,
+                # commands go through the simulated cloud's exec API, no SSH
+                connection=Connection(method="api")
+                if status is InstanceStatus.RUNNING else None,
             )
         except (KeyError, TypeError, ValueError, InvalidOperation, AttributeError) as exc:
             raise self.invalid(response, f"bad instance: {exc!r}") from exc

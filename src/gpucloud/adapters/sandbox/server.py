@@ -76,6 +76,7 @@ import httpx
 
 from .transport import SandboxTransport  # noqa: F401 (re-exported: tests, adapter)
 from ._wire import US, ApiError, fake_ip, iso, json_body, parse_time, validate_create
+from .exec_sim import exec_route
 from .job_sim import JOB_SCHEMA, JobSimulation
 from .knobs import Knobs
 
@@ -170,6 +171,8 @@ class SandboxCloud(JobSimulation):
         method = request.method
         if parts[:2] == ["v1", "jobs"]:
             return self._route_jobs(request, parts)
+        if parts[:2] == ["v1", "instances"] and parts[3:] == ["exec"]:  # exec_sim.py
+            return exec_route(self, request, parts[2])
         if (parts[:1] != ["v1"] or len(parts) not in (2, 3, 4)
                 or parts[1] not in ("instance-types", "instances")
                 or (parts[1] == "instance-types" and len(parts) > 2)
