@@ -50,6 +50,7 @@ PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 STDOUT, STDERR, ERROR, CLOSE = 1, 2, 3, 255
 MAX_OUTPUT = 16 * 1024 * 1024  # bytes kept per stream: a runaway command cannot eat memory
 MAX_OPEN_TIMEOUT = 30.0  # seconds for the connection and the upgrade
+CLOSE_TIMEOUT = 1.0  # after a timeout the server may be busy: do not wait long for its close
 
 # websockets logs handshake headers (the Authorization one too) at DEBUG: its
 # logger here never goes below INFO, whatever --debug sets on the root.
@@ -136,40 +137,29 @@ def _ssl(verify: Any) -> ssl.SSLContext:
 
 
 def run(provider: KubernetesProvider, pod: str, command: str, timeout: float) -> ExecResult:
-    deadline = time.monotonic() + timeout
-    path = exec_path(provider.namespace, pod, command)
-    http_url = provider.base_url + path
-    ws_url = "ws" + http_url[len("http"):]  # http -> ws, https -> wss
-    secure = ws_url.startswith("wss:")
-    context = _ssl(provider._verify()) if secure else None
-    signer = _Signer(provider.auth(), http_url)
-    headers = signer.headers()
-    connection = _open(provider, ws_url, http_url, headers, context, deadline, signer)
-    try:
-        if connection.subprotocol not in PROTOCOLS:
-            raise APIResponseValidationError(
-                f"{provider.name}: the API server spoke {connection.subprotocol or 'no'} exec "
-                "protocol; v4.channel.k8s.io or later is needed for exit codes",
-                provider=provider.name, hint="Kubernetes 1.4 or later speaks it")
-        return _collect(provider, connection, pod, command, timeout, deadline)
-    finally:
-        connection.close()
-
-
-def _open(provider: KubernetesProvider, ws_url: str, http_url: str, headers: dict[str, str],
-          context: ssl.SSLContext | None, deadline: float, signer: _Signer) -> Any:
     from websockets.exceptions import InvalidHandshake, InvalidStatus
     from websockets.sync.client import connect
 
+    deadline = time.monotonic() + timeout
+    http_url = provider.base_url + exec_path(provider.namespace, pod, command)
+    ws_url = "ws" + http_url[len("http"):]  # http -> ws, https -> wss
+    context = _ssl(provider._verify()) if ws_url.startswith("wss:") else None
+    signer = _Signer(provider.auth(), http_url)
+    headers = signer.headers()
     where = f"{provider.name}: exec on {http_url.split('?')[0]}"
     for attempt in range(2):
         try:
-            return connect(ws_url, ssl=context, subprotocols=list(PROTOCOLS),  # type: ignore
-                           additional_headers=headers, compression=None,
-                           open_timeout=max(0.1, min(MAX_OPEN_TIMEOUT,
-                                                     deadline - time.monotonic())),
-                           ping_interval=None, max_size=MAX_OUTPUT, logger=_ws_log,
-                           user_agent_header="gpucloud")
+            with connect(ws_url, ssl=context, subprotocols=list(PROTOCOLS),  # type: ignore
+                         additional_headers=headers, compression=None,
+                         open_timeout=max(0.1, min(MAX_OPEN_TIMEOUT, deadline - time.monotonic())),
+                         ping_interval=None, close_timeout=CLOSE_TIMEOUT, max_size=MAX_OUTPUT,
+                         logger=_ws_log, user_agent_header="gpucloud") as connection:
+                if connection.subprotocol not in PROTOCOLS:
+                    raise APIResponseValidationError(
+                        f"{provider.name}: the API server spoke {connection.subprotocol or 'no'} "
+                        "exec protocol; v4.channel.k8s.io or later is needed for exit codes",
+                        provider=provider.name, hint="Kubernetes 1.4 or later speaks it")
+                return _collect(provider, connection, pod, command, timeout, deadline)
         except InvalidStatus as exc:
             status = exc.response.status_code
             renewed = signer.after_401() if status == 401 and attempt == 0 else None
