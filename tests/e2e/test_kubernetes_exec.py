@@ -198,3 +198,16 @@ def test_a_token_refused_mid_life_is_renewed_once_through_the_plugin(tmp_path, m
             assert adapter.exec_command(machine.id, "echo again", 10).stdout == "again\n"
         assert [r["status"] for r in execs(emulator)] == [401, 101]
         assert emulator.exec_tokens_issued == issued + 1
+
+
+async def test_async_client_exec_runs_in_a_thread_against_the_same_pod(client, emulator, clock):
+    from gpucloud import AsyncClient
+
+    machine = running_pod(client, gpus=1)
+
+    async def advance(seconds: float) -> None:
+        clock.advance(seconds)
+
+    async with AsyncClient(providers=["kubernetes"], sleep=advance) as aclient:
+        result = await aclient.exec(machine.ref, "echo from async; exit 2")
+    assert (result.exit_code, result.stdout) == (2, "from async\n")
