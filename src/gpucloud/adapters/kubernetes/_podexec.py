@@ -28,7 +28,7 @@ import json
 import logging
 import ssl
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
 import httpx
@@ -43,8 +43,26 @@ from ...errors import (
 from ...models import ExecResult
 from ._manifests import CONTAINER
 
-if TYPE_CHECKING:
-    from .adapter import KubernetesProvider
+
+class Cluster(Protocol):
+    """What exec needs of the adapter (a Protocol: no import of adapter.py,
+    which imports this module)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def base_url(self) -> str: ...
+
+    def auth(self) -> httpx.Auth | None: ...
+
+    def _verify(self) -> Any: ...
+
+    def map_error(self, response: httpx.Response) -> APIError: ...
+
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 STDOUT, STDERR, ERROR, CLOSE = 1, 2, 3, 255
@@ -136,7 +154,7 @@ def _ssl(verify: Any) -> ssl.SSLContext:
     return context
 
 
-def run(provider: KubernetesProvider, pod: str, command: str, timeout: float) -> ExecResult:
+def run(provider: Cluster, pod: str, command: str, timeout: float) -> ExecResult:
     from websockets.exceptions import InvalidHandshake, InvalidStatus
     from websockets.sync.client import connect
 
@@ -187,7 +205,7 @@ def run(provider: KubernetesProvider, pod: str, command: str, timeout: float) ->
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _refused(provider: KubernetesProvider, reply: Any, http_url: str) -> APIError:
+def _refused(provider: Cluster, reply: Any, http_url: str) -> APIError:
     """The handshake's error answer, mapped like any REST error (its Status body)."""
     request = httpx.Request("GET", http_url)
     response = httpx.Response(reply.status_code, headers=list(reply.headers.raw_items()),
@@ -202,7 +220,7 @@ def _refused(provider: KubernetesProvider, reply: Any, http_url: str) -> APIErro
     return error
 
 
-def _collect(provider: KubernetesProvider, connection: Any, pod: str, command: str,
+def _collect(provider: Cluster, connection: Any, pod: str, command: str,
              timeout: float, deadline: float) -> ExecResult:
     from websockets.exceptions import ConnectionClosedError, ConnectionClosedOK
 
