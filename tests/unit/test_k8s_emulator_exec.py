@@ -98,14 +98,20 @@ def test_refusals_are_the_api_servers(emu):
         plain = client.get(path("p", "true"))
     assert (plain.status_code, plain.json()["message"]) == (400, "Upgrade request required")
     emu.cluster.create_pod("default", gpu_pod("big", gpus=64))  # never schedulable
-    head, _ = upgrade(emu, path("big", "true"))
-    assert head.startswith("HTTP/1.1 400") and "does not have a host assigned" in _body(_)
-    head, _ = upgrade(emu, path("gone", "true"))
+    head, body = refused(emu, path("big", "true"))
+    assert head.startswith("HTTP/1.1 400") and "does not have a host assigned" in body
+    head, _ = refused(emu, path("gone", "true"))
     assert head.startswith("HTTP/1.1 404")
     emu.cluster.denied.add(("get", "pods/exec"))  # before 1.35 get was enough: both checked
-    head, sock = upgrade(emu, path("p", "true"))
+    head, body = refused(emu, path("p", "true"))
     assert head.startswith("HTTP/1.1 403")
-    assert 'cannot get resource "pods/exec"' in json.loads(_body(sock))["message"]
+    assert 'cannot get resource "pods/exec"' in json.loads(body)["message"]
+
+
+def refused(emu: KubeEmulator, target: str) -> tuple[str, str]:
+    head, sock = upgrade(emu, target)
+    with sock:
+        return head, _body(sock)
 
 
 def _body(sock: socket.socket) -> str:
