@@ -1,7 +1,9 @@
 """An in-process Kubernetes API server emulator for tests: real HTTP on
 127.0.0.1, bearer-token auth with expiry, meta/v1 Status errors, a scheduler
 that counts nvidia.com/gpu, a kubelet with simulated delays, batch/v1 Jobs
-with backoff, deadlines and propagation policies, and TokenRequest.
+with backoff, deadlines and propagation policies, TokenRequest, and the
+``pods/exec`` subresource over a real WebSocket upgrade (execs.py: a few
+commands answered deterministically; websocket.py: the RFC 6455 server side).
 
 It serves only the paths gpucloud's Kubernetes adapter uses; see
 tests/unit/test_k8s_emulator.py for what it is proven to do.

@@ -67,6 +67,8 @@ ROUTES: list[tuple[str, str, str]] = [
     ("PATCH", rf"/api/v1{NS}/pods/{NAME}", "patch_pod"),
     ("DELETE", rf"/api/v1{NS}/pods/{NAME}", "delete_pod"),
     ("GET", rf"/api/v1{NS}/pods/{NAME}/log", "pod_log"),
+    ("GET", rf"/api/v1{NS}/pods/{NAME}/exec", "pod_exec"),
+    ("POST", rf"/api/v1{NS}/pods/{NAME}/exec", "pod_exec"),
     ("POST", rf"/api/v1{NS}/serviceaccounts/{NAME}/token", "token_request"),
     ("GET", r"/apis/batch/v1/jobs", "list_jobs"),
     ("GET", rf"/apis/batch/v1{NS}/jobs", "list_jobs"),
@@ -80,6 +82,8 @@ RBAC = {"list_nodes": ("list", "nodes", ""), "get_node": ("get", "nodes", ""),
         "list_pods": ("list", "pods", ""), "create_pod": ("create", "pods", ""),
         "get_pod": ("get", "pods", ""), "patch_pod": ("patch", "pods", ""),
         "delete_pod": ("delete", "pods", ""), "pod_log": ("get", "pods/log", ""),
+        # Since 1.35 a WebSocket exec (a GET) needs create as well as get.
+        "pod_exec": ("create", "pods/exec", ""),
         "token_request": ("create", "serviceaccounts/token", ""),
         "list_jobs": ("list", "jobs", "batch"), "create_job": ("create", "jobs", "batch"),
         "get_job": ("get", "jobs", "batch"), "patch_job": ("patch", "jobs", "batch"),
@@ -88,8 +92,9 @@ RBAC = {"list_nodes": ("list", "nodes", ""), "get_node": ("get", "nodes", ""),
 
 class Reply:
     def __init__(self, code: int, body: Any = None, text: str | None = None,
-                 stream: Callable[[], Any] | None = None):
+                 stream: Callable[[], Any] | None = None, upgrade: Any = None):
         self.code, self.body, self.text, self.stream = code, body, text, stream
+        self.upgrade = upgrade  # execs.Upgrade: the server switches to a WebSocket
 
 
 class Api:
@@ -114,7 +119,8 @@ class Api:
             body = raw
         entry["body"] = copy.deepcopy(body)
         try:
-            reply = self._route(method, path, query, headers, body, entry)
+            reply = self._route(method, path, query, headers, body, entry,
+                                parse_qs(parts.query))
         except ApiError as exc:
             reply = Reply(exc.code, exc.body)
         entry["status"] = reply.code
@@ -123,7 +129,7 @@ class Api:
         return reply
 
     def _route(self, method: str, path: str, query: dict[str, str], headers: dict[str, str],
-               body: Any, entry: dict[str, Any]) -> Reply:
+               body: Any, entry: dict[str, Any], queries: dict[str, list[str]]) -> Reply:
         if path == "/_emulator/tokens" and method == "POST":
             return self._admin_token(headers, body)
         user = self.cluster.authenticate(headers.get("authorization"))
@@ -141,13 +147,15 @@ class Api:
             args = match.groupdict()
             if name in RBAC:
                 rbac_verb, resource, group = RBAC[name]
+                if name == "pod_exec" and verb == "GET":
+                    self.cluster.authorize(user, "get", resource, group, args.get("ns"))
                 self.cluster.authorize(user, rbac_verb, resource, group, args.get("ns"))
             if not isinstance(body, (dict, type(None))):
                 raise bad_request("the body of the request is not JSON")
             with self.cluster.lock:  # the client may call from several threads
                 self.cluster.tick()
                 result: Reply = getattr(self, name)(query=query, body=body, headers=headers,
-                                                    **args)
+                                                    queries=queries, **args)
             return result
         if allowed:
             raise failure(405, "MethodNotAllowed",
@@ -256,6 +264,11 @@ class Api:
                 time.sleep(0.02)
 
         return Reply(200, stream=stream)
+
+    def pod_exec(self, ns: str, name: str, queries: dict[str, list[str]],
+                 headers: dict[str, str], **_: Any) -> Reply:
+        from .execs import upgrade
+        return Reply(101, upgrade=upgrade(self.cluster, ns, name, queries, headers))
 
     def token_request(self, ns: str, name: str, body: Any, **_: Any) -> Reply:
         self._typed(body or {}, "TokenRequest", "authentication.k8s.io/v1")

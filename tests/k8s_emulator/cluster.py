@@ -45,6 +45,9 @@ class Knobs:
     # Called with (cluster, pod) before a pod is admitted: lets a test stage a
     # race, e.g. another tenant's pod taking the GPUs between plan and create.
     admission: Callable[[Any, dict[str, Any]], None] | None = None
+    # The exec subprotocols the API server speaks (an older server: no v5).
+    exec_protocols: tuple[str, ...] = ("v5.channel.k8s.io", "v4.channel.k8s.io",
+                                       "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io")
 
 
 @dataclass

@@ -27,6 +27,9 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         headers = {k.lower(): v for k, v in self.headers.items()}
         reply = self.api.handle(self.command, self.path, headers, raw)
+        if reply.upgrade is not None:
+            self._exec(reply.upgrade)
+            return
         if reply.stream is not None:
             self.send_response(reply.code)
             self.send_header("Content-Type", "text/plain")
@@ -49,6 +52,31 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Audit-Id", secrets.token_hex(8))
         self.end_headers()
         self.wfile.write(data)
+
+    def _exec(self, upgrade: Any) -> None:
+        """101, then the run's output as channel-prefixed binary frames, the
+        error channel's Status (v4 and later), a normal close."""
+        from . import websocket
+
+        self.close_connection = True
+        self.send_response(101, "Switching Protocols")
+        for name, value in upgrade.headers:
+            self.send_header(name, value)
+        self.end_headers()
+        status_channel = upgrade.protocol.startswith(("v4.", "v5."))
+        try:
+            for channel, data in upgrade.run.frames():
+                if channel in upgrade.channels or (channel == 3 and status_channel):
+                    self.wfile.write(websocket.frame(websocket.BINARY, bytes([channel]) + data))
+                    self.wfile.flush()
+            self.wfile.write(websocket.close_frame())
+            self.wfile.flush()
+            self.connection.settimeout(2)
+            while (got := websocket.read_frame(self.rfile)) is not None:
+                if got[0] == websocket.CLOSE:
+                    break
+        except (OSError, ValueError):
+            pass  # the client went away (its timeout) or spoke nonsense: the run ends here
 
     do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _serve
 

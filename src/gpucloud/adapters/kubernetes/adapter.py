@@ -34,7 +34,8 @@ from ...errors import (
     SpecError,
 )
 from ...gpus import gpu_info
-from ...models import Instance, InstanceSpec, InstanceStatus, Job, JobStatus, Offer
+from ...models import Connection, ExecResult, Instance, InstanceSpec, InstanceStatus
+from ...models import Job, JobStatus, Offer
 from ..base import JOB_PREFIX, Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
 from . import _kubeconfig, _settings
 from . import _wire as wire
@@ -246,6 +247,12 @@ class KubernetesProvider(Provider):
                                       "/api/v1" + self._ns(f"/pods/{quote(instance_id)}"))
         self.raise_for_error(response)
 
+    def exec_command(self, instance_id: str, command: str, timeout: float) -> ExecResult:
+        """`command` in the pod's main container through the exec API (_podexec.py)."""
+        from ._podexec import run
+
+        return run(self, instance_id, command, timeout)
+
     def set_deadline(self, instance: Instance, shutdown_at: datetime) -> Flow[Instance]:
         if (instance.launch_id or "").startswith(JOB_PREFIX):
             raise SpecError(f"{instance.ref} belongs to a Kubernetes Job, whose deadline "
@@ -291,7 +298,9 @@ class KubernetesProvider(Provider):
             ip=(pod.get("status") or {}).get("podIP") or None,
             created_at=parse_utc(meta.get("creationTimestamp")),
             shutdown_at=parse_utc(notes.get(wire.SHUTDOWN_AT)),
-            launch_id=marks.get(wire.LAUNCH_ID))
+            launch_id=marks.get(wire.LAUNCH_ID),
+            # Reached through the API's exec (no SSH daemon in the pod), once it runs.
+            connection=Connection(method="api") if status == InstanceStatus.RUNNING else None)
 
     # -- jobs ---------------------------------------------------------------------------
 
