@@ -43,7 +43,7 @@ from . import _lambda_wire as wire
 from ._jobscript import POWER_OFF, secret_values, vm_script
 from ._lambda_wire import image_spec
 from ._name_marker import latest, mark_name, split_name
-from .base import Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
+from .base import Capabilities, Flow, OfferQuery, Provider, RateLimit, format_utc, parse_utc
 
 LAUNCH_ID_TAG = "gpucloud-launch-id"
 SHUTDOWN_AT_TAG = "gpucloud-shutdown-at"
@@ -58,7 +58,9 @@ class LambdaProvider(Provider):
     name = "lambda"
     capabilities = Capabilities(spot=False, stop_start=False, custom_disk=False,
                                 needs_ssh_key=True, native_shutdown=False)
-    min_interval = {"*": 1.0, "launch": 12.0}
+    # Spec 1.8.3 (CONTRACTS.md "Rate limits"): "generally limited to one request
+    # per second"; launch "one request per 12 seconds, or five requests per minute".
+    rate_limits = {"*": RateLimit(1.0), "launch": RateLimit.every(12.0)}
 
     # -- flows -----------------------------------------------------------------
 
