@@ -136,7 +136,7 @@ def with_policy(
                 delay = retry_after(response)
                 # Every flow of the account waits out the pause, not only this one.
                 limiter.throttled(min(policy.backoff(attempt) if delay is None else delay,
-                                      policy.retry_after_max))
+                                      policy.retry_after_max), told=delay is not None)
             else:
                 limiter.answered()
             retryable = status == 429 or (status >= 500 and kind in ("read", "idempotent"))

@@ -94,8 +94,9 @@ class Limiter:
         """Seconds until the current 429 pause ends (<= 0: none)."""
         return self.paused_until - self.clock()
 
-    def throttled(self, delay: float) -> None:
-        """A 429: pause every flow for ``delay`` seconds; lower the rate once per pause."""
+    def throttled(self, delay: float, *, told: bool = False) -> None:
+        """A 429: pause every flow for ``delay`` seconds; lower the rate once per
+        pause. ``told``: the delay is the provider's Retry-After, not our backoff."""
         with self._lock:
             now = self.clock()
             if now >= self.paused_until:
@@ -103,12 +104,14 @@ class Limiter:
                 self.factor = max(FLOOR, self.factor * DECREASE)
             self.paused_until = max(self.paused_until, now + delay)
             # Slots booked before the 429 were booked at a rate now known to be
-            # too high: drop them; their flows book again behind the pause, and
-            # the first one at least one (lowered) interval after the 429, as a
-            # pause shorter than the real spacing would only earn another 429.
+            # too high: drop them; their flows book again behind the pause. The
+            # provider's Retry-After is taken at its word; after our own (short)
+            # backoff, the first slot is at least one lowered interval after the
+            # 429, as a pause shorter than the real spacing only earns another.
             for k, limit in self.limits.items():
                 interval = 1.0 / (limit.rate * self.factor)
-                self._tat[k] = max(self.paused_until, now + interval) + (limit.burst - 1) * interval
+                first = self.paused_until if told else max(self.paused_until, now + interval)
+                self._tat[k] = first + (limit.burst - 1) * interval
             self.pauses += 1
             self.throttles += 1
 

@@ -64,11 +64,18 @@ def test_a_429_pauses_every_kind_and_cuts_the_rate_once_per_pause():
     # then one per 2 s / DECREASE, no longer one per 2 s
     assert limiter.reserve("read") == pytest.approx(5 + 2 / DECREASE, abs=1e-3)
     clock.t = 1100
-    limiter.throttled(1)  # the rate was still too high: cut again
+    limiter.throttled(1, told=True)  # the rate was still too high: cut again
     assert limiter.factor == pytest.approx(DECREASE ** 2)
-    # The next request is one (lowered) interval after that 429, not merely after
-    # its 1 s pause: a pause shorter than the real spacing only earns another 429.
-    assert limiter.reserve("read") == pytest.approx(2 / DECREASE ** 2, abs=1e-3)
+    assert limiter.reserve("read") == 1.0  # the provider's Retry-After, at its word
+
+
+def test_after_our_own_backoff_the_next_slot_keeps_the_lowered_interval():
+    clock = Clock()
+    limiter = Limiter({"*": RateLimit(0.5)}, clock)
+    limiter.throttled(0.3)  # no Retry-After: a short backoff
+    # One lowered interval after the 429, not merely after the 0.3 s pause: a
+    # pause shorter than the real spacing would only earn another 429.
+    assert limiter.reserve("read") == pytest.approx(2 / DECREASE, abs=1e-3)
 
 
 def test_the_rate_recovers_slowly_and_never_falls_below_the_floor():
