@@ -39,11 +39,12 @@ from ..http_errors import status_error
 from ..errors import APIStatusError, ConfigurationError, RateLimitError, SpecError
 from ..gpus import gpu_info, normalize_gpu
 from ..models import Instance, InstanceSpec, InstanceStatus, Offer
+from ..ratelimit import RateLimit
 from . import _lambda_wire as wire
 from ._jobscript import POWER_OFF, secret_values, vm_script
 from ._lambda_wire import image_spec
 from ._name_marker import latest, mark_name, split_name
-from .base import Capabilities, Flow, OfferQuery, Provider, RateLimit, format_utc, parse_utc
+from .base import Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
 
 LAUNCH_ID_TAG = "gpucloud-launch-id"
 SHUTDOWN_AT_TAG = "gpucloud-shutdown-at"

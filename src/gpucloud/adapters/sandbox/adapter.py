@@ -26,8 +26,9 @@ from ...errors import (
 )
 from ...gpus import normalize_gpu
 from ...models import Instance, InstanceSpec, InstanceStatus, Job, JobStatus, Offer
+from ...ratelimit import RateLimit
 from ...redaction import SECRETS_EXTENSION
-from ..base import Capabilities, Flow, OfferQuery, Provider, RateLimit
+from ..base import Capabilities, Flow, OfferQuery, Provider
 from .knobs import Knobs
 from .server import SandboxCloud, SandboxTransport
 

@@ -55,7 +55,8 @@ from ...errors import (
     SpecError,
 )
 from ...models import Instance, InstanceSpec, InstanceStatus, Offer, UsagePrice
-from ..base import Capabilities, Flow, OfferQuery, Provider, RateLimit
+from ...ratelimit import RateLimit
+from ..base import Capabilities, Flow, OfferQuery, Provider
 from .._name_marker import latest
 from .._jobscript import container_env, secret_values
 from ._guard import onstart
