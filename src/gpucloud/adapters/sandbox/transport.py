@@ -91,15 +91,21 @@ class SandboxTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         request.read()
         if self.cloud.knobs.latency_ms:
             self._sleep(self.cloud.knobs.latency_ms / 1000)
-        return self._after(request, self._limited(request) or self.cloud.handle(request))
+        refused = self._limited(request)
+        if refused is not None:
+            return refused
+        return self._after(request, self.cloud.handle(request))
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         await request.aread()
         if self.cloud.knobs.latency_ms:
             await self._async_sleep(self.cloud.knobs.latency_ms / 1000)
         refused = self._limited(request)
+        if refused is not None:
+            return refused
         # SQLite may wait for another process's lock: keep the event loop free.
-        return self._after(request, refused or await asyncio.to_thread(self.cloud.handle, request))
+        response: httpx.Response = await asyncio.to_thread(self.cloud.handle, request)
+        return self._after(request, response)
 
     def _limited(self, request: httpx.Request) -> httpx.Response | None:
         """RATE_LIMIT: a 429 with Retry-After (whole seconds, as HTTP has them)
