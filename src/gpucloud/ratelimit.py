@@ -90,10 +90,6 @@ class Limiter:
                 self._tat[k] = max(self._tat.get(k, start), start) + interval
             return _whole_ms(start - now)
 
-    def pause_left(self) -> float:
-        """Seconds until the current 429 pause ends (<= 0: none)."""
-        return self.paused_until - self.clock()
-
     def throttled(self, delay: float, *, told: bool = False) -> None:
         """A 429: pause every flow for ``delay`` seconds; lower the rate once per
         pause. ``told``: the delay is the provider's Retry-After, not our backoff."""
