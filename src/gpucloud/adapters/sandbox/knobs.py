@@ -13,6 +13,10 @@ given (the ``[sandbox]`` section of config.toml, lower-case names):
     FAIL_AFTER_CREATE  probability that POST /v1/instances DOES create the
                        machine and then answers 503 anyway: the ambiguous
                        failure that reconcile-by-launch-id exists for (0)
+    DROP_AFTER_CREATE  probability that POST /v1/instances creates the machine
+                       and the connection then breaks before the answer (the
+                       transport raises httpx.RemoteProtocolError): a lost
+                       answer, as ambiguous as FAIL_AFTER_CREATE (0)
     FAIL_ON            operations subject to the three above, comma-separated
                        from types, list, get, create, update (PATCH, stop,
                        start), delete (all)
@@ -59,6 +63,7 @@ class Knobs:
     fail_429: float = 0.0
     fail_5xx: float = 0.0
     fail_after_create: float = 0.0
+    drop_after_create: float = 0.0
     fail_on: frozenset[str] = OPERATIONS
     seed: int | None = None
     exhaust: frozenset[str] = frozenset()
@@ -124,7 +129,7 @@ def _convert(name: str, raw: Any, where: str) -> Any:
             value = float(raw)
     except (TypeError, ValueError):
         raise bad("an integer" if name in ("capacity", "seed") else "a number") from None
-    if (name.startswith("fail_") or name in ("job_fail", "job_preempt")) \
+    if (name.startswith("fail_") or name in ("job_fail", "job_preempt", "drop_after_create")) \
             and not 0.0 <= value <= 1.0:
         raise bad("a probability between 0 and 1")
     if name != "seed" and value < 0:

@@ -25,11 +25,23 @@ class SandboxTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         request.read()
         if self.cloud.knobs.latency_ms:
             self._sleep(self.cloud.knobs.latency_ms / 1000)
-        return self.cloud.handle(request)
+        return self._maybe_drop(request, self.cloud.handle(request))
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         await request.aread()
         if self.cloud.knobs.latency_ms:
             await self._async_sleep(self.cloud.knobs.latency_ms / 1000)
         # SQLite may wait for another process's lock: keep the event loop free.
-        return await asyncio.to_thread(self.cloud.handle, request)
+        return self._maybe_drop(request, await asyncio.to_thread(self.cloud.handle, request))
+
+    def _maybe_drop(self, request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        """DROP_AFTER_CREATE: the create was committed, its answer never arrives."""
+        chance = getattr(self.cloud.knobs, "drop_after_create", 0.0)
+        if (chance and request.method == "POST" and request.url.path == "/v1/instances"
+                and response.is_success):
+            with self.cloud._lock:
+                dropped = self.cloud.rng.random() < chance
+            if dropped:
+                raise httpx.RemoteProtocolError("simulated: connection dropped after the "
+                                                "create was committed", request=request)
+        return response
