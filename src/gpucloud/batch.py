@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -51,7 +51,7 @@ def requests_of(requests: Any) -> list[CreateRequest]:
 def _request(value: Any) -> CreateRequest:
     from pydantic import ValidationError
 
-    if not isinstance(value, dict):
+    if not isinstance(value, Mapping):
         raise SpecError(f"a batch request is a CreateRequest or a dict, got {value!r}")
     try:
         return CreateRequest(**value)
@@ -90,7 +90,7 @@ def plans_for(engine: Any, requests: list[CreateRequest], max_cost: Any) -> Op:
                                  r.auto_shutdown, r.max_cost if r.max_cost is not None
                                  else shared_cap, r.spot, len(indexes), r.until)
         plans.append(p)
-        by_index.update(dict.fromkeys(indexes, p))
+        by_index.update((i, p) for i in indexes)
     if cap is not None and shared_cap is None:
         check_total(plans, cap)
     return [by_index[i] for i in range(len(requests))], plans

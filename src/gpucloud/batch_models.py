@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Literal, Union
+from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -34,11 +34,11 @@ class CreateRequest(BaseModel):
 
     @field_validator("max_cost", mode="before")
     @classmethod
-    def _no_binary_float(cls, value: Any) -> Any:
+    def _no_binary_float(cls, value: object) -> object:
         # As everywhere (pricing.to_decimal): a float goes through str, so 0.1 stays 0.1.
         return Decimal(str(value)) if isinstance(value, float) else value
 
-    def plan_key(self) -> tuple[Any, ...]:
+    def plan_key(self) -> tuple[object, ...]:
         """What the plan depends on: requests alike in these share one plan."""
         return (self.gpu, self.count, self.provider, self.region, self.disk_gb,
                 str(self.auto_shutdown), str(self.until), str(self.max_cost), self.spot)

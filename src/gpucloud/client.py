@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime, timedelta
@@ -259,7 +259,7 @@ class Client(_Base, JobMethods, SafetyMethods):
                     auto_shutdown: Duration | None = None, max_cost: Money | None = None,
                     spot: bool = False, plan: Plan | None = None,
                     until: Deadline | None = None, *,
-                    requests: Sequence[CreateRequest | dict[str, Any]] | None = None,
+                    requests: Sequence[CreateRequest | Mapping[str, object]] | None = None,
                     concurrency: int = DEFAULT_CONCURRENCY, all_or_nothing: bool = False,
                     batch: str | None = None,
                     on_item: Callable[[BatchItem], None] | None = None) -> BatchResult:
@@ -423,7 +423,7 @@ class AsyncClient(_Base, AsyncJobMethods, AsyncSafetyMethods):
                           auto_shutdown: Duration | None = None, max_cost: Money | None = None,
                           spot: bool = False, plan: Plan | None = None,
                           until: Deadline | None = None, *,
-                          requests: Sequence[CreateRequest | dict[str, Any]] | None = None,
+                          requests: Sequence[CreateRequest | Mapping[str, object]] | None = None,
                           concurrency: int = DEFAULT_CONCURRENCY, all_or_nothing: bool = False,
                           batch: str | None = None,
                           on_item: Callable[[BatchItem], None] | None = None) -> BatchResult:

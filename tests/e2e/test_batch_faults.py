@@ -12,7 +12,6 @@ driver below appends to from inside the simulated cloud), not assumed."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess

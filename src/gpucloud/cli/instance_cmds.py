@@ -10,8 +10,8 @@ import typer
 from . import output, params
 from .app import app, fail
 # plan_text and _hourly are also used by job_cmds and worker_cmds through this module.
-from .create_text import (  # noqa: F401
-    MAX_SHOWN_FALLBACKS, _hourly, _interrupted, _total, _unknown, plan_text, wait_all,
+from .create_text import (
+    _hourly as _hourly, _interrupted as _interrupted, _total, plan_text as plan_text, wait_all,
 )
 
 
