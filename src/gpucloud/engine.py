@@ -20,6 +20,7 @@ import logging
 import time
 from typing import Any
 
+from . import batch as batching
 from . import deadlines, ledger, pricing, refs
 from . import jobs as job_ops
 from . import reconcile as reconciling
@@ -168,6 +169,24 @@ class Engine:
                 raise
             made.append(instance)
         return made
+
+    def create_many(self, requests: list[Any], *, max_cost: Any = None,
+                    plan: Plan | None = None, concurrency: int = batching.DEFAULT_CONCURRENCY,
+                    all_or_nothing: bool = False, batch: str | None = None,
+                    progress: Any = None) -> Op:
+        """A batch (batch.py): plan every distinct request, check the total, launch
+        concurrently; a BatchResult with one item per request."""
+        if plan is not None:  # planned already (the CLI shows it first): copies of one request
+            if plan.instances != len(requests) or len({r.plan_key() for r in requests}) != 1:
+                raise SpecError(f"the plan is for {plan.instances} machine(s), not "
+                                f"{len(requests)} alike",
+                                hint="make the plan with the same n= (CLI: --instances)")
+            plans = [plan] * len(requests)
+        else:
+            plans, _ = yield from batching.plans_for(self, requests, max_cost)
+        return (yield from batching.create_many(
+            self, requests, plans, concurrency=concurrency, all_or_nothing=all_or_nothing,
+            batch=batch, progress=progress))
 
     def _with_deadline(self, instance: Instance, shutdown_at: Any) -> Instance:
         if instance.shutdown_at is None and shutdown_at is not None:

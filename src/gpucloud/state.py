@@ -35,6 +35,10 @@ CREATE TABLE IF NOT EXISTS launches (
 );
 CREATE INDEX IF NOT EXISTS launches_instance ON launches (provider, instance_id);
 """
+# Columns added after the first release (ALTER TABLE on journals made before):
+# a batch's key and the slot (0..N-1) a launch fills, so a restarted batch
+# knows which machines an earlier run made (batch.py).
+ADDED_COLUMNS = {"batch_key": "TEXT", "slot": "INTEGER"}
 
 
 def utcnow() -> datetime:
@@ -54,6 +58,8 @@ class LaunchRecord:
     shutdown_at: datetime | None
     error: str | None
     created_at: datetime
+    batch_key: str | None = None
+    slot: int | None = None
 
 
 class Journal:
@@ -67,6 +73,7 @@ class Journal:
             conn = sqlite3.connect(self.path, timeout=30)
             try:
                 conn.executescript(SCHEMA)
+                _add_columns(conn)
                 with conn:
                     yield conn
             finally:
@@ -87,15 +94,16 @@ class Journal:
                           hint=fix)
 
     def record_intent(self, *, launch_id: str, provider: str, instance_type: str, region: str,
-                      name: str | None, price_per_hour: str, shutdown_at: datetime | None) -> None:
+                      name: str | None, price_per_hour: str, shutdown_at: datetime | None,
+                      batch_key: str | None = None, slot: int | None = None) -> None:
         now = utcnow().isoformat()
         with self._db() as db:
             db.execute(
                 "INSERT INTO launches (launch_id, provider, instance_type, region, name, status,"
-                " price_per_hour, shutdown_at, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, 'intent', ?, ?, ?, ?)",
+                " price_per_hour, shutdown_at, created_at, updated_at, batch_key, slot)"
+                " VALUES (?, ?, ?, ?, ?, 'intent', ?, ?, ?, ?, ?, ?)",
                 (launch_id, provider, instance_type, region, name, price_per_hour,
-                 shutdown_at.isoformat() if shutdown_at else None, now, now))
+                 shutdown_at.isoformat() if shutdown_at else None, now, now, batch_key, slot))
 
     def mark(self, launch_id: str, status: str, *, instance_id: str | None = None,
              error: str | None = None) -> None:
@@ -128,13 +136,15 @@ class Journal:
         with self._db() as db:
             rows = db.execute(
                 "SELECT launch_id, provider, instance_type, region, name, status, instance_id,"
-                f" price_per_hour, shutdown_at, error, created_at FROM launches {where}"
+                " price_per_hour, shutdown_at, error, created_at, batch_key, slot"
+                f" FROM launches {where}"
                 " ORDER BY created_at", args).fetchall()
         return [LaunchRecord(
             launch_id=r[0], provider=r[1], instance_type=r[2], region=r[3], name=r[4],
             status=r[5], instance_id=r[6], price_per_hour=r[7],
             shutdown_at=datetime.fromisoformat(r[8]) if r[8] else None, error=r[9],
-            created_at=datetime.fromisoformat(r[10])) for r in rows]
+            created_at=datetime.fromisoformat(r[10]), batch_key=r[11], slot=r[12])
+            for r in rows]
 
     def get(self, launch_id: str) -> LaunchRecord | None:
         rows = self._rows("WHERE launch_id = ?", (launch_id,))
@@ -146,3 +156,19 @@ class Journal:
 
     def all(self) -> list[LaunchRecord]:
         return self._rows("", ())
+
+    def batch(self, batch_key: str) -> list[LaunchRecord]:
+        """Every launch of one batch (each with its slot), oldest first."""
+        return self._rows("WHERE batch_key = ?", (batch_key,))
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    have = {row[1] for row in conn.execute("PRAGMA table_info(launches)")}
+    for column, kind in ADDED_COLUMNS.items():
+        if column not in have:
+            try:
+                conn.execute(f"ALTER TABLE launches ADD COLUMN {column} {kind}")
+            except sqlite3.OperationalError as exc:  # another thread added it first
+                if "duplicate column" not in str(exc):
+                    raise
+    conn.execute("CREATE INDEX IF NOT EXISTS launches_batch ON launches (batch_key, slot)")
