@@ -11,11 +11,12 @@ import base64
 import hashlib
 import os
 from collections.abc import Callable
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from . import config as config_mod
-from .adapters import adapter_class, adapter_names
+from .adapters import adapter_class, adapter_names, has_adapter
 from .adapters.base import Provider
 from .catalog import ProviderCatalog, load_catalogs
 from .credentials import CredentialStore, env_vars, how_to_set
@@ -65,7 +66,6 @@ class ClientContext:
         self.config = config_mod.load_config()
         self.catalogs: dict[str, ProviderCatalog] = load_catalogs(config_mod.config_dir())
         self.credentials = CredentialStore(credentials, use_keyring=use_keyring)
-        self.known = sorted(set(self.catalogs) | set(adapter_names()))
         for name in providers or ():
             self.check_known(name)
         self.providers = list(providers) if providers else None
@@ -81,7 +81,14 @@ class ClientContext:
         self._adapters: dict[str, Provider] = {}
         self._journal: Journal | None = None
 
+    @cached_property
+    def known(self) -> list[str]:
+        """Every provider with a catalog or an adapter (scans installed entry points)."""
+        return sorted(set(self.catalogs) | set(adapter_names()))
+
     def check_known(self, name: str) -> None:
+        if name in self.catalogs or has_adapter(name):
+            return
         if name not in self.known:
             import difflib
 
@@ -125,13 +132,13 @@ class ClientContext:
         return self.auth_kind(name) == "none" or self.credential(name) is not None
 
     def has_adapter(self, name: str) -> bool:
-        return adapter_class(name) is not None
+        return has_adapter(name)
 
     def can_call(self, name: str) -> bool:
         return self.has_adapter(name) and self.has_credentials(name)
 
     def missing_credentials(self, names: list[str], *, any_provider: bool = False) -> CredentialsError:
-        with_adapter = [n for n in names if adapter_class(n) is not None and n != "sandbox"]
+        with_adapter = [n for n in names if has_adapter(n) and n != "sandbox"]
         if len(with_adapter) == 1 and not any_provider:
             name = with_adapter[0]
             return CredentialsError(f"no credentials for {name}",
@@ -146,7 +153,7 @@ class ClientContext:
 
     def require_callable(self, name: str) -> None:
         self.check_known(name)
-        if adapter_class(name) is None:
+        if not has_adapter(name):
             raise ConfigurationError(f"{name} has catalog prices only in this version",
                                      hint="its adapter is not available yet")
         if not self.has_credentials(name):
@@ -215,9 +222,9 @@ class ClientContext:
             catalog = self.catalogs.get(name)
             cred = self.credential(name)
             needs_none = self.auth_kind(name) == "none"
-            has_adapter = adapter_class(name) is not None
+            adapter_known = has_adapter(name)
             hint = None
-            if not has_adapter:
+            if not adapter_known:
                 hint = "catalog prices only (adapter not available yet)"
             elif not needs_none and cred is None:
                 hint = how_to_set(name, self.auth_kind(name))

@@ -13,6 +13,7 @@ import typer
 from typer.core import TyperGroup
 
 from ..errors import EXIT_CODES, GpuCloudError, exit_code_for
+from . import coercion
 from .output import clean
 
 try:  # typer >= 0.29 vendors click
@@ -35,7 +36,11 @@ class HelpGroup(TyperGroup):
             if param.param_type_name == "argument" and param.metavar:
                 # typer would print "REF <str>": the metavar already says it all.
                 param.display_type_rich = lambda ctx=None: None
-        return cmd
+        return None if cmd is None else coercion.install(cmd, ctx)  # no pydantic for plain values
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        coercion.install(self, ctx, recurse=False)  # the root's own options
+        return super().parse_args(ctx, args)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         rows = []
