@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -64,7 +64,7 @@ class ClientContext:
     def __init__(self, providers: list[str] | None, credentials: dict[str, str] | None,
                  on_attempt: Callable[[Attempt], None] | None, use_keyring: bool) -> None:
         self.config = config_mod.load_config()
-        self.catalogs: dict[str, ProviderCatalog] = load_catalogs(config_mod.config_dir())
+        self.catalogs: Mapping[str, ProviderCatalog] = load_catalogs(config_mod.config_dir())
         self.credentials = CredentialStore(credentials, use_keyring=use_keyring)
         for name in providers or ():
             self.check_known(name)

@@ -17,7 +17,7 @@ MAX_PRICE_PER_HOUR = Decimal(10) ** 6
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class InstanceStatus(str, enum.Enum):
