@@ -36,7 +36,13 @@ class HelpGroup(TyperGroup):
             if param.param_type_name == "argument" and param.metavar:
                 # typer would print "REF <str>": the metavar already says it all.
                 param.display_type_rich = lambda ctx=None: None
-        return None if cmd is None else coercion.install(cmd, ctx)  # no pydantic for plain values
+        return cmd
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if cmd is not None:  # the command about to run: no pydantic for plain values
+            coercion.install(cmd, ctx)
+        return name, cmd, rest
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         coercion.install(self, ctx, recurse=False)  # the root's own options
