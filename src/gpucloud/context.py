@@ -87,15 +87,14 @@ class ClientContext:
         return sorted(set(self.catalogs) | set(adapter_names()))
 
     def check_known(self, name: str) -> None:
-        if name in self.catalogs or has_adapter(name):
+        if name in self.catalogs or has_adapter(name):  # `known` without its scan
             return
-        if name not in self.known:
-            import difflib
+        import difflib
 
-            close = difflib.get_close_matches(name, self.known, n=2)
-            raise SpecError(f"unknown provider {name!r}",
-                            hint=f"did you mean {' or '.join(close)}?" if close
-                            else f"known providers: {', '.join(self.known)}")
+        close = difflib.get_close_matches(name, self.known, n=2)
+        raise SpecError(f"unknown provider {name!r}",
+                        hint=f"did you mean {' or '.join(close)}?" if close
+                        else f"known providers: {', '.join(self.known)}")
 
     def scope(self, provider: str | None, listing: bool = False, every: bool = False
               ) -> list[str]:

@@ -73,9 +73,8 @@ def _plain_kind(param: Any) -> type | None:
         return None
     if desc.parameter_info.parser is not None:
         return str
-    if desc.annotation in (str, bool, int):
-        return desc.annotation
-    return None
+    kinds: tuple[type, ...] = (str, bool, int)
+    return next((kind for kind in kinds if kind is desc.annotation), None)
 
 
 def install(command: Any, ctx: Any, recurse: bool = True) -> Any:
