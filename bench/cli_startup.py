@@ -6,7 +6,8 @@ against its goal (issue 10):
 
     gpucloud --help                         <= 1.5
     gpucloud offers --gpu h100 --count 8    <= 2.5  (catalog only, no credentials)
-    gpucloud list --provider sandbox        <= 2.5  (an empty sandbox)
+    gpucloud list --provider sandbox        <= 2.5  (an empty sandbox; the issue
+                                                     sets no goal, this is offers')
 
     python bench/cli_startup.py [--runs 15]
 
