@@ -30,7 +30,7 @@ from decimal import Decimal
 from typing import Any
 
 from .models import Instance, InstanceStatus
-from .state import Journal, utcnow
+from .state import CHUNK, Journal, utcnow
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS ledger (
@@ -108,9 +108,7 @@ class Ledger:
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
         # The journal's connection: one file, and one StateError for a damaged one.
-        with self.journal._db() as db:
-            for statement in SCHEMA:
-                db.execute(statement)
+        with self.journal._db(SCHEMA) as db:
             yield db
 
     def append(self, rows: Iterable[Row]) -> None:
@@ -192,16 +190,33 @@ def _observed(instance: Instance, last: Row | None, now: datetime) -> Row | None
 def _latest(db: sqlite3.Connection, machines: set[tuple[str, str]],
             providers: frozenset[str] | set[str] = frozenset()) -> dict[tuple[str, str], Row]:
     """The latest row of each of `machines`, and of every machine of `providers`
-    still open (not ended)."""
-    if not machines and not providers:
-        return {}
-    found = db.execute(
-        f"SELECT {', '.join(_COLUMNS)} FROM ledger WHERE seq IN"
-        " (SELECT MAX(seq) FROM ledger GROUP BY provider, instance_id)").fetchall()
-    rows = (_row(r) for r in found)
-    return {(r.provider, r.instance_id): r for r in rows
-            if (r.provider, r.instance_id) in machines
-            or (r.provider in providers and r.state != ENDED)}
+    still open (not ended). Through the (provider, instance_id, seq) index: the
+    rows of other machines are never read."""
+    seqs: list[int] = []
+    by_provider: dict[str, list[str]] = {}
+    for provider, instance_id in machines:
+        by_provider.setdefault(provider, []).append(instance_id)
+    for provider, ids in by_provider.items():
+        for start in range(0, len(ids), CHUNK):
+            part = ids[start:start + CHUNK]
+            seqs += [r[0] for r in db.execute(
+                "SELECT MAX(seq) FROM ledger WHERE provider = ? AND instance_id IN"
+                f" ({', '.join('?' for _ in part)}) GROUP BY instance_id", (provider, *part))]
+    open_seqs: list[int] = []
+    for provider in providers:
+        open_seqs += [r[0] for r in db.execute(
+            "SELECT MAX(seq) FROM ledger WHERE provider = ? GROUP BY instance_id", (provider,))]
+    found = _by_seq(db, seqs, "") + _by_seq(db, open_seqs, f" AND state != '{ENDED}'")
+    return {(r.provider, r.instance_id): r for r in map(_row, found)}
+
+
+def _by_seq(db: sqlite3.Connection, seqs: list[int], more: str) -> list[tuple[Any, ...]]:
+    found: list[tuple[Any, ...]] = []
+    for start in range(0, len(seqs), CHUNK):
+        part = seqs[start:start + CHUNK]
+        found += db.execute(f"SELECT {', '.join(_COLUMNS)} FROM ledger WHERE seq IN"
+                            f" ({', '.join('?' for _ in part)}){more}", part).fetchall()
+    return found
 
 
 def _carry(row: Row, latest: dict[tuple[str, str], Row]) -> Row:
