@@ -192,20 +192,23 @@ def _latest(db: sqlite3.Connection, machines: set[tuple[str, str]],
     """The latest row of each of `machines`, and of every machine of `providers`
     still open (not ended). Through the (provider, instance_id, seq) index: the
     rows of other machines are never read."""
-    seqs: list[int] = []
+    seqs: list[int] = []  # latest rows wanted whatever their state
+    open_seqs: list[int] = []  # latest rows wanted only while not ended
     by_provider: dict[str, list[str]] = {}
     for provider, instance_id in machines:
-        by_provider.setdefault(provider, []).append(instance_id)
+        if provider not in providers:
+            by_provider.setdefault(provider, []).append(instance_id)
     for provider, ids in by_provider.items():
         for start in range(0, len(ids), CHUNK):
             part = ids[start:start + CHUNK]
             seqs += [r[0] for r in db.execute(
                 "SELECT MAX(seq) FROM ledger WHERE provider = ? AND instance_id IN"
                 f" ({', '.join('?' for _ in part)}) GROUP BY instance_id", (provider, *part))]
-    open_seqs: list[int] = []
-    for provider in providers:
-        open_seqs += [r[0] for r in db.execute(
-            "SELECT MAX(seq) FROM ledger WHERE provider = ? GROUP BY instance_id", (provider,))]
+    for provider in providers:  # listed whole: one pass over its machines, index only
+        for instance_id, seq in db.execute("SELECT instance_id, MAX(seq) FROM ledger"
+                                           " WHERE provider = ? GROUP BY instance_id",
+                                           (provider,)):
+            (seqs if (provider, instance_id) in machines else open_seqs).append(seq)
     found = _by_seq(db, seqs, "") + _by_seq(db, open_seqs, f" AND state != '{ENDED}'")
     return {(r.provider, r.instance_id): r for r in map(_row, found)}
 

@@ -187,14 +187,14 @@ class Journal:
             try:
                 conn = shared.connection()
                 shared.ensure(schema)
+                changes = conn.total_changes if shared.stamp is not None else -1
                 with conn:
                     yield conn
+                if conn.total_changes != changes:  # a commit may have checkpointed
+                    shared.stamp = _stamp(self.path)
             except (sqlite3.Error, OSError) as exc:
                 shared.drop()  # a damaged file is looked at afresh next time
                 raise self._unusable(exc) from exc
-            finally:
-                if shared.conn is not None:
-                    shared.stamp = _stamp(self.path)
 
     def _unusable(self, exc: BaseException) -> StateError:
         """One clear error for a corrupt, truncated, locked or unwritable journal."""
@@ -263,6 +263,8 @@ class Journal:
         return rows[0] if rows else None
 
     def by_instance(self, provider: str, instance_id: str) -> LaunchRecord | None:
+        if not self.path.exists():
+            return None  # reading never creates the journal
         rows = self._rows("WHERE provider = ? AND instance_id = ?", (provider, instance_id))
         return rows[-1] if rows else None
 
