@@ -247,13 +247,17 @@ def _values(row: Row) -> tuple[Any, ...]:
 
 
 def _row(values: tuple[Any, ...]) -> Row:
-    data = dict(zip(_COLUMNS, values))
-    for column in ("at", "shutdown_at"):
-        data[column] = datetime.fromisoformat(data[column]) if data[column] else None
-    for column in ("price_per_hour", "stopped_price_per_hour"):
-        data[column] = Decimal(data[column]) if data[column] is not None else None
-    data["simulated"] = bool(data["simulated"])
-    return Row(**data)
+    # Positional, in _COLUMNS order: a listing parses a row per machine.
+    (at, provider, instance_id, event, source, state, price, stopped_price, shutdown_at, name,
+     instance_type, region, launch_id, simulated) = values
+    return Row(at=datetime.fromisoformat(at), provider=provider, instance_id=instance_id,
+               event=event, source=source, state=state,
+               price_per_hour=Decimal(price) if price is not None else None,
+               stopped_price_per_hour=Decimal(stopped_price) if stopped_price is not None
+               else None,
+               shutdown_at=datetime.fromisoformat(shutdown_at) if shutdown_at else None,
+               name=name, instance_type=instance_type, region=region, launch_id=launch_id,
+               simulated=bool(simulated))
 
 
 # -- the hooks: one call each from launcher, engine and deadlines -------------------

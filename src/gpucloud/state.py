@@ -36,6 +36,9 @@ CREATE TABLE IF NOT EXISTS launches (
     updated_at    TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS launches_instance ON launches (provider, instance_id);
+-- what every listing asks (unresolved): the few launches never settled, not all
+CREATE INDEX IF NOT EXISTS launches_unresolved ON launches (created_at)
+    WHERE status IN ('intent', 'ambiguous');
 """
 
 

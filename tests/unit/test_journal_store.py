@@ -177,3 +177,19 @@ def test_ledger_lookups_read_through_the_index(traced):
             plan = " | ".join(r[3] for r in db.execute("EXPLAIN QUERY PLAN " + sql))
             assert "SCAN" not in plan, (sql, plan)
     assert ledger.latest([("sandbox", "i-7")])[("sandbox", "i-7")].state == "ended"
+
+
+def test_unresolved_reads_only_the_unsettled_launches(traced):
+    """Every listing asks for them: through a partial index, not every launch."""
+    _, statements = traced
+    journal = Journal(state_db_path())
+    for n in range(5):
+        record(journal, n)
+    journal.record_intent(launch_id="L-open", provider="sandbox", instance_type="t", region="r",
+                          name=None, price_per_hour="1", shutdown_at=None)
+    statements.clear()
+    assert [r.launch_id for r in journal.unresolved()] == ["L-open"]
+    [select] = [s for s in statements if s.startswith("SELECT")]
+    with journal._db() as db:
+        plan = " | ".join(r[3] for r in db.execute("EXPLAIN QUERY PLAN " + select))
+    assert "launches_unresolved" in plan, plan
