@@ -83,11 +83,14 @@ class _Shared:
         self.schemas: set[str] = set()
         self.stamp: tuple[int, ...] | None = None
 
-    def connection(self) -> sqlite3.Connection:
+    def connection(self, create: bool = True) -> sqlite3.Connection | None:
+        """The connection; None when the file does not exist and `create` is false."""
         stamp = _stamp(self.path)
         if self.conn is not None and (stamp is None or stamp != self.stamp):
             self.drop()
         if self.conn is None:
+            if stamp is None and not create:
+                return None
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # Threads of a Client share it, one at a time (self.lock).
             conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
@@ -185,10 +188,21 @@ class Journal:
     def _db(self, schema: tuple[str, ...] = ()) -> Iterator[sqlite3.Connection]:
         """The process's connection to this journal, in a transaction committed on
         success; `schema`: statements another module needs, run once per connection."""
+        with self._session(schema, create=True) as conn:
+            assert conn is not None  # created when missing
+            yield conn
+
+    @contextmanager
+    def _session(self, schema: tuple[str, ...],
+                 create: bool) -> Iterator[sqlite3.Connection | None]:
+        """As _db; None instead when the file is missing and `create` is false."""
         shared = _shared(self.path)
         with shared.lock:
             try:
-                conn = shared.connection()
+                conn = shared.connection(create)
+                if conn is None:
+                    yield None
+                    return
                 shared.ensure(schema)
                 changes = conn.total_changes if shared.stamp is not None else -1
                 with conn:
@@ -249,8 +263,11 @@ class Journal:
         exist (a crash, an interrupt, an ambiguous reply). reconcile settles them."""
         return self._rows("WHERE status IN ('intent', 'ambiguous')", ())
 
-    def _rows(self, where: str, args: tuple[object, ...]) -> list[LaunchRecord]:
-        with self._db() as db:
+    def _rows(self, where: str, args: tuple[object, ...],
+              create: bool = True) -> list[LaunchRecord]:
+        with self._session((), create) as db:
+            if db is None:
+                return []  # reading never creates the journal
             rows = db.execute(
                 "SELECT launch_id, provider, instance_type, region, name, status, instance_id,"
                 f" price_per_hour, shutdown_at, error, created_at FROM launches {where}"
@@ -266,23 +283,22 @@ class Journal:
         return rows[0] if rows else None
 
     def by_instance(self, provider: str, instance_id: str) -> LaunchRecord | None:
-        if not self.path.exists():
-            return None  # reading never creates the journal
-        rows = self._rows("WHERE provider = ? AND instance_id = ?", (provider, instance_id))
+        rows = self._rows("WHERE provider = ? AND instance_id = ?", (provider, instance_id),
+                          create=False)
         return rows[-1] if rows else None
 
     def by_instances(self, provider: str, instance_ids: Iterable[str]) -> dict[str, LaunchRecord]:
         """The latest launch of each of a provider's machines, in one query per
         CHUNK ids (a listing's worth). Reading never creates the journal."""
         ids = list(dict.fromkeys(instance_ids))
-        if not ids or not self.path.exists():
+        if not ids:
             return {}
         found: dict[str, LaunchRecord] = {}
         for start in range(0, len(ids), CHUNK):
             part = ids[start:start + CHUNK]
             marks = ", ".join("?" for _ in part)
             for record in self._rows(f"WHERE provider = ? AND instance_id IN ({marks})",
-                                     (provider, *part)):
+                                     (provider, *part), create=False):
                 found[record.instance_id or ""] = record  # ordered: the latest wins
         return found
 

@@ -96,9 +96,9 @@ def live_count(db: sqlite3.Connection, type_name: str, region: str, now: int,
     """Machines of a type in a region not ended at `now`, read off the index."""
     end, index = (END_BY_TIMER, "instances_live_timer") if native_timer \
         else (END_NO_TIMER, "instances_live")
-    return db.execute(f"SELECT COUNT(*) FROM instances INDEXED BY {index}"
-                      f" WHERE instance_type = ? AND region = ? AND {end} > ?",
-                      (type_name, region, now)).fetchone()[0]
+    return int(db.execute(f"SELECT COUNT(*) FROM instances INDEXED BY {index}"
+                          f" WHERE instance_type = ? AND region = ? AND {end} > ?",
+                          (type_name, region, now)).fetchone()[0])
 
 
 def visible_rows(db: sqlite3.Connection, since: int, native_timer: bool) -> list[sqlite3.Row]:
