@@ -165,26 +165,28 @@ class Ledger:
 def _observed(instance: Instance, last: Row | None, now: datetime) -> Row | None:
     state = state_of(instance.status)
     price = instance.price_per_hour if instance.price_per_hour else None  # 0: did not say
-    meta: dict[str, Any] = dict(
-        provider=instance.provider, instance_id=instance.id, source="list",
-        price_per_hour=price, shutdown_at=instance.shutdown_at, name=instance.name,
-        instance_type=instance.instance_type, region=instance.region,
-        launch_id=instance.launch_id, simulated=instance.simulated)
     if last is None:
         if state in (None, ENDED):
             return None  # never seen running: nothing to bill or close
         # First seen (made elsewhere, or a launch the ledger missed): running
         # since the provider says it was created, the best figure there is.
         since = instance.created_at if state == RUNNING and instance.created_at else now
-        return Row(at=min(since, now), event="first_seen", state=state, **meta)
+        return _listed(instance, price, at=min(since, now), event="first_seen", state=state)
     if last.state == ENDED:
         return None
     changed = (state is not None and state != last.state) \
         or (price is not None and price != last.price_per_hour) \
         or (instance.shutdown_at is not None and instance.shutdown_at != last.shutdown_at)
     if not changed:
-        return None
-    return Row(at=now, event="observed", state=state or last.state, **meta)
+        return None  # most machines of most listings: nothing built
+    return _listed(instance, price, at=now, event="observed", state=state or last.state)
+
+
+def _listed(instance: Instance, price: Decimal | None, **what: Any) -> Row:
+    return Row(provider=instance.provider, instance_id=instance.id, source="list",
+               price_per_hour=price, shutdown_at=instance.shutdown_at, name=instance.name,
+               instance_type=instance.instance_type, region=instance.region,
+               launch_id=instance.launch_id, simulated=instance.simulated, **what)
 
 
 def _latest(db: sqlite3.Connection, machines: set[tuple[str, str]],
