@@ -212,11 +212,20 @@ class Engine:
                     raise result
                 self.ctx.warnings.append(f"{name}: could not list instances ({result})")
                 continue
-            out.extend(self._known_deadline(i) for i in result)
+            out.extend(self._known_deadlines(name, result))
         whole = [n for n, r in zip(names, results) if isinstance(r, list)]
         self.ctx.tolerant("the cost ledger did not record this listing", ledger.observed,
                           self.ctx, out, whole)
         return out
+
+    def _known_deadlines(self, provider: str, instances: list[Instance]) -> list[Instance]:
+        """_known_deadline for a whole listing: one journal query, not one per machine."""
+        ids = [i.id for i in instances if i.shutdown_at is None]
+        records = self.ctx.tolerant("deadlines known only to this journal are not shown",
+                                    self.ctx.journal.by_instances, provider, ids) if ids else {}
+        found = records or {}
+        return [self._with_deadline(i, found[i.id].shutdown_at if i.id in found else None)
+                for i in instances]
 
     def _known_deadline(self, instance: Instance) -> Instance:
         if instance.shutdown_at is not None:
