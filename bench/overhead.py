@@ -171,8 +171,10 @@ def measure(args: argparse.Namespace, base: str, one_id: str) -> int:
         # client's own work apart from waiting on a loaded machine's scheduler.
         wall: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in calls}
         cpu: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in calls}
-        for _ in range(args.runs):
-            for name, pair in calls.items():
+        # One call kind at a time, client and raw alternating: a listing's garbage
+        # (100 parsed machines) must not be collected on the next get's clock.
+        for name, pair in calls.items():
+            for _ in range(args.runs):
                 for side, fn in enumerate(pair):
                     start, start_cpu = time.perf_counter(), time.process_time()
                     fn()

@@ -178,18 +178,67 @@ def _log_waiting(provider: str, request: httpx.Request, after: float) -> None:
              request.url.path, after, extra={"retry": True})
 
 
+class _Watchdog:
+    """One daemon thread for every watched request of the process: a thread
+    started per request costs more than a fast request itself (Thread.start
+    waits for the new thread to be scheduled)."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, Callable[[], None]]] = []
+        self._cancelled: set[int] = set()
+        self._next = 0
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, after: float, callback: Callable[[], None]) -> int:
+        import heapq
+
+        with self._wake:
+            self._next += 1
+            heapq.heappush(self._due, (time.monotonic() + after, self._next, callback))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="gpucloud-watchdog",
+                                                daemon=True)
+                self._thread.start()
+            elif self._due[0][1] == self._next:
+                self._wake.notify()  # the new one is due before the one it waits for
+            return self._next
+
+    def cancel(self, token: int) -> None:
+        with self._wake:
+            self._cancelled.add(token)
+
+    def _run(self) -> None:
+        import heapq
+
+        while True:
+            with self._wake:
+                while self._due and self._due[0][1] in self._cancelled:
+                    self._cancelled.discard(heapq.heappop(self._due)[1])
+                if not self._due:
+                    self._wake.wait()
+                    continue
+                wait = self._due[0][0] - time.monotonic()
+                if wait > 0:
+                    self._wake.wait(wait)
+                    continue
+                _, _, callback = heapq.heappop(self._due)
+            callback()
+
+
+_WATCHDOG = _Watchdog()
+
+
 def watched(provider: str, send: Callable[[httpx.Request], httpx.Response],
             after: float) -> Callable[[httpx.Request], httpx.Response]:
     """`send`, with one waiting line if a request has not answered after `after`
-    seconds (a timer thread, cancelled when it returns)."""
+    seconds (the process's watchdog thread; cancelled when it returns)."""
     def send_watched(request: httpx.Request) -> httpx.Response:
-        timer = threading.Timer(after, _log_waiting, (provider, request, after))
-        timer.daemon = True
-        timer.start()
+        token = _WATCHDOG.watch(after, lambda: _log_waiting(provider, request, after))
         try:
             return send(request)
         finally:
-            timer.cancel()
+            _WATCHDOG.cancel(token)
     return send_watched
 
 
