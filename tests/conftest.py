@@ -49,3 +49,14 @@ def isolated(tmp_path, monkeypatch):
     keyring.set_keyring(memory)
     yield memory
     keyring.set_keyring(previous)
+
+
+@pytest.fixture(autouse=True)
+def fresh_rate_limits():
+    """The request limiter is process-wide (one per provider account): a test's
+    booked slots or 429 pause must not carry over into the next test."""
+    from gpucloud.ratelimit import LIMITERS
+
+    LIMITERS.clear()
+    yield
+    LIMITERS.clear()

@@ -38,6 +38,10 @@ _LAZY = {
     "Connection": "gpucloud.models",
     "ExecResult": "gpucloud.models",
     "JobSpec": "gpucloud.jobspec",
+    "CreateRequest": "gpucloud.batch_models",
+    "BatchItem": "gpucloud.batch_models",
+    "BatchResult": "gpucloud.batch_models",
+    "BatchIncompleteError": "gpucloud.batch_models",
     "ReconcileReport": "gpucloud.reconcile",
     "LaunchIntent": "gpucloud.reconcile",
     "Orphan": "gpucloud.reconcile",
@@ -76,7 +80,8 @@ _LAZY = {
 __all__ = [
     "__version__", "Client", "AsyncClient", "Offer", "Instance", "InstanceStatus",
     "CostEstimate", "CostLine", "Attempt", "Plan", "ReapAction", "ReapReport",
-    "Job", "JobStatus", "Connection", "ExecResult", "JobSpec", "ReconcileReport", "LaunchIntent", "Orphan", "CostReport", "SpendLine",
+    "Job", "JobStatus", "Connection", "ExecResult", "JobSpec", "CreateRequest", "BatchItem",
+    "BatchResult", "BatchIncompleteError", "ReconcileReport", "LaunchIntent", "Orphan", "CostReport", "SpendLine",
     "parse_gpu",
     "GpuCloudError", "ConfigurationError", "CredentialsError", "StateError", "SpecError", "UnknownGPUError",
     "BudgetExceededError", "ConfirmationRequired", "NoOffersError", "APIError",
@@ -88,6 +93,10 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - what type checkers and IDEs see
+    from .batch_models import (
+        BatchIncompleteError as BatchIncompleteError, BatchItem as BatchItem,
+        BatchResult as BatchResult, CreateRequest as CreateRequest,
+    )
     from .client import AsyncClient as AsyncClient, Client as Client
     from .costs import CostReport as CostReport, SpendLine as SpendLine
     from .errors import (

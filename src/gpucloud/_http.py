@@ -11,8 +11,11 @@ Retry policy (the same for sync and async):
   the error surfaces (``APITimeoutError(sent=True)`` or the 5xx) and
   Client.create reconciles by launch id instead, because a duplicate POST is
   a second billed machine.
-* Per-provider minimum intervals (Lambda: launch 1 per 12 s) are kept by
-  waiting before sending, so a batch is paced rather than rejected.
+* Each provider's declared limits (Lambda: launch 1 per 12 s, 1 per second
+  overall) are kept by waiting before sending, so a batch is paced rather
+  than rejected. The limiter is shared by every Session and AsyncSession of
+  one provider account in the process (ratelimit.py): a 429 pauses all of
+  their flows until its Retry-After and lowers the rate for a while.
 
 Nothing here sleeps or sends by itself: ``with_policy`` is a generator, and
 ``run_flow`` / ``arun_flow`` (the only sync/async twins) carry out what it
@@ -40,6 +43,7 @@ import httpx
 from .adapters.base import KIND_EXTENSION, Flow, Sleep
 from .errors import APIResponseValidationError, GpuCloudError
 from .http_errors import retry_after, status_error, transport_error
+from .ratelimit import Limiter, limiter_for
 
 log = logging.getLogger("gpucloud.http")
 # What parsing a malformed reply raises inside an adapter (pydantic's
@@ -64,30 +68,6 @@ class RetryPolicy:
 DEFAULT_POLICY = RetryPolicy()
 
 
-class RateLimiter:
-    """Minimum spacing between requests of a kind, shared by all threads."""
-
-    def __init__(self, min_interval: dict[str, float], clock: Callable[[], float] = time.monotonic):
-        self.min_interval = min_interval
-        self.clock = clock
-        self._next: dict[str, float] = {}
-        self._lock = threading.Lock()
-
-    def reserve(self, kind: str) -> float:
-        """Seconds to wait before sending a request of this kind (and book the slot)."""
-        keys = [k for k in (kind, "*") if k in self.min_interval]
-        if not keys:
-            return 0.0
-        with self._lock:
-            now = self.clock()
-            start = max([now] + [self._next.get(k, now) for k in keys])
-            for k in keys:
-                self._next[k] = start + self.min_interval[k]
-            return start - now
-
-
-
-
 def request_kind(request: httpx.Request) -> str:
     return request.extensions.get(KIND_EXTENSION, "read" if request.method == "GET" else "unsafe")
 
@@ -95,7 +75,7 @@ def request_kind(request: httpx.Request) -> str:
 def with_policy(
     provider: str,
     flow: Flow[T],
-    limiter: RateLimiter,
+    limiter: Limiter,
     policy: RetryPolicy = DEFAULT_POLICY,
 ) -> Flow[T]:
     """Wrap an adapter flow with pacing, retries and error translation.
@@ -131,9 +111,7 @@ def with_policy(
         kind = request_kind(request)
         attempt = 0
         while True:
-            wait = limiter.reserve(kind)
-            if wait > 0:
-                yield Sleep(wait)
+            yield from _paced(limiter, kind)
             started = time.monotonic()
             try:
                 response = yield request
@@ -154,18 +132,36 @@ def with_policy(
             log.debug("%s %s %s -> %s in %.0f ms", provider, request.method, request.url.path,
                       response.status_code, (time.monotonic() - started) * 1000)
             status = response.status_code
+            if status == 429:
+                delay = retry_after(response)
+                # Every flow of the account waits out the pause, not only this one.
+                limiter.throttled(min(policy.backoff(attempt) if delay is None else delay,
+                                      policy.retry_after_max), told=delay is not None)
+            else:
+                limiter.answered()
             retryable = status == 429 or (status >= 500 and kind in ("read", "idempotent"))
             if retryable and attempt < policy.max_retries:
-                delay = retry_after(response) if status == 429 else None
-                if delay is None:
-                    delay = policy.backoff(attempt)
                 _log_retry(provider, attempt, policy,
                            "rate limit (HTTP 429)" if status == 429 else f"HTTP {status}")
-                yield Sleep(min(delay, policy.retry_after_max))
+                if status != 429:  # a 429's wait is the pause, taken by _paced
+                    yield Sleep(policy.backoff(attempt))
                 attempt += 1
                 continue
             value = last = response
             break
+
+
+def _paced(limiter: Limiter, kind: str) -> Generator[Sleep, Any, None]:
+    """Wait for this request's slot. A 429 elsewhere while this flow slept
+    dropped that slot: book a new one, behind the pause."""
+    while True:
+        pauses = limiter.pauses
+        wait = limiter.reserve(kind)
+        if wait <= 0:
+            return
+        yield Sleep(wait)
+        if limiter.pauses == pauses:
+            return
 
 
 def _log_retry(provider: str, attempt: int, policy: RetryPolicy, reason: str) -> None:
@@ -182,18 +178,67 @@ def _log_waiting(provider: str, request: httpx.Request, after: float) -> None:
              request.url.path, after, extra={"retry": True})
 
 
+class _Watchdog:
+    """One daemon thread for every watched request of the process: a thread
+    started per request costs more than a fast request itself (Thread.start
+    waits for the new thread to be scheduled)."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, Callable[[], None]]] = []
+        self._cancelled: set[int] = set()
+        self._next = 0
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, after: float, callback: Callable[[], None]) -> int:
+        import heapq
+
+        with self._wake:
+            self._next += 1
+            heapq.heappush(self._due, (time.monotonic() + after, self._next, callback))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="gpucloud-watchdog",
+                                                daemon=True)
+                self._thread.start()
+            elif self._due[0][1] == self._next:
+                self._wake.notify()  # the new one is due before the one it waits for
+            return self._next
+
+    def cancel(self, token: int) -> None:
+        with self._wake:
+            self._cancelled.add(token)
+
+    def _run(self) -> None:
+        import heapq
+
+        while True:
+            with self._wake:
+                while self._due and self._due[0][1] in self._cancelled:
+                    self._cancelled.discard(heapq.heappop(self._due)[1])
+                if not self._due:
+                    self._wake.wait()
+                    continue
+                wait = self._due[0][0] - time.monotonic()
+                if wait > 0:
+                    self._wake.wait(wait)
+                    continue
+                _, _, callback = heapq.heappop(self._due)
+            callback()
+
+
+_WATCHDOG = _Watchdog()
+
+
 def watched(provider: str, send: Callable[[httpx.Request], httpx.Response],
             after: float) -> Callable[[httpx.Request], httpx.Response]:
     """`send`, with one waiting line if a request has not answered after `after`
-    seconds (a timer thread, cancelled when it returns)."""
+    seconds (the process's watchdog thread; cancelled when it returns)."""
     def send_watched(request: httpx.Request) -> httpx.Response:
-        timer = threading.Timer(after, _log_waiting, (provider, request, after))
-        timer.daemon = True
-        timer.start()
+        token = _WATCHDOG.watch(after, lambda: _log_waiting(provider, request, after))
         try:
             return send(request)
         finally:
-            timer.cancel()
+            _WATCHDOG.cancel(token)
     return send_watched
 
 
@@ -287,7 +332,7 @@ class Session:
         self.notice_after = WAIT_NOTICE_AFTER if notice_after is None else notice_after
         self.policy = policy
         self.sleep = sleep
-        self.limiter = RateLimiter(provider.min_interval)
+        self.limiter = limiter_for(provider)
         self._client = httpx.Client(transport=provider.transport(), auth=provider.auth(),
                                     timeout=timeout, follow_redirects=False)
 
@@ -311,7 +356,7 @@ class AsyncSession:
         self.notice_after = WAIT_NOTICE_AFTER if notice_after is None else notice_after
         self.policy = policy
         self.sleep = sleep
-        self.limiter = RateLimiter(provider.min_interval)
+        self.limiter = limiter_for(provider)
         self._client = httpx.AsyncClient(transport=provider.async_transport(),
                                          auth=provider.auth(), timeout=timeout,
                                          follow_redirects=False)

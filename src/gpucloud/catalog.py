@@ -22,6 +22,7 @@ An instance type's ``regions`` is a list, or "all" for the file's ``regions``
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
@@ -200,8 +201,51 @@ def _read(path: str, text: str) -> ProviderCatalog:
     return parse_catalog(data, path)
 
 
-def load_catalogs(config_dir: Path | None = None) -> dict[str, ProviderCatalog]:
-    """All provider catalogs: bundled files, each replaced whole by a user file."""
+class Catalogs(Mapping[str, ProviderCatalog]):
+    """Every provider's catalog by name. The names come from the file names; a
+    file is read and parsed when its provider is first looked at, so a command
+    about one provider (`list --provider sandbox`) never parses the others'
+    price lists (TOML parsing is most of a catalog's cost)."""
+
+    def __init__(self, files: dict[str, Any]) -> None:
+        self._files = dict(sorted(files.items()))
+        self._loaded: dict[str, ProviderCatalog] = {}
+
+    def __getitem__(self, name: str) -> ProviderCatalog:
+        if name not in self._loaded:
+            self._loaded[name] = _load(name, self._files[name])
+        return self._loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._files)
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._files
+
+    def __repr__(self) -> str:
+        return f"Catalogs({list(self._files)})"
+
+
+def _load(name: str, entry: Any) -> ProviderCatalog:
+    try:
+        text = entry.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigurationError(f"cannot read {entry}: {exc}",
+                                 hint="fix the file, or remove it to use the bundled catalog"
+                                 ) from exc
+    cat = _read(str(entry), text)
+    if cat.name != name:
+        raise ConfigurationError(f"{entry} declares name = {cat.name!r}",
+                                 hint=f"a file named {name}.toml must say name = {name!r}")
+    return cat
+
+
+def load_catalogs(config_dir: Path | None = None) -> Catalogs:
+    """All provider catalogs: bundled files, each replaced whole by a user file
+    (read on first use; a broken file is a ConfigurationError then)."""
     files: dict[str, Any] = {}
     for entry in _bundled_dir().iterdir():
         if entry.name.endswith(".toml"):
@@ -209,17 +253,4 @@ def load_catalogs(config_dir: Path | None = None) -> dict[str, ProviderCatalog]:
     if config_dir is not None and (config_dir / "providers").is_dir():
         for entry in (config_dir / "providers").glob("*.toml"):
             files[entry.stem] = entry
-    out = {}
-    for name, entry in sorted(files.items()):
-        try:
-            text = entry.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigurationError(f"cannot read {entry}: {exc}",
-                                     hint="fix the file, or remove it to use the bundled catalog"
-                                     ) from exc
-        cat = _read(str(entry), text)
-        if cat.name != name:
-            raise ConfigurationError(f"{entry} declares name = {cat.name!r}",
-                                     hint=f"a file named {name}.toml must say name = {name!r}")
-        out[name] = cat
-    return out
+    return Catalogs(files)

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal, Union
@@ -42,7 +43,10 @@ from .safety_client import AsyncSafetyMethods, SafetyMethods
 from .models import (
     Attempt, AuthStatus, CostEstimate, Instance, Offer, Plan, ProviderStatus,
 )
-from .ops import Call, Gather, Op
+from . import batch as batching
+from .batch import DEFAULT_CONCURRENCY
+from .batch_models import BatchItem, BatchResult, CreateRequest
+from .ops import Call, Concurrent, Gather, Op
 
 if TYPE_CHECKING:
     from .adapters.kubernetes._tokens import ServiceAccountToken
@@ -70,7 +74,8 @@ class _Base:
 
     @property
     def last_attempts(self) -> list[Attempt]:
-        """Every offer the last create tried, and how each ended."""
+        """Every offer the last create tried, and how each ended (a batch: those
+        of all its machines, in the order they ended)."""
         return list(self._ctx.last_attempts)
 
     @property
@@ -82,7 +87,8 @@ class _Base:
     @property
     def in_flight(self) -> list[Attempt]:
         """Launches of the last create that were sent but not answered when it
-        stopped (an interrupt): each machine may exist and carries its launch id."""
+        stopped (an interrupt): each machine may exist and carries its launch id.
+        A batch lists every launch in flight across it."""
         return list(self._ctx.in_flight)
 
     def providers(self) -> list[ProviderStatus]:
@@ -110,6 +116,34 @@ class _Base:
         return made
 
 
+    def _many_op(self, gpu: str, count: int, n: int, provider: str | None,
+                 region: str | None, name: str | None, image: str | None,
+                 ssh_key: str | None, disk_gb: int | None, auto_shutdown: Duration | None,
+                 max_cost: Money | None, spot: bool, plan: Plan | None,
+                 until: Deadline | None, requests: Any, concurrency: int,
+                 all_or_nothing: bool, batch: str | None, on_item: Any) -> Op:
+        if requests is None:
+            one = CreateRequest(gpu=gpu, count=count, provider=provider, region=region,
+                                name=name, image=image, ssh_key=ssh_key, disk_gb=disk_gb,
+                                auto_shutdown=auto_shutdown, until=until, spot=spot)
+            wanted = batching.copies(one, n)
+        else:
+            given = [k for k, v in dict(provider=provider, region=region, name=name,
+                                        image=image, ssh_key=ssh_key, disk_gb=disk_gb,
+                                        auto_shutdown=auto_shutdown, until=until,
+                                        plan=plan, spot=spot or None).items()
+                     if v is not None]
+            if given:
+                from .errors import SpecError
+
+                raise SpecError(f"with requests=, give {', '.join(given)} in each request",
+                                hint="each CreateRequest (or dict) carries create's arguments")
+            wanted = batching.requests_of(requests)
+        return (yield from self._engine.create_many(
+            wanted, max_cost=max_cost, plan=plan, concurrency=concurrency,
+            all_or_nothing=all_or_nothing, batch=batch, progress=on_item))
+
+
 class Client(_Base, JobMethods, SafetyMethods, ExecMethods):
     """Synchronous client. Providers are queried in parallel threads."""
 
@@ -121,11 +155,13 @@ class Client(_Base, JobMethods, SafetyMethods, ExecMethods):
                          use_keyring=use_keyring)
         self._sleep = sleep or time.sleep
         self._sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()  # concurrent launches open sessions from threads
 
     def _session(self, name: str) -> Session:
-        if name not in self._sessions:
-            self._sessions[name] = Session(self._ctx.adapter(name), sleep=self._sleep)
-        return self._sessions[name]
+        with self._lock:
+            if name not in self._sessions:
+                self._sessions[name] = Session(self._ctx.adapter(name), sleep=self._sleep)
+            return self._sessions[name]
 
     def _call(self, call: Call) -> Any:
         return self._session(call.provider).run(call.flow)
@@ -146,7 +182,34 @@ class Client(_Base, JobMethods, SafetyMethods, ExecMethods):
                 return list(pool.map(self._capture, item.calls))
         if isinstance(item, Sleep):
             return self._sleep(item.seconds)
+        if isinstance(item, Concurrent):
+            return self._concurrent(item)
         raise TypeError(f"unknown instruction {item!r}")
+
+    def _concurrent(self, item: Concurrent) -> list[Any]:
+        """Each sub-operation in a thread, at most item.limit at once. An interrupt
+        (or a KeyboardInterrupt raised in a worker) cancels the ones not started
+        and propagates at once: those in flight stay listed in ctx.in_flight."""
+        if not item.ops:
+            return []
+
+        def one(op: Op) -> Any:
+            try:
+                return self._run(op)
+            except Exception as exc:  # noqa: BLE001 - handed back to the operation
+                return exc
+
+        pool = ThreadPoolExecutor(max_workers=max(1, min(item.limit, len(item.ops))),
+                                  thread_name_prefix="gpucloud-launch")
+        futures = [pool.submit(one, op) for op in item.ops]
+        try:
+            for future in as_completed(futures):
+                future.result()  # re-raises what one() does not catch (an interrupt)
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
+        return [f.result() for f in futures]
 
     def _run(self, op: Op) -> Any:
         return drive(op, self._perform)
@@ -197,13 +260,23 @@ class Client(_Base, JobMethods, SafetyMethods, ExecMethods):
                     ssh_key: str | None = None, disk_gb: int | None = None,
                     auto_shutdown: Duration | None = None, max_cost: Money | None = None,
                     spot: bool = False, plan: Plan | None = None,
-                    until: Deadline | None = None) -> list[Instance]:
-        """Create `n` machines alike; `max_cost` caps all of them together. A
-        failure part-way raises with `.instances` (those made, still running)."""
-        made: list[Instance] = self._run(self._create_op(
-            gpu, count, provider, region, name, image, ssh_key, disk_gb, auto_shutdown,
-            max_cost, spot, n, plan, until))
-        return made
+                    until: Deadline | None = None, *,
+                    requests: Sequence[CreateRequest | Mapping[str, object]] | None = None,
+                    concurrency: int = DEFAULT_CONCURRENCY, all_or_nothing: bool = False,
+                    batch: str | None = None,
+                    on_item: Callable[[BatchItem], None] | None = None) -> BatchResult:
+        """Create `n` machines alike (names NAME-1..NAME-n), or one per entry of
+        `requests` (CreateRequests or dicts of create's arguments). Every distinct
+        request is planned first and `max_cost` caps the whole batch. At most
+        `concurrency` launches are in flight. Returns a BatchResult (one item per
+        machine: made, or why not); `all_or_nothing=True` terminates what was made
+        when any fails and raises BatchIncompleteError. `batch`: a key that makes
+        the batch resumable: run again with it, only missing machines are made.
+        `on_item` is called as each machine settles (from a worker thread)."""
+        result: BatchResult = self._run(self._many_op(
+            gpu, count, n, provider, region, name, image, ssh_key, disk_gb, auto_shutdown,
+            max_cost, spot, plan, until, requests, concurrency, all_or_nothing, batch, on_item))
+        return result
 
     def list(self, provider: str | None = None) -> list[Instance]:
         """Machines on every provider in scope (one provider's failure is a warning)."""
@@ -294,6 +367,17 @@ class AsyncClient(_Base, AsyncJobMethods, AsyncSafetyMethods, AsyncExecMethods):
                 return_exceptions=True))
         if isinstance(item, Sleep):
             return await (self._sleep or asyncio.sleep)(item.seconds)
+        if isinstance(item, Concurrent):
+            gate = asyncio.Semaphore(max(1, item.limit))
+
+            async def one(op: Op) -> Any:
+                async with gate:
+                    try:
+                        return await self._run(op)
+                    except Exception as exc:  # noqa: BLE001 - handed back to the operation
+                        return exc
+
+            return list(await asyncio.gather(*(one(op) for op in item.ops)))
         raise TypeError(f"unknown instruction {item!r}")
 
     async def _run(self, op: Op) -> Any:
@@ -340,11 +424,16 @@ class AsyncClient(_Base, AsyncJobMethods, AsyncSafetyMethods, AsyncExecMethods):
                           ssh_key: str | None = None, disk_gb: int | None = None,
                           auto_shutdown: Duration | None = None, max_cost: Money | None = None,
                           spot: bool = False, plan: Plan | None = None,
-                          until: Deadline | None = None) -> list[Instance]:
-        made: list[Instance] = await self._run(self._create_op(
-            gpu, count, provider, region, name, image, ssh_key, disk_gb, auto_shutdown,
-            max_cost, spot, n, plan, until))
-        return made
+                          until: Deadline | None = None, *,
+                          requests: Sequence[CreateRequest | Mapping[str, object]] | None = None,
+                          concurrency: int = DEFAULT_CONCURRENCY, all_or_nothing: bool = False,
+                          batch: str | None = None,
+                          on_item: Callable[[BatchItem], None] | None = None) -> BatchResult:
+        """As Client.create_many; launches run as concurrent tasks."""
+        result: BatchResult = await self._run(self._many_op(
+            gpu, count, n, provider, region, name, image, ssh_key, disk_gb, auto_shutdown,
+            max_cost, spot, plan, until, requests, concurrency, all_or_nothing, batch, on_item))
+        return result
 
     async def list(self, provider: str | None = None) -> list[Instance]:
         result: list[Instance] = await self._run(self._engine.list(provider))

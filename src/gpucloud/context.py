@@ -10,12 +10,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from . import config as config_mod
-from .adapters import adapter_class, adapter_names
+from .adapters import adapter_class, adapter_names, has_adapter
 from .adapters.base import Provider
 from .catalog import ProviderCatalog, load_catalogs
 from .credentials import CredentialStore, env_vars, how_to_set
@@ -63,9 +64,8 @@ class ClientContext:
     def __init__(self, providers: list[str] | None, credentials: dict[str, str] | None,
                  on_attempt: Callable[[Attempt], None] | None, use_keyring: bool) -> None:
         self.config = config_mod.load_config()
-        self.catalogs: dict[str, ProviderCatalog] = load_catalogs(config_mod.config_dir())
+        self.catalogs: Mapping[str, ProviderCatalog] = load_catalogs(config_mod.config_dir())
         self.credentials = CredentialStore(credentials, use_keyring=use_keyring)
-        self.known = sorted(set(self.catalogs) | set(adapter_names()))
         for name in providers or ():
             self.check_known(name)
         self.providers = list(providers) if providers else None
@@ -81,14 +81,20 @@ class ClientContext:
         self._adapters: dict[str, Provider] = {}
         self._journal: Journal | None = None
 
-    def check_known(self, name: str) -> None:
-        if name not in self.known:
-            import difflib
+    @cached_property
+    def known(self) -> list[str]:
+        """Every provider with a catalog or an adapter (scans installed entry points)."""
+        return sorted(set(self.catalogs) | set(adapter_names()))
 
-            close = difflib.get_close_matches(name, self.known, n=2)
-            raise SpecError(f"unknown provider {name!r}",
-                            hint=f"did you mean {' or '.join(close)}?" if close
-                            else f"known providers: {', '.join(self.known)}")
+    def check_known(self, name: str) -> None:
+        if name in self.catalogs or has_adapter(name):  # `known` without its scan
+            return
+        import difflib
+
+        close = difflib.get_close_matches(name, self.known, n=2)
+        raise SpecError(f"unknown provider {name!r}",
+                        hint=f"did you mean {' or '.join(close)}?" if close
+                        else f"known providers: {', '.join(self.known)}")
 
     def scope(self, provider: str | None, listing: bool = False, every: bool = False
               ) -> list[str]:
@@ -125,13 +131,13 @@ class ClientContext:
         return self.auth_kind(name) == "none" or self.credential(name) is not None
 
     def has_adapter(self, name: str) -> bool:
-        return adapter_class(name) is not None
+        return has_adapter(name)
 
     def can_call(self, name: str) -> bool:
         return self.has_adapter(name) and self.has_credentials(name)
 
     def missing_credentials(self, names: list[str], *, any_provider: bool = False) -> CredentialsError:
-        with_adapter = [n for n in names if adapter_class(n) is not None and n != "sandbox"]
+        with_adapter = [n for n in names if has_adapter(n) and n != "sandbox"]
         if len(with_adapter) == 1 and not any_provider:
             name = with_adapter[0]
             return CredentialsError(f"no credentials for {name}",
@@ -146,7 +152,7 @@ class ClientContext:
 
     def require_callable(self, name: str) -> None:
         self.check_known(name)
-        if adapter_class(name) is None:
+        if not has_adapter(name):
             raise ConfigurationError(f"{name} has catalog prices only in this version",
                                      hint="its adapter is not available yet")
         if not self.has_credentials(name):
@@ -215,9 +221,9 @@ class ClientContext:
             catalog = self.catalogs.get(name)
             cred = self.credential(name)
             needs_none = self.auth_kind(name) == "none"
-            has_adapter = adapter_class(name) is not None
+            adapter_known = has_adapter(name)
             hint = None
-            if not has_adapter:
+            if not adapter_known:
                 hint = "catalog prices only (adapter not available yet)"
             elif not needs_none and cred is None:
                 hint = how_to_set(name, self.auth_kind(name))

@@ -20,6 +20,7 @@ import logging
 import time
 from typing import Any
 
+from . import batch as batching
 from . import deadlines, ledger, pricing, refs
 from . import jobs as job_ops
 from . import reconcile as reconciling
@@ -169,6 +170,24 @@ class Engine:
             made.append(instance)
         return made
 
+    def create_many(self, requests: list[Any], *, max_cost: Any = None,
+                    plan: Plan | None = None, concurrency: int = batching.DEFAULT_CONCURRENCY,
+                    all_or_nothing: bool = False, batch: str | None = None,
+                    progress: Any = None) -> Op:
+        """A batch (batch.py): plan every distinct request, check the total, launch
+        concurrently; a BatchResult with one item per request."""
+        if plan is not None:  # planned already (the CLI shows it first): copies of one request
+            if plan.instances != len(requests) or len({r.plan_key() for r in requests}) != 1:
+                raise SpecError(f"the plan is for {plan.instances} machine(s), not "
+                                f"{len(requests)} alike",
+                                hint="make the plan with the same n= (CLI: --instances)")
+            plans = [plan] * len(requests)
+        else:
+            plans, _ = yield from batching.plans_for(self, requests, max_cost)
+        return (yield from batching.create_many(
+            self, requests, plans, concurrency=concurrency, all_or_nothing=all_or_nothing,
+            batch=batch, progress=progress))
+
     def _with_deadline(self, instance: Instance, shutdown_at: Any) -> Instance:
         if instance.shutdown_at is None and shutdown_at is not None:
             return instance.model_copy(update={"shutdown_at": shutdown_at})
@@ -193,11 +212,20 @@ class Engine:
                     raise result
                 self.ctx.warnings.append(f"{name}: could not list instances ({result})")
                 continue
-            out.extend(self._known_deadline(i) for i in result)
+            out.extend(self._known_deadlines(name, result))
         whole = [n for n, r in zip(names, results) if isinstance(r, list)]
         self.ctx.tolerant("the cost ledger did not record this listing", ledger.observed,
                           self.ctx, out, whole)
         return out
+
+    def _known_deadlines(self, provider: str, instances: list[Instance]) -> list[Instance]:
+        """_known_deadline for a whole listing: one journal query, not one per machine."""
+        ids = [i.id for i in instances if i.shutdown_at is None]
+        records = self.ctx.tolerant("deadlines known only to this journal are not shown",
+                                    self.ctx.journal.by_instances, provider, ids) if ids else {}
+        found = records or {}
+        return [self._with_deadline(i, found[i.id].shutdown_at if i.id in found else None)
+                for i in instances]
 
     def _known_deadline(self, instance: Instance) -> Instance:
         if instance.shutdown_at is not None:

@@ -15,6 +15,7 @@ convention). Ask for "a100-80gb" to get the larger card.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -122,6 +123,7 @@ def _split(raw: str) -> tuple[str, int | None]:
     return "".join(model), memory
 
 
+@functools.lru_cache(maxsize=1024)  # a listing names the same few GPUs on every row
 def _lookup(raw: str) -> GPU | None:
     if raw in _BY_NAME:
         return _BY_NAME[raw]

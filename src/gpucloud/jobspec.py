@@ -26,7 +26,8 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 class _Spec(BaseModel):
     # hide_input_in_errors: a token pasted where a reference belongs must not
     # be repeated by pydantic's own message either.
-    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True,
+                              defer_build=True)  # built on first use: CLI start-up
 
 
 class SecretRef(_Spec):

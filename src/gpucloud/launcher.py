@@ -38,9 +38,16 @@ RECONCILE_DELAYS = (0.0, 2.0, 5.0)  # seconds before each look for an ambiguous 
 
 
 def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
-           ssh_key: str | None, disk_gb: int | None, job: Any = None) -> Op:
-    attempts: list[Attempt] = []
-    ctx.last_attempts = attempts
+           ssh_key: str | None, disk_gb: int | None, job: Any = None,
+           attempts: list[Attempt] | None = None, slot: tuple[str, int] | None = None) -> Op:
+    """One machine. ``attempts``: this launch's own list (a batch runs many at
+    once on one context, so it passes one per slot); without it the list is
+    also the context's ``last_attempts``. ``slot``: (batch key, slot index),
+    journaled with every intent so a restarted batch finds what it made."""
+    if attempts is None:
+        attempts = []
+        ctx.last_attempts = attempts
+    batch_key, index = slot if slot is not None else (None, None)
     queue = [o for o in (plan.offer, *plan.alternatives) if o.source == "live"]
     if not queue:
         raise _unreachable(ctx, plan.offer)
@@ -56,7 +63,8 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
         ctx.journal.record_intent(
             launch_id=spec.launch_id, provider=offer.provider, instance_type=offer.instance_type,
             region=offer.region, name=spec.name, price_per_hour=str(offer.price_per_hour),
-            shutdown_at=shutdown_at)
+            shutdown_at=shutdown_at, **({} if slot is None else
+                                        {"batch_key": batch_key, "slot": index}))
         # In flight until its outcome is known: an interrupt (Ctrl-C) now
         # leaves a machine that may exist, and the caller must be able to say so.
         launching = _attempt(offer, spec.launch_id, "launching", None)

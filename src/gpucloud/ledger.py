@@ -30,7 +30,7 @@ from decimal import Decimal
 from typing import Any
 
 from .models import Instance, InstanceStatus
-from .state import Journal, utcnow
+from .state import CHUNK, Journal, utcnow
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS ledger (
@@ -108,9 +108,7 @@ class Ledger:
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
         # The journal's connection: one file, and one StateError for a damaged one.
-        with self.journal._db() as db:
-            for statement in SCHEMA:
-                db.execute(statement)
+        with self.journal._db(SCHEMA) as db:
             yield db
 
     def append(self, rows: Iterable[Row]) -> None:
@@ -119,6 +117,7 @@ class Ledger:
         if not rows:
             return
         with self._db() as db:
+            _MEMO.pop(str(self.journal.path), None)
             latest = _latest(db, {(r.provider, r.instance_id) for r in rows})
             db.executemany(
                 f"INSERT INTO ledger ({', '.join(_COLUMNS)}) VALUES "
@@ -145,8 +144,10 @@ class Ledger:
         machines = list(instances)
         complete = set(listed)
         with self._db() as db:
-            latest = _latest(db, {(i.provider, i.id) for i in machines}, complete)
             seen = {(i.provider, i.id) for i in machines}
+            latest = _remembered(self.journal, db, seen, complete)
+            if latest is None:
+                latest = _latest(db, seen, complete)
             rows = []
             for instance in machines:
                 row = _observed(instance, latest.get((instance.provider, instance.id)), now)
@@ -162,46 +163,97 @@ class Ledger:
                 db.executemany(
                     f"INSERT INTO ledger ({', '.join(_COLUMNS)}) VALUES "
                     f"({', '.join('?' for _ in _COLUMNS)})", [_values(r) for r in rows])
+            _remember(self.journal, db, latest, seen, complete)
+
+
+# The latest rows the last listing of this process read or wrote, per journal:
+# a script or `reap --watch` listing every few seconds reads them back only
+# when another connection committed since (SQLite's data_version moves then,
+# and only then; this process's own appends forget the memo). Accessed under
+# the journal's lock.
+_MEMO: dict[str, tuple[int, int, dict[tuple[str, str], Row], set[tuple[str, str]],
+                       frozenset[str]]] = {}
+
+
+def _remembered(journal: Journal, db: sqlite3.Connection, machines: set[tuple[str, str]],
+                providers: set[str]) -> dict[tuple[str, str], Row] | None:
+    memo = _MEMO.get(str(journal.path))
+    if memo is None:
+        return None
+    conn, version, latest, covered, listed = memo
+    if conn != id(db) or not machines <= covered or not providers <= listed \
+            or db.execute("PRAGMA data_version").fetchone()[0] != version:
+        return None
+    return {k: v for k, v in latest.items() if k in machines or k[0] in providers}
+
+
+def _remember(journal: Journal, db: sqlite3.Connection, latest: dict[tuple[str, str], Row],
+              machines: set[tuple[str, str]], providers: set[str]) -> None:
+    version = db.execute("PRAGMA data_version").fetchone()[0]
+    _MEMO[str(journal.path)] = (id(db), version, dict(latest), set(machines),
+                                frozenset(providers))
 
 
 def _observed(instance: Instance, last: Row | None, now: datetime) -> Row | None:
     state = state_of(instance.status)
     price = instance.price_per_hour if instance.price_per_hour else None  # 0: did not say
-    meta: dict[str, Any] = dict(
-        provider=instance.provider, instance_id=instance.id, source="list",
-        price_per_hour=price, shutdown_at=instance.shutdown_at, name=instance.name,
-        instance_type=instance.instance_type, region=instance.region,
-        launch_id=instance.launch_id, simulated=instance.simulated)
     if last is None:
         if state in (None, ENDED):
             return None  # never seen running: nothing to bill or close
         # First seen (made elsewhere, or a launch the ledger missed): running
         # since the provider says it was created, the best figure there is.
         since = instance.created_at if state == RUNNING and instance.created_at else now
-        return Row(at=min(since, now), event="first_seen", state=state, **meta)
+        return _listed(instance, price, at=min(since, now), event="first_seen", state=state)
     if last.state == ENDED:
         return None
     changed = (state is not None and state != last.state) \
         or (price is not None and price != last.price_per_hour) \
         or (instance.shutdown_at is not None and instance.shutdown_at != last.shutdown_at)
     if not changed:
-        return None
-    return Row(at=now, event="observed", state=state or last.state, **meta)
+        return None  # most machines of most listings: nothing built
+    return _listed(instance, price, at=now, event="observed", state=state or last.state)
+
+
+def _listed(instance: Instance, price: Decimal | None, **what: Any) -> Row:
+    return Row(provider=instance.provider, instance_id=instance.id, source="list",
+               price_per_hour=price, shutdown_at=instance.shutdown_at, name=instance.name,
+               instance_type=instance.instance_type, region=instance.region,
+               launch_id=instance.launch_id, simulated=instance.simulated, **what)
 
 
 def _latest(db: sqlite3.Connection, machines: set[tuple[str, str]],
             providers: frozenset[str] | set[str] = frozenset()) -> dict[tuple[str, str], Row]:
     """The latest row of each of `machines`, and of every machine of `providers`
-    still open (not ended)."""
-    if not machines and not providers:
-        return {}
-    found = db.execute(
-        f"SELECT {', '.join(_COLUMNS)} FROM ledger WHERE seq IN"
-        " (SELECT MAX(seq) FROM ledger GROUP BY provider, instance_id)").fetchall()
-    rows = (_row(r) for r in found)
-    return {(r.provider, r.instance_id): r for r in rows
-            if (r.provider, r.instance_id) in machines
-            or (r.provider in providers and r.state != ENDED)}
+    still open (not ended). Through the (provider, instance_id, seq) index: the
+    rows of other machines are never read."""
+    seqs: list[int] = []  # latest rows wanted whatever their state
+    open_seqs: list[int] = []  # latest rows wanted only while not ended
+    by_provider: dict[str, list[str]] = {}
+    for provider, instance_id in machines:
+        if provider not in providers:
+            by_provider.setdefault(provider, []).append(instance_id)
+    for provider, ids in by_provider.items():
+        for start in range(0, len(ids), CHUNK):
+            part = ids[start:start + CHUNK]
+            seqs += [r[0] for r in db.execute(
+                "SELECT MAX(seq) FROM ledger WHERE provider = ? AND instance_id IN"
+                f" ({', '.join('?' for _ in part)}) GROUP BY instance_id", (provider, *part))]
+    for provider in providers:  # listed whole: one pass over its machines, index only
+        for instance_id, seq in db.execute("SELECT instance_id, MAX(seq) FROM ledger"
+                                           " WHERE provider = ? GROUP BY instance_id",
+                                           (provider,)):
+            (seqs if (provider, instance_id) in machines else open_seqs).append(seq)
+    found = _by_seq(db, seqs, "") + _by_seq(db, open_seqs, f" AND state != '{ENDED}'")
+    return {(r.provider, r.instance_id): r for r in map(_row, found)}
+
+
+def _by_seq(db: sqlite3.Connection, seqs: list[int], more: str) -> list[tuple[Any, ...]]:
+    found: list[tuple[Any, ...]] = []
+    for start in range(0, len(seqs), CHUNK):
+        part = seqs[start:start + CHUNK]
+        found += db.execute(f"SELECT {', '.join(_COLUMNS)} FROM ledger WHERE seq IN"
+                            f" ({', '.join('?' for _ in part)}){more}", part).fetchall()
+    return found
 
 
 def _carry(row: Row, latest: dict[tuple[str, str], Row]) -> Row:
@@ -229,13 +281,17 @@ def _values(row: Row) -> tuple[Any, ...]:
 
 
 def _row(values: tuple[Any, ...]) -> Row:
-    data = dict(zip(_COLUMNS, values))
-    for column in ("at", "shutdown_at"):
-        data[column] = datetime.fromisoformat(data[column]) if data[column] else None
-    for column in ("price_per_hour", "stopped_price_per_hour"):
-        data[column] = Decimal(data[column]) if data[column] is not None else None
-    data["simulated"] = bool(data["simulated"])
-    return Row(**data)
+    # Positional, in _COLUMNS order: a listing parses a row per machine.
+    (at, provider, instance_id, event, source, state, price, stopped_price, shutdown_at, name,
+     instance_type, region, launch_id, simulated) = values
+    return Row(at=datetime.fromisoformat(at), provider=provider, instance_id=instance_id,
+               event=event, source=source, state=state,
+               price_per_hour=Decimal(price) if price is not None else None,
+               stopped_price_per_hour=Decimal(stopped_price) if stopped_price is not None
+               else None,
+               shutdown_at=datetime.fromisoformat(shutdown_at) if shutdown_at else None,
+               name=name, instance_type=instance_type, region=region, launch_id=launch_id,
+               simulated=bool(simulated))
 
 
 # -- the hooks: one call each from launcher, engine and deadlines -------------------

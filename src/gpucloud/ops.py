@@ -1,7 +1,7 @@
 """The primitives operations are made of, below the engine, the planner and the
 launcher (so none of them imports another for these): the instructions an
-operation yields (``Call``, ``Gather``; ``Sleep`` from adapters.base), and the
-small pure helpers every operation shares."""
+operation yields (``Call``, ``Gather``, ``Concurrent``; ``Sleep`` from
+adapters.base), and the small pure helpers every operation shares."""
 
 from __future__ import annotations
 
@@ -28,6 +28,17 @@ class Call:
 @dataclass
 class Gather:
     calls: list[Call] = field(default_factory=list)
+
+
+@dataclass
+class Concurrent:
+    """Run sub-operations at once, at most ``limit`` in flight, each driven by the
+    client like a whole operation (a thread of Client, a task of AsyncClient).
+    The answer is their results in order; an exception a sub-operation raised
+    comes back as its value (as in Gather). Sub-operations share the context,
+    so what they record there must be per launch (launcher.py)."""
+    ops: list[Op] = field(default_factory=list)
+    limit: int = 8
 
 
 def new_launch_id(job: bool = False) -> str:
@@ -67,5 +78,5 @@ def split_ref(ref: Any) -> tuple[str, str]:
 
 
 
-__all__ = ["Call", "Gather", "MAX_FALLBACKS", "Op", "Sleep", "check_count", "new_launch_id",
-           "sort_offers", "split_ref"]
+__all__ = ["Call", "Concurrent", "Gather", "MAX_FALLBACKS", "Op", "Sleep", "check_count",
+           "new_launch_id", "sort_offers", "split_ref"]

@@ -32,7 +32,6 @@ from .gpus import parse_gpu
 from .models import CostEstimate, Offer, Plan
 from .state import utcnow
 
-MAX_INSTANCES = 100
 # A max_cost deadline closer than this is no run at all: refused, not planned.
 MIN_RUN_SECONDS = 60
 
@@ -43,8 +42,9 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
     if disk_gb is not None and (isinstance(disk_gb, bool) or not isinstance(disk_gb, int)
                                 or disk_gb < 1):
         raise SpecError(f"disk size must be a positive number of GB, got {disk_gb!r}")
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_INSTANCES:
-        raise SpecError(f"number of machines must be 1 to {MAX_INSTANCES}, got {n!r}",
+    # No upper bound: a batch is paced by the provider's rate limit, not capped here.
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise SpecError(f"number of machines must be at least 1, got {n!r}",
                         hint="--instances is the number of machines; --count the GPUs on each")
     cap = pricing.to_decimal(max_cost, "max cost") if max_cost is not None else None
     if cap is not None and cap <= 0:

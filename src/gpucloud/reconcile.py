@@ -49,7 +49,7 @@ TerminateOrphans = Union[bool, Iterable[str]]
 
 
 class _Report(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # CLI start-up
 
 
 class LaunchIntent(_Report):

@@ -187,7 +187,7 @@ def test_capabilities():
     caps = RunPodProvider.capabilities
     assert (caps.spot, caps.stop_start, caps.custom_disk, caps.needs_ssh_key,
             caps.native_shutdown) == (False, True, True, False, False)
-    assert RunPodProvider.name == "runpod" and RunPodProvider.min_interval == {}
+    assert RunPodProvider.name == "runpod" and RunPodProvider.rate_limits == {}
 
 
 @pytest.mark.parametrize("refusal", ["v2_error_403_insufficientAccess", "v2_error_400_badRequest"])

@@ -1,49 +1,159 @@
-"""`gpucloud --help` must stay close to the bare cost of importing typer."""
+"""Start-up stays cheap: each command imports only what it uses.
+
+Every probe runs the CLI in a fresh interpreter (with an empty GPUCLOUD_HOME,
+no credential variables, and keyring's null backend so no real keyring is
+asked) and reports the modules it loaded.
+"""
 
 import json
+import os
 import subprocess
 import sys
 
+import pytest
+
 HEAVY = ("httpx", "httpcore", "keyring", "pydantic", "gpucloud.adapters", "gpucloud.client",
-         "gpucloud._http", "platformdirs", "sqlite3")
+         "gpucloud._http", "platformdirs", "sqlite3", "rich")
+
+# The adapter modules of the providers that call a real API, and the sandbox's.
+LIVE_ADAPTERS = ("gpucloud.adapters.lambdalabs", "gpucloud.adapters.runpod",
+                 "gpucloud.adapters.vastai", "gpucloud.adapters.verda",
+                 "gpucloud.adapters.kubernetes")
+SANDBOX_ADAPTER = "gpucloud.adapters.sandbox"
+
+# typer (0.2x) converts option values through pydantic TypeAdapters built here;
+# gpucloud.cli.coercion converts its plain options without it.
+TYPER_PYDANTIC_LAYER = "typer._adapters"
+
+# Every api_key / oauth2 provider's credential, so none is looked up in the keyring.
+ALL_ENV_CREDENTIALS = {
+    "GPUCLOUD_LAMBDA_API_KEY": "lambda-test-key", "GPUCLOUD_RUNPOD_API_KEY": "runpod-test-key",
+    "GPUCLOUD_VASTAI_API_KEY": "vast-test-key", "GPUCLOUD_VERDA_CLIENT_ID": "verda-id",
+    "GPUCLOUD_VERDA_CLIENT_SECRET": "verda-secret",
+}
 
 PROBE = """
 import json, sys, io, contextlib
 from gpucloud.cli import app
+code = 0
 with contextlib.redirect_stdout(io.StringIO()) as out:
     try:
         app(ARGS)
-    except SystemExit:
-        pass
-print(json.dumps({"modules": sorted(sys.modules), "help": out.getvalue()}))
+    except SystemExit as exc:
+        code = exc.code
+print(json.dumps({"modules": sorted(sys.modules), "help": out.getvalue(), "code": code}))
 """
 
 
-def loaded(args):
-    code = PROBE.replace("ARGS", repr(args))
+def run(code, extra_env=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCLOUD_")}
+    env.update(GPUCLOUD_HOME=os.environ["GPUCLOUD_HOME"], PYTHONDONTWRITEBYTECODE="1",
+               PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring", **(extra_env or {}))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True)
+                            check=True, env=env)
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def loaded(args, extra_env=None):
+    return run(PROBE.replace("ARGS", repr(args)), extra_env)
+
+
+def imported(modules, names):
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
 
 
 def test_help_imports_nothing_heavy():
     probe = loaded(["--help"])
     assert "Commands" in probe["help"] and "create" in probe["help"]
-    heavy = [m for m in probe["modules"] if m.split(".")[0] in HEAVY or
-             any(m == h or m.startswith(h + ".") for h in HEAVY)]
-    assert heavy == []
+    assert imported(probe["modules"], HEAVY) == []
 
 
 def test_command_help_imports_nothing_heavy():
     probe = loaded(["create", "--help"])
     assert "--max-cost" in probe["help"]
-    # (typer itself loads pydantic to coerce parameters, so it is not checked here)
-    assert not any(m.startswith(("httpx", "keyring", "gpucloud.adapters", "gpucloud.client"))
-                   for m in probe["modules"])
+    assert imported(probe["modules"], ("httpx", "keyring", "gpucloud.adapters",
+                                       "gpucloud.client", "rich", TYPER_PYDANTIC_LAYER)) == []
+
+
+def test_catalog_only_offers_import_no_adapter():
+    probe = loaded(["offers", "--gpu", "h100", "--count", "8"])
+    assert probe["code"] == 0 and "catalog" in probe["help"]
+    assert imported(probe["modules"], LIVE_ADAPTERS + (SANDBOX_ADAPTER,)) == []
+    assert imported(probe["modules"], ("rich", TYPER_PYDANTIC_LAYER)) == []
+    # No credential in the environment: the keyring is asked, so it is loaded.
+    assert "keyring" in probe["modules"]
+
+
+def test_list_of_the_sandbox_imports_only_the_sandbox_adapter():
+    probe = loaded(["list", "--provider", "sandbox", "--json"])
+    assert probe["code"] == 0 and json.loads(probe["help"])["instances"] == []
+    assert SANDBOX_ADAPTER in probe["modules"]
+    assert imported(probe["modules"], LIVE_ADAPTERS) == []
+    # The sandbox needs no credential: the keyring is never loaded.
+    assert imported(probe["modules"], ("keyring", "rich", TYPER_PYDANTIC_LAYER)) == []
+
+
+def test_credentials_from_the_environment_never_load_the_keyring():
+    probe = loaded(["providers", "--json"], ALL_ENV_CREDENTIALS)
+    statuses = {p["name"]: p for p in json.loads(probe["help"])["providers"]}
+    assert statuses["lambda"]["source"] == "env:GPUCLOUD_LAMBDA_API_KEY"
+    assert imported(probe["modules"], ("keyring",)) == []
+    # Whether a provider has an adapter is known without importing it.
+    assert imported(probe["modules"], LIVE_ADAPTERS + (SANDBOX_ADAPTER,)) == []
+
+
+def test_explicit_credentials_never_load_the_keyring():
+    code = """
+import json, sys
+from gpucloud import Client
+client = Client(credentials={"lambda": "k1", "runpod": "k2", "vastai": "k3",
+                             "verda": ("id", "secret")})
+sources = {s.name: s.source for s in client.providers()}
+print(json.dumps({"modules": sorted(sys.modules), "sources": sources,
+                  "problem": client.keyring_problem}))
+"""
+    probe = run(code)
+    assert probe["sources"]["verda"] == "argument" and probe["problem"] is None
+    assert imported(probe["modules"], ("keyring",)) == []
+
+
+def test_a_missing_credential_is_read_from_the_keyring():
+    # Guard against probes that cannot fail: one provider without a credential
+    # in the environment is looked up in the keyring, which is then loaded.
+    partial = {k: v for k, v in ALL_ENV_CREDENTIALS.items() if "LAMBDA" not in k}
+    probe = loaded(["providers", "--json"], partial)
+    assert "keyring" in probe["modules"]
 
 
 def test_probe_would_notice_a_heavy_import():
     # Guard against a probe that cannot fail: importing the client does load httpx.
-    code = "import sys, gpucloud.client; print('httpx' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "True"
+    code = "import sys, json, gpucloud.client; print(json.dumps({'modules': sorted(sys.modules)}))"
+    assert "httpx" in run(code)["modules"]
+
+
+@pytest.mark.parametrize("value", ["8", " 8 ", "+8", "08", "1", "0", "-8", "x", "8.0", "8.5",
+                                   "", "99999999999999999999"])
+def test_plain_conversion_gives_typer_own_results(value):
+    """`--count` (a bounded int) converted by gpucloud.cli.coercion and by typer:
+    the same value, or the same error message."""
+    typer_coercion = pytest.importorskip("typer._coercion")
+    import typer
+    from typer.main import get_command
+
+    from gpucloud.cli import app
+    from gpucloud.cli import coercion
+
+    group = get_command(app)
+    ctx = typer.Context(group)
+    command = group.commands["offers"]
+    [param] = [p for p in command.params if p.name == "count"]
+
+    def outcome(converter):
+        try:
+            return ("value", converter.coerce(value, param=param, ctx=ctx))
+        except Exception as exc:  # noqa: BLE001 - compared, not hidden
+            return ("error", type(exc).__name__, str(exc))
+
+    ours = coercion._Plain(param, int, None)
+    theirs = typer_coercion.build_runtime_param(param.type_descriptor)
+    assert outcome(ours) == outcome(theirs)

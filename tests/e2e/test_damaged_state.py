@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from gpucloud import Client, StateError
 from gpucloud.cli import app
 from gpucloud.config import state_db_path
+from gpucloud.state import release
 
 
 @pytest.fixture(autouse=True)
@@ -25,12 +26,20 @@ def cli(*args: str):
     return CliRunner().invoke(app, list(args))
 
 
+def ended_writer() -> None:
+    # The process that wrote the journal has exited: its connection is closed
+    # and its write-ahead log folded into the file, which is what gets damaged.
+    release()
+
+
 def corrupt() -> None:
+    ended_writer()
     path = state_db_path()
     path.write_bytes(b"this is not a database, it was overwritten by a careless script\n" * 64)
 
 
 def truncate() -> None:
+    ended_writer()
     path = state_db_path()
     size = path.stat().st_size
     with path.open("r+b") as handle:

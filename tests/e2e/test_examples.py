@@ -21,7 +21,8 @@ def run(name):
 
 
 def test_every_example_is_tested():
-    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == ["cheapest_h100.py", "quickstart.py"]
+    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == ["batch_provision.py", "cheapest_h100.py",
+                                                            "quickstart.py"]
 
 
 def test_quickstart():
@@ -51,3 +52,12 @@ def test_examples_leave_nothing_running(name):
     running = [i for i in json.loads(result.stdout)["instances"]
                if i["status"] in ("pending", "running")]
     assert running == []
+
+
+def test_batch_provision():
+    result = run("batch_provision.py")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "6 made, 0 failed" in out and out.count(": created sandbox/") == 6
+    assert "run again with the same key: 6 adopted, 0 created" in out
+    assert "deleted 6 machines" in out

@@ -45,7 +45,7 @@ def live_refs() -> set[str]:
 
 def test_interrupt_during_a_batch_names_made_and_in_flight(monkeypatch):
     interrupt_on(monkeypatch, "POST", "/instances", 3, after=False)
-    result = create("--instances", "3")
+    result = create("--instances", "3", "--concurrency", "1")  # in order: 2 made, 1 in flight
     assert result.exit_code == 130
     made = live_refs()
     assert len(made) == 2
@@ -59,7 +59,7 @@ def test_interrupt_during_a_batch_names_made_and_in_flight(monkeypatch):
 
 def test_interrupt_with_the_answer_lost_reports_json(monkeypatch):
     interrupt_on(monkeypatch, "POST", "/instances", 2, after=True)
-    result = create("--instances", "3", "--json")
+    result = create("--instances", "3", "--json", "--concurrency", "1")
     assert result.exit_code == 130
     doc = json.loads(result.stdout)
     assert doc["error"]["code"] == "interrupted" and doc["error"]["exit_code"] == 130
@@ -94,8 +94,40 @@ def test_sdk_keeps_what_an_interrupted_create_made(monkeypatch):
     interrupt_on(monkeypatch, "POST", "/instances", 2, after=False)
     client = Client()
     with pytest.raises(KeyboardInterrupt):
-        client.create_many(gpu="h100", count=8, n=2, provider="sandbox")
+        client.create_many(gpu="h100", count=8, n=2, provider="sandbox", concurrency=1)
     [made] = client.last_created
     [flight] = client.in_flight
     assert made.ref in live_refs() and flight.launch_id.startswith("gc-")
     assert flight.outcome == "launching"
+
+
+def test_interrupting_a_concurrent_batch_names_every_launch_in_flight(monkeypatch):
+    """Three launches at once: the interrupt arrives while all three are sent and
+    unanswered; each is named, none forgotten because another thread held it."""
+    import threading
+
+    original = SandboxTransport.handle_request
+    release = threading.Event()
+    seen = {"n": 0}
+    lock = threading.Lock()
+
+    def handle(self, request):
+        if request.method == "POST" and request.url.path.endswith("/instances"):
+            with lock:
+                seen["n"] += 1
+                n = seen["n"]
+            if n == 3:
+                raise KeyboardInterrupt
+            release.wait(10)  # still unanswered when the interrupt arrives
+        return original(self, request)
+
+    monkeypatch.setattr(SandboxTransport, "handle_request", handle)
+    client = Client()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            client.create_many(gpu="h100", count=8, n=3, provider="sandbox", concurrency=3)
+        flights = client.in_flight
+    finally:
+        release.set()
+    assert len({f.launch_id for f in flights}) == 3
+    assert all(f.outcome == "launching" for f in flights)

@@ -9,7 +9,7 @@ from typing import assert_type
 
 from gpucloud.jobspec import Resources
 from gpucloud import (
-    APIError, AsyncClient, Attempt, Client, CostEstimate, CostReport, GpuCloudError, Instance,
+    APIError, AsyncClient, Attempt, BatchItem, BatchResult, Client, CreateRequest, CostEstimate, CostReport, GpuCloudError, Instance,
     InsufficientCapacityError, Job, JobSpec, JobStatus, Offer, Plan, ReapReport, SpendLine,
     parse_gpu,
 )
@@ -27,8 +27,12 @@ def sync_usage() -> None:
     assert_type(plan, Plan)
     machine = client.create(gpu="h100", count=8, auto_shutdown=timedelta(hours=4), max_cost=100)
     assert_type(machine, Instance)
-    machines = client.create_many(gpu="h100", count=8, n=3, max_cost=Decimal("500"))
-    assert_type(machines, list[Instance])
+    batch = client.create_many(gpu="h100", count=8, n=3, max_cost=Decimal("500"))
+    assert_type(batch, BatchResult)
+    assert_type(batch.instances, list[Instance])
+    assert_type(batch.failures, list[BatchItem])
+    assert_type(client.create_many(requests=[CreateRequest(gpu="h100"), {"gpu": "a100"}],
+                                   concurrency=4, all_or_nothing=True, batch="b1"), BatchResult)
     assert_type(client.wait(machine, until="running", timeout=600), Instance)
     assert_type(client.get(machine.ref), Instance)
     assert_type(client.list(), list[Instance])
@@ -86,7 +90,7 @@ async def async_usage() -> None:
         machine = await client.create(gpu="h100", count=8, auto_shutdown="1h")
         assert_type(machine, Instance)
         many = await client.create_many(gpu="h100", count=1, n=2)
-        assert_type(many, list[Instance])
+        assert_type(many, BatchResult)
         assert_type(await client.offers(gpu="a100-80gb"), list[Offer])
         assert_type(await client.extend(machine, by=timedelta(hours=1)), Instance)
         assert_type(await client.reap(), ReapReport)

@@ -199,7 +199,7 @@ price = "0.40"
 regions = "all"
 """)
     with pytest.raises(ConfigurationError, match="all") as info:
-        load_catalogs(tmp_path)
+        dict(load_catalogs(tmp_path))  # files are parsed on first use
     assert str(path) in str(info.value)
 
 
@@ -265,7 +265,7 @@ regions = ["us-east-1"]
 def test_invalid_toml_names_the_file(tmp_path):
     path = _write_user(tmp_path, "lambda", "name = \n[[instance_types]\n")
     with pytest.raises(ConfigurationError) as info:
-        load_catalogs(tmp_path)
+        dict(load_catalogs(tmp_path))  # files are parsed on first use
     assert str(path) in str(info.value)
 
 
@@ -273,7 +273,7 @@ def test_missing_field_names_the_file(tmp_path):
     # No api_base.
     path = _write_user(tmp_path, "verda", 'name = "verda"\ndisplay_name = "Verda"\n')
     with pytest.raises(ConfigurationError) as info:
-        load_catalogs(tmp_path)
+        dict(load_catalogs(tmp_path))  # files are parsed on first use
     assert str(path) in str(info.value)
     assert "api_base" in str(info.value)
 
@@ -289,7 +289,7 @@ gpu_count = 1
 price = "cheap"
 """)
     with pytest.raises(ConfigurationError) as info:
-        load_catalogs(tmp_path)
+        dict(load_catalogs(tmp_path))  # files are parsed on first use
     assert str(path) in str(info.value)
 
 
@@ -305,7 +305,7 @@ price = "1e9"
 regions = ["US-TX-3"]
 """)
     with pytest.raises(ConfigurationError) as info:
-        load_catalogs(tmp_path)
+        dict(load_catalogs(tmp_path))  # files are parsed on first use
     assert str(path) in str(info.value)
 
 
@@ -377,3 +377,13 @@ def test_offers_h100_x8_without_credentials_shows_lambda_runpod_and_vastai():
     assert result.exit_code == 0, result.output
     providers = {o["provider"] for o in json.loads(result.stdout)["offers"]}
     assert {"lambda", "runpod", "vastai"} <= providers
+
+
+def test_a_catalog_file_is_parsed_only_when_its_provider_is_used(tmp_path):
+    # A command about one provider never pays for (or trips over) another's file.
+    _write_user(tmp_path, "vastai", "this is not TOML [")
+    catalogs = load_catalogs(tmp_path)
+    assert "vastai" in catalogs and "sandbox" in catalogs
+    assert catalogs["sandbox"].simulated
+    with pytest.raises(ConfigurationError, match="vastai"):
+        catalogs["vastai"]

@@ -3,9 +3,10 @@
 import httpx
 import pytest
 
-from gpucloud._http import RateLimiter, RetryPolicy, run_flow, with_policy
+from gpucloud._http import RetryPolicy, run_flow, with_policy
 from gpucloud.adapters.base import KIND_EXTENSION
 from gpucloud.errors import APITimeoutError
+from gpucloud.ratelimit import Limiter, RateLimit
 
 
 def one_request(kind, method="POST"):
@@ -29,7 +30,9 @@ def drive(flow, outcomes):
         return httpx.Response(outcome[0], headers=outcome[1], request=request) \
             if isinstance(outcome, tuple) else httpx.Response(outcome, request=request)
 
-    wrapped = with_policy("test", flow, RateLimiter({}), RetryPolicy(max_retries=3))
+    # A clock that stands still: a 429's pause is exactly its Retry-After.
+    limiter = Limiter({}, clock=lambda: 100.0)
+    wrapped = with_policy("test", flow, limiter, RetryPolicy(max_retries=3))
     return run_flow(wrapped, send, slept.append), sent, slept
 
 
@@ -64,7 +67,8 @@ def test_reads_retry_5xx_with_bounded_backoff():
 
 def test_rate_limiter_spaces_requests():
     now = [100.0]
-    limiter = RateLimiter({"launch": 12.0, "*": 1.0}, clock=lambda: now[0])
+    limiter = Limiter({"launch": RateLimit.every(12.0), "*": RateLimit(1.0)},
+                      clock=lambda: now[0])
     assert limiter.reserve("launch") == 0
     assert limiter.reserve("launch") == 12.0
     # The second launch was booked at +12 s; any request keeps 1 s from it.

@@ -38,7 +38,12 @@ class Blocking(httpx.BaseTransport, httpx.AsyncBaseTransport):
 
 class Provider:
     name = "lambda"
-    min_interval: dict = {}
+
+    def limits(self):
+        return {}
+
+    def rate_scope(self):
+        return (self.name, "https://example.invalid", "")
 
     def __init__(self, transport):
         self._transport = transport

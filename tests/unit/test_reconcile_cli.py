@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from gpucloud import Client
 from gpucloud.cli import app, instance_cmds, reconcile_cmds
 from gpucloud.config import state_db_path
+from gpucloud.state import release
 from tests.unit._reconcile_support import crashed, create, journaled_as, live, phantom
 
 
@@ -116,6 +117,7 @@ def test_listing_never_creates_a_journal():
 
 def test_a_damaged_journal_is_a_warning_in_list_and_exit_3_in_reconcile():
     create()
+    release()  # the process that wrote it has exited (its write-ahead log folded in)
     state_db_path().write_bytes(b"not a database" * 100)
     listed = cli("list", "--json")
     assert listed.exit_code == 0

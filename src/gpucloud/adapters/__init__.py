@@ -3,11 +3,18 @@
 Third-party adapters register under the ``gpucloud.providers`` entry-point
 group as ``name = "package.module:ProviderClass"``; each needs a catalog file
 (``<config dir>/providers/<name>.toml``) as well.
+
+Whether a provider has an adapter is answered from these names alone; an
+adapter's module (and what it imports) is loaded only when that provider's
+adapter is built (``adapter_class``), so a command touches only the adapters
+in its scope. Installed entry points are scanned only for a name that is not
+built in.
 """
 
 from __future__ import annotations
 
 import importlib
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -24,6 +31,7 @@ BUILTIN: dict[str, str] = {
 }
 
 
+@lru_cache(maxsize=1)  # one scan of the installed distributions per process
 def _entry_points() -> dict[str, str]:
     from importlib.metadata import entry_points
 
@@ -33,6 +41,11 @@ def _entry_points() -> dict[str, str]:
 def adapter_names() -> list[str]:
     """Every provider with an adapter (built in or installed)."""
     return sorted({**_entry_points(), **BUILTIN})
+
+
+def has_adapter(name: str) -> bool:
+    """Whether `name` has an adapter, without importing its module."""
+    return name in BUILTIN or name in _entry_points()
 
 
 def adapter_class(name: str) -> type[Provider] | None:

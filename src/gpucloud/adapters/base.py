@@ -15,7 +15,7 @@ redaction live once, in the driver.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 import httpx
 
 from ..errors import APIError, APIResponseValidationError, APIStatusError
+from ..ratelimit import RateLimit, account_digest
 # The marker for values a request carries that must never be shown (a job's
 # secret env): redaction hides them from logs, --debug and exceptions.
 from ..redaction import SECRETS_EXTENSION
@@ -85,9 +86,11 @@ class Provider:
 
     name: ClassVar[str]
     capabilities: ClassVar[Capabilities] = Capabilities()
-    # Minimum seconds between two requests of a kind, per the provider's
-    # published limits; "*" applies to every request.
-    min_interval: ClassVar[dict[str, float]] = {}
+    # The provider's published request limits per request kind ("*": every
+    # request), as its contract states them; {} where it states none. The
+    # driver paces every flow of one account in the process to them
+    # (ratelimit.py) and slows further when 429s say the real limit is tighter.
+    rate_limits: ClassVar[Mapping[str, RateLimit]] = {}
 
     def __init__(self, catalog: ProviderCatalog, credential: Credential | None = None) -> None:
         self.catalog = catalog
@@ -106,6 +109,15 @@ class Provider:
         from ..credentials import BearerAuth
 
         return BearerAuth(self.credential.secret)
+
+    def limits(self) -> Mapping[str, RateLimit]:
+        """The limits in force: ``rate_limits`` unless configured (the sandbox)."""
+        return self.rate_limits
+
+    def rate_scope(self) -> tuple[str, str, str]:
+        """Who shares one budget: this provider, API base and account (a digest
+        of the credential, never the key itself)."""
+        return (self.name, self.base_url, account_digest(self.credential))
 
     def exec_command(self, instance_id: str, command: str, timeout: float) -> ExecResult:
         """Run `command` through the provider's own exec API (machines whose

@@ -39,6 +39,7 @@ from ..http_errors import status_error
 from ..errors import APIStatusError, ConfigurationError, RateLimitError, SpecError
 from ..gpus import gpu_info, normalize_gpu
 from ..models import Instance, InstanceSpec, InstanceStatus, Offer
+from ..ratelimit import RateLimit
 from . import _lambda_wire as wire
 from ._jobscript import POWER_OFF, secret_values, vm_script
 from ._lambda_wire import image_spec
@@ -58,7 +59,9 @@ class LambdaProvider(Provider):
     name = "lambda"
     capabilities = Capabilities(spot=False, stop_start=False, custom_disk=False,
                                 needs_ssh_key=True, native_shutdown=False)
-    min_interval = {"*": 1.0, "launch": 12.0}
+    # Spec 1.8.3 (CONTRACTS.md "Rate limits"): "generally limited to one request
+    # per second"; launch "one request per 12 seconds, or five requests per minute".
+    rate_limits = {"*": RateLimit(1.0), "launch": RateLimit.every(12.0)}
 
     # -- flows -----------------------------------------------------------------
 

@@ -78,6 +78,11 @@ class RunPodProvider(Provider):
     name = "runpod"
     capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
                                 needs_ssh_key=False, native_shutdown=False)
+    # No static limits: the quota is per user in minute/hour/day windows that
+    # each account's responses state (RateLimit-Policy; the spec's 60/min,
+    # 3000/h, 50000/day are example values), and a 429 carries Retry-After,
+    # which the shared limiter honours (CONTRACTS.md section 2a "Rate limits").
+    rate_limits = {}
 
     # -- flows -----------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import typer
 from typer.core import TyperGroup
 
 from ..errors import EXIT_CODES, GpuCloudError, exit_code_for
+from . import coercion
 from .output import clean
 
 try:  # typer >= 0.29 vendors click
@@ -36,6 +37,16 @@ class HelpGroup(TyperGroup):
                 # typer would print "REF <str>": the metavar already says it all.
                 param.display_type_rich = lambda ctx=None: None
         return cmd
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if cmd is not None:  # the command about to run: no pydantic for plain values
+            coercion.install(cmd, ctx)
+        return name, cmd, rest
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        coercion.install(self, ctx, recurse=False)  # the root's own options
+        return super().parse_args(ctx, args)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         rows = []

@@ -7,9 +7,12 @@ from typing import Any, List, Optional
 
 import typer
 
-from .. import pricing
 from . import output, params
 from .app import app, fail
+# plan_text and _hourly are also used by job_cmds and worker_cmds through this module.
+from .create_text import (
+    _hourly as _hourly, _interrupted as _interrupted, _total, plan_text as plan_text, wait_all,
+)
 
 
 def _interactive() -> bool:
@@ -27,57 +30,6 @@ def _confirm(question: str, yes: bool, as_json: bool, what: str) -> None:
         fail(8, "declined", "declined: nothing was done", None, False)
 
 
-def _unknown(plan: Any) -> str:
-    """Which part of the plan's price is not known, to say next to "unknown"."""
-    return f"price unknown for: {', '.join(plan.estimate.unknown)}"
-
-
-def _hourly(plan: Any) -> str:
-    """The price per machine for the confirmation prompt; never "-" or $0."""
-    if plan.estimate.price_per_hour is None:
-        return f"at an unknown price per hour ({_unknown(plan)})"
-    return f"at {output.usd(plan.estimate.price_per_hour)}/hour each"
-
-
-def plan_text(plan: Any) -> str:
-    o = plan.offer
-    lines = ["Plan:", output.estimate_text(plan.estimate)]
-    per_hour = (f"{output.usd(plan.total_per_hour)}/h" if plan.total_per_hour is not None
-                else f"unknown per hour ({_unknown(plan)})")
-    if plan.instances > 1:
-        lines.append(f"  x {plan.instances} machines = {per_hour}")
-    if plan.total is not None:
-        lines.append(f"  total over the window ({plan.hours_basis.replace('_', '-')}): "
-                     f"{output.usd(plan.total)} USD")
-    elif plan.hours_basis == "per_hour":
-        lines.append(f"  total: {per_hour} until deleted (no --auto-shutdown or --max-cost)")
-    else:
-        lines.append(f"  total over the window: unknown ({_unknown(plan)})")
-    if plan.shutdown_at:
-        left = output.span(plan.shutdown_at - output.utcnow())
-        lines.append(f"  deadline: {output.iso(plan.shutdown_at)} (in {left}); the reaper "
-                     "terminates the machine then (`gpucloud reap`)")
-    else:
-        lines.append("  deadline: none (runs until deleted)")
-    lines.extend(f"  note: {n}" for n in plan.notes)
-    if plan.alternatives:
-        lines.append("Next cheapest:")
-        lines.extend(f"  {a.provider} {a.instance_type} {a.region}  {output.offer_price(a, '/h')}"
-                     for a in plan.alternatives[:3])
-        tried = plan.alternatives[:MAX_SHOWN_FALLBACKS]
-        known = [a.price_per_hour for a in tried if not pricing.unknown_parts(a)]
-        bound = ", ".join(([f"up to {output.usd(max(known))}/h"] if known else [])
-                          + (["some at a price not known"] if len(known) < len(tried) else []))
-        lines.append(f"  if an offer has no capacity, the next is tried (at most "
-                     f"{MAX_SHOWN_FALLBACKS + 1} launches, {bound})")
-    if o.simulated:
-        lines.append("SANDBOX: a simulated cloud; no real GPU is created and nothing is billed.")
-    return "\n".join(lines)
-
-
-MAX_SHOWN_FALLBACKS = 2  # launcher.MAX_ATTEMPTS - 1, without importing the launcher
-
-
 @app.command()
 def create(
     gpu: str = params.GPU,
@@ -85,7 +37,17 @@ def create(
     provider: Optional[str] = params.PROVIDER,
     region: Optional[str] = params.REGION,
     instances: int = typer.Option(1, "--instances", "-n", min=1, metavar="N",
-                                  help="Number of machines, each with COUNT GPUs."),
+                                  help="Number of machines, each with COUNT GPUs (no cap; "
+                                       "launched concurrently)."),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, metavar="N",
+                                    help="Launches in flight at once (the provider's rate "
+                                         "limit paces them too)."),
+    all_or_nothing: bool = typer.Option(
+        False, "--all-or-nothing",
+        help="If any machine cannot be made, terminate those made and exit non-zero."),
+    batch: Optional[str] = typer.Option(
+        None, "--batch", metavar="KEY",
+        help="Name the batch; run again with the same KEY to make only the missing machines."),
     name: Optional[str] = typer.Option(None, "--name", metavar="NAME", help="Machine name."),
     image: Optional[str] = typer.Option(None, "--image", metavar="IMAGE",
                                         help="OS image (VM clouds) or container image."),
@@ -125,7 +87,8 @@ def create(
         else:
             output.err(f"  {attempt.outcome}" + (f": {attempt.error}" if attempt.error else ""))
 
-    client = Client(on_attempt=show_attempt)
+    # A batch reports per machine (batch_cmds), not per launch attempt.
+    client = Client(on_attempt=show_attempt if instances == 1 else None)
     plan = client.plan(gpu=gpu, count=count, provider=provider, region=region, disk_gb=disk_gb,
                        auto_shutdown=auto_shutdown, max_cost=max_cost, spot=spot, n=instances,
                        until=until)
@@ -141,66 +104,35 @@ def create(
             output.out("dry run: nothing was created")
         return
     many = f"{instances} machines" if instances > 1 else "this machine"
-    _confirm(f"Create {many} {_hourly(plan)}?",
+    _confirm(f"Create {many} {_hourly(plan)}{_total(plan)}?",
              yes, json_output, "creating machines")
+    if instances > 1 or batch is not None or all_or_nothing:
+        from .batch_cmds import create_batch
+
+        create_batch(client, plan, dict(gpu=gpu, count=count, name=name, image=image,
+                                         ssh_key=ssh_key, disk_gb=disk_gb, n=instances),
+                      concurrency, all_or_nothing, batch, wait, timeout, json_output)
+        return
     made: list[Any] = []
     try:
-        if instances == 1:
-            made = [client.create(gpu=gpu, count=count, name=name, image=image, ssh_key=ssh_key,
-                                  disk_gb=disk_gb, plan=plan)]
-        else:
-            made = client.create_many(gpu=gpu, count=count, name=name, image=image,
-                                      ssh_key=ssh_key, disk_gb=disk_gb, n=instances, plan=plan)
-        if wait:
-            for index, instance in enumerate(made):
-                if not json_output:
-                    output.err(f"waiting for {instance.ref} to be running "
-                               f"(at most {timeout} s)...")
-                made[index] = client.wait(instance, until="running", timeout=timeout)
+        made = [client.create(gpu=gpu, count=count, name=name, image=image, ssh_key=ssh_key,
+                              disk_gb=disk_gb, plan=plan)]
+        wait_all(client, made, wait, timeout, json_output)
     except GpuCloudError as exc:
         exc.instances = made or client.last_created  # a script must learn what to clean up
         raise
     except KeyboardInterrupt:
         _interrupted(made or client.last_created, client.in_flight, json_output)
     if json_output:
-        output.emit_json({"instance": output.dump(made[0]) if instances == 1 else None,
-                          "instances": [output.dump(i) for i in made],
+        output.emit_json({"instance": output.dump(made[0]), "instances": [output.dump(made[0])],
                           "plan": output.dump(plan),
                           "attempts": [output.dump(a) for a in client.last_attempts],
-                          "warnings": client.warnings})
+                          "warnings": client.warnings, "batch": None, "failures": []})
         return
     for instance in made:
         output.out(f"created {instance.ref} ({instance.status.value})")
         output.out(output.instance_text(instance))
     output.out(f"delete with: gpucloud delete {' '.join(i.ref for i in made)}")
-
-
-def _interrupted(made: list[Any], in_flight: list[Any], as_json: bool) -> None:
-    """Ctrl-C during create: name every machine that exists or may exist."""
-    refs = " ".join(i.ref for i in made)
-    parts = []
-    if made:
-        parts.append(f"{len(made)} machine(s) were created and are running: {refs}")
-    if in_flight:
-        parts.append("launch(es) in flight may have created a machine: " + ", ".join(
-            f"{a.provider} launch id {a.launch_id}" for a in in_flight))
-    if not parts:
-        fail(130, "interrupted", "interrupted: no machine was created", None, as_json)
-    hints = []
-    if made:
-        hints.append(f"delete with: gpucloud delete {refs}")
-    for provider in sorted({a.provider for a in in_flight}):
-        ids = ", ".join(a.launch_id for a in in_flight if a.provider == provider)
-        hints.append(f"look for launch id {ids} in `gpucloud list --provider {provider}`")
-    if not as_json:
-        for instance in made:
-            output.err(f"exists: {instance.ref} (launch id {instance.launch_id or '-'})")
-        for attempt in in_flight:
-            output.err(f"may exist: {attempt.provider} {attempt.instance_type} in "
-                       f"{attempt.region} (launch id {attempt.launch_id})")
-    fail(130, "interrupted", "interrupted: " + "; ".join(parts), "; ".join(hints), as_json,
-         {"instances": [output.dump(i) for i in made],
-          "in_flight": [output.dump(a) for a in in_flight]})
 
 
 @app.command("list")

@@ -28,6 +28,7 @@ from ...gpus import normalize_gpu
 from ...models import (
     Connection, ExecResult, Instance, InstanceSpec, InstanceStatus, Job, JobStatus, Offer,
 )
+from ...ratelimit import RateLimit
 from ...redaction import SECRETS_EXTENSION
 from ..base import Capabilities, Flow, OfferQuery, Provider
 from .knobs import Knobs
@@ -78,6 +79,18 @@ class SandboxProvider(Provider):
 
     def auth(self) -> httpx.Auth | None:
         return None  # nothing to sign: the sandbox needs no account
+
+    def limits(self) -> Mapping[str, RateLimit]:
+        """The cloud's RATE_LIMIT knob, declared as its limit. Burst 1 where the
+        cloud lets one second's worth through: the unused burst absorbs a
+        thread or task sending a little late and then close to the next one,
+        which would otherwise cost a 429."""
+        rate = self.cloud.knobs.rate_limit
+        return {"*": RateLimit(rate)} if rate > 0 else {}
+
+    def rate_scope(self) -> tuple[str, str, str]:
+        # The simulated "account" is the database: two sandboxes, two budgets.
+        return (self.name, str(self.cloud.db_path), "")
 
     def transport(self) -> httpx.BaseTransport:
         return SandboxTransport(self.cloud)

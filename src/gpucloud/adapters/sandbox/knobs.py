@@ -24,6 +24,17 @@ given (the ``[sandbox]`` section of config.toml, lower-case names):
                        machine, before answering: a window in which to kill the
                        client (SIGKILL) between the request and its journal
                        entry, as reconcile's crash test does (0)
+    RATE_LIMIT         requests per second the cloud accepts, 0 = no limit (0):
+                       over it, a 429 with Retry-After (whole seconds until a
+                       token) before the server sees the request; a token
+                       bucket holding one second's worth (at least 1), shared
+                       by every client of the same database in the process.
+                       The sandbox adapter declares the same rate, so a
+                       client paces to it instead of collecting 429s
+    DROP_AFTER_CREATE  probability that POST /v1/instances DOES create the
+                       machine and the connection then drops before the answer
+                       (httpx.RemoteProtocolError, "server disconnected"): an
+                       ambiguous create the launcher resolves by launch id (0)
     JOB_SECONDS        how long a job runs once its machine has booted (5)
     JOB_FAIL           probability that a job's run exits 1 half-way (0)
     JOB_PREEMPT        probability that a job's run is preempted part-way (0);
@@ -33,7 +44,10 @@ given (the ``[sandbox]`` section of config.toml, lower-case names):
 One die is rolled per request subject to failures: r < FAIL_429 is a 429,
 r < FAIL_429 + FAIL_5XX a 503, and (creates only) r < FAIL_429 + FAIL_5XX +
 FAIL_AFTER_CREATE the ambiguous failure. 429s and plain 503s are decided
-before anything is recorded: they never create a machine.
+before anything is recorded: they never create a machine. RATE_LIMIT's
+429s and DROP_AFTER_CREATE's drops happen on the wire (transport.py), apart
+from that die and from FAIL_ON: the drop has its own die (seeded by SEED),
+rolled only for creates the server answered 201.
 """
 
 from __future__ import annotations
@@ -67,6 +81,8 @@ class Knobs:
     job_seconds: float = 5.0
     job_fail: float = 0.0
     job_preempt: float = 0.0
+    rate_limit: float = 0.0
+    drop_after_create: float = 0.0
 
     @classmethod
     def load(cls, config: Mapping[str, Any] | None = None,
@@ -124,7 +140,7 @@ def _convert(name: str, raw: Any, where: str) -> Any:
             value = float(raw)
     except (TypeError, ValueError):
         raise bad("an integer" if name in ("capacity", "seed") else "a number") from None
-    if (name.startswith("fail_") or name in ("job_fail", "job_preempt")) \
+    if (name.startswith("fail_") or name in ("job_fail", "job_preempt", "drop_after_create")) \
             and not 0.0 <= value <= 1.0:
         raise bad("a probability between 0 and 1")
     if name != "seed" and value < 0:

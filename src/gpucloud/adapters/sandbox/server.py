@@ -1,12 +1,10 @@
 """The sandbox: a simulated GPU cloud, served in-process through an httpx transport.
 
 Like a payment API's test mode: no real GPUs, no real money, but a real HTTP
-API whose state lives in SQLite, so ``create`` in one process and ``list`` /
-``delete`` in the next see the same machines. Each request opens its own
-connection (``timeout=30``) and writes take the lock up front
-(``BEGIN IMMEDIATE``), so two processes sharing one file never both take the
-last unit of capacity. Time is read from an injectable ``clock``; states are
-computed from timestamps on every read, so there are no background threads.
+API whose state lives in SQLite (storage.py), so ``create`` in one process
+and ``list`` / ``delete`` in the next see the same machines. Time is read
+from an injectable ``clock``; states are computed from timestamps on every
+read, so there are no background threads.
 
 API (JSON; base ``https://sandbox.gpucloud.invalid``; every response carries
 ``X-Request-Id``; errors are ``{"error": {"code", "message"}}``):
@@ -66,8 +64,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -77,25 +74,11 @@ import httpx
 from .transport import SandboxTransport  # noqa: F401 (re-exported: tests, adapter)
 from ._wire import US, ApiError, fake_ip, iso, json_body, parse_time, validate_create
 from .exec_sim import exec_route
-from .job_sim import JOB_SCHEMA, JobSimulation
+from .job_sim import JobSimulation
 from .knobs import Knobs
+from .storage import Storage, live_count, visible_rows
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS instances (
-    id TEXT PRIMARY KEY, name TEXT NOT NULL, instance_type TEXT NOT NULL,
-    region TEXT NOT NULL, gpu TEXT NOT NULL, gpu_count INTEGER NOT NULL,
-    price TEXT NOT NULL, image TEXT, disk_gb INTEGER, ssh_public_key TEXT,
-    labels TEXT NOT NULL, created_us INTEGER NOT NULL, ready_us INTEGER NOT NULL,
-    shutdown_us INTEGER, deleted_us INTEGER, terminated_us INTEGER,
-    stopped_us INTEGER, stopped_total_us INTEGER NOT NULL DEFAULT 0
-);
-"""
-# Columns added after the first release: databases made before get them on open.
-_ADDED_COLUMNS = {"stopped_us": "INTEGER",
-                  "stopped_total_us": "INTEGER NOT NULL DEFAULT 0"}
-
-
-class SandboxCloud(JobSimulation):
+class SandboxCloud(JobSimulation, Storage):
     """The simulated cloud: ``handle(request) -> response`` over a SQLite file."""
 
     def __init__(self, db_path: str | os.PathLike[str],
@@ -114,41 +97,9 @@ class SandboxCloud(JobSimulation):
         self._lock = threading.Lock()
         # (method, path, status) of recent requests: handy in tests and demos.
         self.log: deque[tuple[str, str, int]] = deque(maxlen=1000)
-        self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        with self._read() as db:
-            db.executescript(_SCHEMA + JOB_SCHEMA)
-            have = {row["name"] for row in db.execute("PRAGMA table_info(instances)")}
-            for column, kind in _ADDED_COLUMNS.items():
-                if column not in have:
-                    db.execute(f"ALTER TABLE instances ADD COLUMN {column} {kind}")
+        self._open_storage()
 
     # -- plumbing -------------------------------------------------------------
-
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
-        db.row_factory = sqlite3.Row
-        return db
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        db = self._connect()
-        try:
-            yield db
-        finally:
-            db.close()
-
-    @contextmanager
-    def _write_lock(self) -> Iterator[sqlite3.Connection]:
-        """A connection holding the write lock (BEGIN IMMEDIATE); commits on success."""
-        db = self._connect()
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            yield db
-            db.execute("COMMIT")
-        finally:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            db.close()
 
     def _now(self) -> int:
         return int(round(self.clock() * US))
@@ -275,9 +226,7 @@ class SandboxCloud(JobSimulation):
     def _capacity_left(self, db: sqlite3.Connection, type_name: str, region: str, now: int) -> int:
         if "all" in self.knobs.exhaust or type_name in self.knobs.exhaust:
             return 0
-        rows = db.execute("SELECT * FROM instances WHERE instance_type = ? AND region = ?",
-                          (type_name, region)).fetchall()
-        used = sum(1 for r in rows if self._ended(r, now) is None)
+        used = live_count(db, type_name, region, now, self.knobs.native_timer)
         return max(0, self.knobs.capacity - used)
 
     def _types(self) -> list[dict[str, Any]]:
@@ -300,7 +249,8 @@ class SandboxCloud(JobSimulation):
             wanted.append((key, value))
         now = self._now()
         with self._read() as db:
-            rows = db.execute("SELECT * FROM instances ORDER BY rowid").fetchall()
+            rows = visible_rows(db, now - int(self.knobs.retain_seconds * US),
+                                self.knobs.native_timer)
         out = []
         for row in rows:
             labels = json.loads(row["labels"])

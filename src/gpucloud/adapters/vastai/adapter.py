@@ -26,13 +26,15 @@ What shapes this adapter:
   machine past its deadline with the per-instance key Vast injects.
 * A job (spec.job) rents the job's image; its onstart runs the job's command
   after the guard and destroys the instance when it ends (_job.py).
-* No Retry-After on 429 and per-endpoint minimum intervals (see min_interval).
+* Per-endpoint minimum intervals (see rate_limits); a 429 rarely carries
+  Retry-After (the search quota's does), so the driver's backoff applies.
 * Paths end in "/" like vast-cli's; the spec omits the slash.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any, ClassVar
 
@@ -53,6 +55,7 @@ from ...errors import (
     SpecError,
 )
 from ...models import Instance, InstanceSpec, InstanceStatus, Offer, UsagePrice
+from ...ratelimit import RateLimit
 from ..base import Capabilities, Flow, OfferQuery, Provider
 from .._name_marker import latest
 from .._jobscript import container_env, secret_values
@@ -100,14 +103,16 @@ class VastProvider(Provider):
     # deadline with the per-instance key Vast injects, following extend.
     capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
                                 needs_ssh_key=False, native_shutdown=False, self_guard=True)
-    # Vast enforces a minimum interval per endpoint and identity. Per request
+    # Vast enforces a minimum interval per endpoint and identity
+    # (vast-ai/docs api-reference/rate-limits-and-errors.mdx). Per request
     # kind, the strictest interval among the endpoints of that kind: reads
     # 2 s (GET instances, show instance), launch 4.5 s (create's 429
     # threshold), idempotent 3 s (DELETE instance; PUT state is 1 s),
-    # unsafe 1 s (POST ssh key). Sources: the spec's 429 examples and
-    # docs/api-reference/rate-limit-endpoint-method-data.mdx.
-    min_interval: ClassVar[dict[str, float]] = {
-        "read": 2.0, "launch": 4.5, "idempotent": 3.0, "unsafe": 1.0}
+    # unsafe 1 s (POST ssh key). Sources: the spec's 429 examples
+    # ("endpoint threshold=...") and docs/api-reference/rate-limit-endpoint-method-data.mdx.
+    rate_limits: ClassVar[Mapping[str, RateLimit]] = {
+        "read": RateLimit.every(2.0), "launch": RateLimit.every(4.5),
+        "idempotent": RateLimit.every(3.0), "unsafe": RateLimit.every(1.0)}
 
     # -- flows -----------------------------------------------------------------
 

@@ -58,6 +58,9 @@ class VerdaProvider(Provider):
     name = "verda"
     capabilities = Capabilities(spot=True, stop_start=False, custom_disk=True,
                                 needs_ssh_key=True, native_shutdown=False)
+    # None documented (CONTRACTS.md section 4, "Rate limits: none documented";
+    # the Go SDK retries 408/429/5xx): only 429s pace it.
+    rate_limits = {}
 
     def __init__(self, catalog: Any, credential: Any = None) -> None:
         super().__init__(catalog, credential)

@@ -1,0 +1,107 @@
+"""Listing again is cheap (issue 10's per-call overhead): the cost ledger
+remembers the rows its last listing read or wrote, and reads them back only
+when another connection committed since; the waiting line of every request
+is kept by one watchdog thread, not a thread per request."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+import httpx
+
+from gpucloud import _http
+from gpucloud.config import state_db_path
+from gpucloud.ledger import Ledger, Row
+from gpucloud.models import Instance, InstanceStatus
+from gpucloud.state import Journal, release
+
+from tests.unit.test_journal_store import traced  # noqa: F401 - a fixture
+
+T = datetime(2027, 1, 15, tzinfo=timezone.utc)
+
+
+def machines(n: int, status: InstanceStatus = InstanceStatus.RUNNING) -> list[Instance]:
+    return [Instance(provider="sandbox", id=f"i-{k}", status=status, created_at=T)
+            for k in range(n)]
+
+
+def ledger_reads(statements: list[str]) -> list[str]:
+    return [s for s in statements if s.startswith("SELECT") and "FROM ledger" in s]
+
+
+def test_a_second_listing_reads_no_ledger_row(traced):  # noqa: F811
+    _, statements = traced
+    book = Ledger(Journal(state_db_path()))
+    book.observe(machines(20), T, ["sandbox"])
+    statements.clear()
+    book.observe(machines(20), T + timedelta(seconds=5), ["sandbox"])
+    assert ledger_reads(statements) == []
+
+
+def test_another_connections_commit_is_read_back(traced):  # noqa: F811
+    _, statements = traced
+    book = Ledger(Journal(state_db_path()))
+    book.observe(machines(3), T, ["sandbox"])
+    # Another process (its own connection) records the machine's stop.
+    other = sqlite3.connect(state_db_path())
+    with other:
+        other.execute("INSERT INTO ledger (at, provider, instance_id, event, source, state,"
+                      " simulated) VALUES (?, 'sandbox', 'i-1', 'stopped', 'power',"
+                      " 'stopped', 1)", ((T + timedelta(seconds=1)).isoformat(),))
+    other.close()
+    statements.clear()
+    book.observe(machines(3), T + timedelta(seconds=2), ["sandbox"])
+    assert ledger_reads(statements), "a commit elsewhere must be read, not assumed away"
+    # Running again after the stop recorded elsewhere: a row says so.
+    rows = [r for r in book.rows() if r.instance_id == "i-1"]
+    assert [r.state for r in rows][-2:] == ["stopped", "running"]
+
+
+def test_this_processs_own_append_forgets_the_memo(traced):  # noqa: F811
+    _, statements = traced
+    book = Ledger(Journal(state_db_path()))
+    book.observe(machines(2), T, ["sandbox"])
+    book.append([Row(at=T + timedelta(seconds=1), provider="sandbox", instance_id="i-0",
+                     event="terminated", source="delete", state="ended")])
+    statements.clear()
+    book.observe(machines(2)[1:], T + timedelta(seconds=2), ["sandbox"])
+    assert ledger_reads(statements)
+    latest = book.latest([("sandbox", "i-0")])[("sandbox", "i-0")]
+    assert latest.state == "ended" and latest.event == "terminated"  # no second end row
+    release()
+
+
+def test_one_watchdog_thread_for_many_requests():
+    before = {t.ident for t in threading.enumerate()}
+
+    def send(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, request=request)
+
+    watched = _http.watched("sandbox", send, after=30.0)
+    for _ in range(50):
+        watched(httpx.Request("GET", "https://example.invalid/x"))
+    new = [t for t in threading.enumerate() if t.ident not in before]
+    assert len(new) <= 1 and all(t.name == "gpucloud-watchdog" for t in new)
+
+
+def test_the_watchdog_still_says_when_a_request_hangs(caplog):
+    gate = threading.Event()
+
+    def send(request: httpx.Request) -> httpx.Response:
+        gate.wait(5)
+        return httpx.Response(200, request=request)
+
+    watched = _http.watched("sandbox", send, after=0.1)
+    with caplog.at_level("INFO", logger="gpucloud.http"):
+        worker = threading.Thread(target=watched,
+                                  args=(httpx.Request("GET", "https://example.invalid/slow"),))
+        worker.start()
+        deadline = time.monotonic() + 5
+        while "waiting for sandbox" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.02)
+        gate.set()
+        worker.join()
+    assert "waiting for sandbox (GET /slow): no answer after 0.1 s" in caplog.text
