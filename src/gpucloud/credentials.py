@@ -1,4 +1,4 @@
-"""Where credentials come from, and the httpx.Auth classes that use them.
+"""Where credentials come from (the httpx.Auth that sends them: bearer_auth.py).
 
 Order: explicit argument, then the environment, then the system keyring
 (service ``gpucloud``, user = provider name). Nothing secret is ever written
@@ -24,11 +24,10 @@ Two kinds of credential:
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from pydantic import SecretStr
 
 from .errors import CredentialsError
@@ -165,18 +164,13 @@ class CredentialStore:
         return Credential(provider, SecretStr(str(pair[1])), source, client_id=str(pair[0]))
 
 
-class BearerAuth(httpx.Auth):
-    """``Authorization: Bearer <key>`` for a long-lived API key."""
+def __getattr__(name: str) -> Any:
+    # BearerAuth lived here; it moved so that this module never imports httpx.
+    if name == "BearerAuth":
+        from .bearer_auth import BearerAuth
 
-    def __init__(self, secret: SecretStr) -> None:
-        self._secret = secret
-
-    def __repr__(self) -> str:
-        return "BearerAuth([secure])"
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers["Authorization"] = f"Bearer {self._secret.get_secret_value()}"
-        yield request
+        return BearerAuth
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # Where to go without a keyring. keyrings.alt's PlaintextKeyring "works" by

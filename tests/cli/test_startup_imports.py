@@ -82,6 +82,13 @@ def test_catalog_only_offers_import_no_adapter():
     assert imported(probe["modules"], ("rich", TYPER_PYDANTIC_LAYER)) == []
     # No credential in the environment: the keyring is asked, so it is loaded.
     assert "keyring" in probe["modules"]
+    # Nothing is sent: neither the HTTP stack nor the batch, job and reconcile
+    # machinery the engine uses for other operations is imported.
+    assert imported(probe["modules"], ("httpx", "httpcore", "gpucloud._http",
+                                       "gpucloud.bearer_auth")) == []
+    assert imported(probe["modules"], ("gpucloud.batch", "gpucloud.jobs", "gpucloud.jobspec",
+                                       "gpucloud.launcher", "gpucloud.reconcile",
+                                       "gpucloud.costs", "gpucloud.deadlines")) == []
 
 
 def test_list_of_the_sandbox_imports_only_the_sandbox_adapter():
@@ -125,9 +132,15 @@ def test_a_missing_credential_is_read_from_the_keyring():
     assert "keyring" in probe["modules"]
 
 
+def test_a_live_call_still_loads_the_http_stack():
+    # Guard for the lazy httpx: a command that sends a request does load it.
+    probe = loaded(["list", "--provider", "sandbox", "--json"])
+    assert "httpx" in probe["modules"] and "gpucloud._http" in probe["modules"]
+
+
 def test_probe_would_notice_a_heavy_import():
-    # Guard against a probe that cannot fail: importing the client does load httpx.
-    code = "import sys, json, gpucloud.client; print(json.dumps({'modules': sorted(sys.modules)}))"
+    # Guard against a probe that cannot fail: the HTTP driver does load httpx.
+    code = "import sys, json, gpucloud._http; print(json.dumps({'modules': sorted(sys.modules)}))"
     assert "httpx" in run(code)["modules"]
 
 
