@@ -43,7 +43,7 @@ import httpx
 from ._drive import adrive, drive  # re-exported: the loop lives where no httpx is needed
 from .adapters.base import KIND_EXTENSION, Flow, Sleep
 from .errors import APIResponseValidationError, GpuCloudError
-from .http_errors import retry_after, status_error, transport_error
+from .http_errors import retry_after, transport_error
 from .ratelimit import Limiter, limiter_for
 
 log = logging.getLogger("gpucloud.http")

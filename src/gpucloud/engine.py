@@ -30,7 +30,7 @@ from .errors import (
 from .batch_models import DEFAULT_CONCURRENCY
 from .gpus import parse_gpu
 from .ops import Call, Gather, Op, check_count, sort_offers, split_ref
-from .models import AuthStatus, CostEstimate, Instance, InstanceStatus, Offer, Plan
+from .models import AuthStatus, Instance, InstanceStatus, Offer, Plan
 
 log = logging.getLogger("gpucloud")
 
