@@ -9,7 +9,11 @@ against its goal (issue 10):
     gpucloud list --provider sandbox        <= 2.5  (an empty sandbox; the issue
                                                      sets no goal, this is offers')
 
-    python bench/cli_startup.py [--runs 15]
+    python bench/cli_startup.py [--runs 15] [--before CHECKOUT]
+
+--before times the same commands from another checkout's src/ (e.g. the
+commit before a change, unpacked with `git archive REV src providers | tar -x
+-C DIR`) inside the same loop, so a before/after comparison shares the noise.
 
 The commands run with an empty GPUCLOUD_HOME and no GPUCLOUD_* credential
 variables, as on a fresh machine; the system keyring is consulted as it would
@@ -38,6 +42,7 @@ CASES = [
     ("gpucloud list --provider sandbox", ["list", "--provider", "sandbox"], 2.5),
 ]
 BASELINE = "python -c 'import typer'"
+BEFORE = " [before]"
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> float:
@@ -59,6 +64,8 @@ def clean_env(home: str) -> dict[str, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--before", metavar="CHECKOUT",
+                        help="also time the commands of this checkout's src/, side by side")
     args = parser.parse_args()
     if args.runs < 10:
         parser.error("--runs must be at least 10")
@@ -73,14 +80,21 @@ def main() -> int:
     prefix = [exe] if exe else [sys.executable, "-m", "gpucloud"]
     commands = {BASELINE: [sys.executable, "-c", "import typer"]}
     commands.update({label: prefix + argv for label, argv, _ in CASES})
+    before_src = None
+    if args.before:
+        before_src = str(Path(args.before, "src").resolve())
+        compileall.compile_dir(before_src, quiet=1)
+        commands.update({label + BEFORE: prefix + argv for label, argv, _ in CASES})
     times: dict[str, list[float]] = {label: [] for label in commands}
     with tempfile.TemporaryDirectory(prefix="gpucloud-bench-") as home:
         env = clean_env(home)
-        for cmd in commands.values():  # warm the OS caches; a failing command stops here
-            timed(cmd, env)
+        envs = {label: ({**env, "PYTHONPATH": before_src} if label.endswith(BEFORE) and before_src
+                        else env) for label in commands}
+        for label, cmd in commands.items():  # warm the OS caches; a failing command stops here
+            timed(cmd, envs[label])
         for _ in range(args.runs):
             for label, cmd in commands.items():
-                times[label].append(timed(cmd, env))
+                times[label].append(timed(cmd, envs[label]))
 
     base = statistics.median(times[BASELINE])
     width = max(len(label) for label in commands)
@@ -95,6 +109,9 @@ def main() -> int:
             over.append(label)
         print(f"{label:<{width}}  {med * 1000:7.1f} ms  ratio {ratio:4.2f} "
               f"(goal <= {goal})  {verdict}")
+        if label + BEFORE in times:
+            med = statistics.median(times[label + BEFORE])
+            print(f"{label + BEFORE:<{width}}  {med * 1000:7.1f} ms  ratio {med / base:4.2f}")
     return 1 if over else 0
 
 

@@ -40,9 +40,10 @@ from typing import Any, TypeVar
 
 import httpx
 
+from ._drive import adrive, drive  # re-exported: the loop lives where no httpx is needed
 from .adapters.base import KIND_EXTENSION, Flow, Sleep
 from .errors import APIResponseValidationError, GpuCloudError
-from .http_errors import retry_after, status_error, transport_error
+from .http_errors import retry_after, transport_error
 from .ratelimit import Limiter, limiter_for
 
 log = logging.getLogger("gpucloud.http")
@@ -255,42 +256,6 @@ def awatched(provider: str, send: Callable[[httpx.Request], Awaitable[httpx.Resp
         finally:
             handle.cancel()
     return send_watched
-
-
-def drive(gen: Generator[Any, Any, T], perform: Callable[[Any], Any],
-          catch: type[BaseException] | tuple[type[BaseException], ...] = Exception) -> T:
-    """Run a generator: carry out each item it yields with `perform`, send the
-    result back, or throw the caught exception in. Flows and the engine's
-    operations are both driven by this loop (and its async twin below)."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            item = gen.throw(error) if error is not None else gen.send(value)
-        except StopIteration as stop:
-            return stop.value
-        value, error = None, None
-        try:
-            value = perform(item)
-        except catch as exc:
-            error = exc
-
-
-async def adrive(gen: Generator[Any, Any, T], perform: Callable[[Any], Awaitable[Any]],
-                 catch: type[BaseException] | tuple[type[BaseException], ...] = Exception) -> T:
-    """The asyncio twin of drive: `perform` is a coroutine function."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            item = gen.throw(error) if error is not None else gen.send(value)
-        except StopIteration as stop:
-            return stop.value
-        value, error = None, None
-        try:
-            value = await perform(item)
-        except catch as exc:
-            error = exc
 
 
 def run_flow(flow: Flow[T], send: Callable[[httpx.Request], httpx.Response],

@@ -37,7 +37,6 @@ from .ops import Call, Concurrent, Gather, Op
 from .planner import plan as make_plan
 from .reconcile import UNRESOLVED
 
-DEFAULT_CONCURRENCY = 8
 Progress = Callable[[BatchItem], None]
 
 

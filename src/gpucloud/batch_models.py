@@ -12,12 +12,18 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from .errors import GpuCloudError
 from .models import Attempt, Instance, Plan
 
+# Machines of one batch in flight at once, unless the caller says otherwise.
+DEFAULT_CONCURRENCY = 8
+
+# defer_build: the schemas are built on first use, so importing the client (for
+# a catalog-only `gpucloud offers`) does not pay for models a batch needs.
+
 
 class CreateRequest(BaseModel):
     """One machine of a batch: the arguments of ``Client.create``. A dict with
     these keys is accepted wherever a CreateRequest is."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     gpu: str = "h100"
     count: int = 8
@@ -57,7 +63,7 @@ class BatchItem(BaseModel):
     all-or-nothing batch stopped launching). ``terminated``: made, then
     terminated because the all-or-nothing batch could not complete."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     index: int
     name: str | None = None
@@ -78,7 +84,7 @@ class BatchItem(BaseModel):
 class BatchResult(BaseModel):
     """One item per request, in request order; ``batch`` is the key that resumes it."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     batch: str
     items: tuple[BatchItem, ...]

@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal, Union
 
-from ._http import AsyncSession, Session, adrive, drive
+from ._drive import adrive, drive
 from .adapters.base import Sleep
 from .context import ClientContext
 from .engine import Engine
@@ -43,12 +43,14 @@ from .safety_client import AsyncSafetyMethods, SafetyMethods
 from .models import (
     Attempt, AuthStatus, CostEstimate, Instance, Offer, Plan, ProviderStatus,
 )
-from . import batch as batching
-from .batch import DEFAULT_CONCURRENCY
-from .batch_models import BatchItem, BatchResult, CreateRequest
+from .batch_models import DEFAULT_CONCURRENCY
 from .ops import Call, Concurrent, Gather, Op
 
+# httpx (the sessions), the batch machinery and the job and reconcile modules are
+# imported where used, so a catalog-only `gpucloud offers` loads none of them.
 if TYPE_CHECKING:
+    from ._http import AsyncSession, Session
+    from .batch_models import BatchItem, BatchResult, CreateRequest
     from .adapters.kubernetes._tokens import ServiceAccountToken
 
 Duration = Union[timedelta, str]
@@ -122,6 +124,9 @@ class _Base:
                  max_cost: Money | None, spot: bool, plan: Plan | None,
                  until: Deadline | None, requests: Any, concurrency: int,
                  all_or_nothing: bool, batch: str | None, on_item: Any) -> Op:
+        from . import batch as batching
+        from .batch_models import CreateRequest  # noqa: F811 - the real class, not a name for types
+
         if requests is None:
             one = CreateRequest(gpu=gpu, count=count, provider=provider, region=region,
                                 name=name, image=image, ssh_key=ssh_key, disk_gb=disk_gb,
@@ -158,6 +163,8 @@ class Client(_Base, JobMethods, SafetyMethods, ExecMethods):
         self._lock = threading.Lock()  # concurrent launches open sessions from threads
 
     def _session(self, name: str) -> Session:
+        from ._http import Session
+
         with self._lock:
             if name not in self._sessions:
                 self._sessions[name] = Session(self._ctx.adapter(name), sleep=self._sleep)
@@ -353,6 +360,8 @@ class AsyncClient(_Base, AsyncJobMethods, AsyncSafetyMethods, AsyncExecMethods):
 
     def _session(self, name: str) -> AsyncSession:
         if name not in self._sessions:
+            from ._http import AsyncSession
+
             self._sessions[name] = AsyncSession(self._ctx.adapter(name), sleep=self._sleep)
         return self._sessions[name]
 

@@ -1,4 +1,4 @@
-"""Where credentials come from, and the httpx.Auth classes that use them.
+"""Where credentials come from (the httpx.Auth that sends them: bearer_auth.py).
 
 Order: explicit argument, then the environment, then the system keyring
 (service ``gpucloud``, user = provider name). Nothing secret is ever written
@@ -24,11 +24,10 @@ Two kinds of credential:
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from pydantic import SecretStr
 
 from .errors import CredentialsError
@@ -77,11 +76,69 @@ def _split_pair(value: str) -> tuple[str, str] | None:
     return (client_id.strip(), secret.strip()) if sep and client_id and secret else None
 
 
+def _keyring() -> Any:
+    """The keyring module, its backend chosen as keyring itself would choose it."""
+    import keyring
+
+    # Only while keyring has chosen nothing: a backend set by the caller (or a
+    # test) stands. Should keyring rename the attribute, keyring chooses alone.
+    if getattr(keyring.core, "_keyring_backend", True) is None:
+        keyring.set_keyring(_detect_backend())
+    return keyring
+
+
+def _detect_backend() -> Any:
+    """keyring's own choice (PYTHON_KEYRING_BACKEND, then keyringrc.cfg, then
+    the viable backend of highest priority), without importing the macOS
+    backend where it cannot be viable: its import looks for the Security
+    framework with ctypes.util.find_library (about 40 ms on Linux, each run),
+    and its priority refuses any system but Darwin before anything else."""
+    import platform
+
+    from keyring import core
+
+    chosen = core.load_env() or core.load_config()
+    if chosen is not None:
+        return chosen
+    if platform.system() == "Darwin":
+        return core._detect_backend()
+    import logging
+    from importlib.metadata import entry_points
+
+    from keyring.backend import KeyringBackend, by_priority
+    from keyring.backends.chainer import ChainerBackend
+
+    for plugin in entry_points(group="keyring.backends"):
+        if plugin.value == "keyring.backends.macOS":
+            continue
+        try:  # as keyring's _load_plugins: a broken plugin is logged and skipped
+            init = plugin.load()
+            if callable(init):
+                init()
+        except Exception:  # noqa: BLE001
+            logging.getLogger("keyring.backend").exception(f"Error initializing plugin {plugin}.")
+    rings = []
+    for cls in KeyringBackend.get_viable_backends():
+        if cls is ChainerBackend:
+            continue
+        try:
+            rings.append(cls())
+        except TypeError:  # as keyring: a backend that needs arguments is no candidate
+            continue
+    # The chainer wins (priority 10) when two backends or more have a priority
+    # above 0; it then chains every backend keyring finds: let keyring build it.
+    if sum(1 for ring in rings if ring.priority > 0) > 1:
+        return core._detect_backend()
+    # Otherwise its priority is below the fail backend's (always viable), so it
+    # is never the choice; `max` keeps keyring's order for ties.
+    return max(rings, key=by_priority)
+
+
 def _keyring_get(provider: str) -> tuple[str | None, str | None]:
     """(stored value, why the keyring could not be read). Never raises: a broken
     keyring must not stop a listing; the caller reports the problem instead."""
     try:
-        import keyring
+        keyring = _keyring()
     except ImportError:  # pragma: no cover - keyring is a dependency
         return None, "the keyring package is not installed"
     try:
@@ -165,18 +222,13 @@ class CredentialStore:
         return Credential(provider, SecretStr(str(pair[1])), source, client_id=str(pair[0]))
 
 
-class BearerAuth(httpx.Auth):
-    """``Authorization: Bearer <key>`` for a long-lived API key."""
+def __getattr__(name: str) -> Any:
+    # BearerAuth lived here; it moved so that this module never imports httpx.
+    if name == "BearerAuth":
+        from .bearer_auth import BearerAuth
 
-    def __init__(self, secret: SecretStr) -> None:
-        self._secret = secret
-
-    def __repr__(self) -> str:
-        return "BearerAuth([secure])"
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers["Authorization"] = f"Bearer {self._secret.get_secret_value()}"
-        yield request
+        return BearerAuth
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # Where to go without a keyring. keyrings.alt's PlaintextKeyring "works" by
@@ -210,8 +262,7 @@ class KeyringBackend:
 
 def keyring_backend() -> KeyringBackend:
     """The active backend; for a chain, the first one (where a new secret goes)."""
-    import keyring
-
+    keyring = _keyring()
     backend: Any = keyring.get_keyring()
     chained = getattr(backend, "backends", None)
     if type(backend).__name__ == "ChainerBackend" and chained:
@@ -225,7 +276,7 @@ def keyring_backend() -> KeyringBackend:
 def store_credential(provider: str, kind: str, value: str) -> KeyringBackend:
     """Keep a verified credential in the system keyring (never in a file of ours);
     returns the backend that holds it."""
-    import keyring
+    keyring = _keyring()
     from keyring.errors import KeyringError
 
     try:
@@ -237,7 +288,7 @@ def store_credential(provider: str, kind: str, value: str) -> KeyringBackend:
 
 def delete_credential(provider: str, kind: str = "api_key") -> bool:
     """Remove a stored credential; False when there was none."""
-    import keyring
+    keyring = _keyring()
     from keyring.errors import KeyringError, PasswordDeleteError
 
     try:

@@ -20,23 +20,23 @@ import logging
 import time
 from typing import Any
 
-from . import batch as batching
-from . import deadlines, ledger, pricing, refs
-from . import jobs as job_ops
-from . import reconcile as reconciling
+from . import pricing, refs
 from .adapters.base import OfferQuery, Provider, Sleep
 from .credentials import how_to_set
 from .errors import (
     AuthenticationError, GpuCloudError, InstanceFailedError, NoOffersError, NotFoundError,
     PermissionDeniedError, SpecError, WaitTimeoutError, option,
 )
+from .batch_models import DEFAULT_CONCURRENCY
 from .gpus import parse_gpu
-from .launcher import launch
 from .ops import Call, Gather, Op, check_count, sort_offers, split_ref
-from .planner import plan as make_plan
-from .models import AuthStatus, CostEstimate, Instance, InstanceStatus, Offer, Plan
+from .models import AuthStatus, Instance, InstanceStatus, Offer, Plan
 
 log = logging.getLogger("gpucloud")
+
+# The planner, launcher, batch, ledger, deadline, reconcile and job modules are
+# imported by the operations that use them: a catalog-only `gpucloud offers`
+# imports the client, and must not pay for them.
 
 
 class Engine:
@@ -140,6 +140,8 @@ class Engine:
     def plan(self, gpu: str, count: int, provider: str | None = None, region: str | None = None,
              disk_gb: int | None = None, auto_shutdown: Any = None, max_cost: Any = None,
              spot: bool = False, n: int = 1, *, until: Any = None) -> Op:
+        from .planner import plan as make_plan
+
         return (yield from make_plan(self, gpu, count, provider, region, disk_gb, auto_shutdown,
                                      max_cost, spot, n, until))
 
@@ -153,6 +155,8 @@ class Engine:
     def create(self, plan: Plan, *, name: str | None = None, image: str | None = None,
                ssh_key: str | None = None, disk_gb: int | None = None) -> Op:
         """plan.instances machines; a failure part-way raises with `.instances` (those made)."""
+        from .launcher import launch
+
         made: list[Instance] = []
         self.ctx.created, self.ctx.in_flight = made, []
         for index in range(plan.instances):
@@ -171,11 +175,13 @@ class Engine:
         return made
 
     def create_many(self, requests: list[Any], *, max_cost: Any = None,
-                    plan: Plan | None = None, concurrency: int = batching.DEFAULT_CONCURRENCY,
+                    plan: Plan | None = None, concurrency: int = DEFAULT_CONCURRENCY,
                     all_or_nothing: bool = False, batch: str | None = None,
                     progress: Any = None) -> Op:
         """A batch (batch.py): plan every distinct request, check the total, launch
         concurrently; a BatchResult with one item per request."""
+        from . import batch as batching
+
         if plan is not None:  # planned already (the CLI shows it first): copies of one request
             if plan.instances != len(requests) or len({r.plan_key() for r in requests}) != 1:
                 raise SpecError(f"the plan is for {plan.instances} machine(s), not "
@@ -214,6 +220,8 @@ class Engine:
                 continue
             out.extend(self._known_deadlines(name, result))
         whole = [n for n, r in zip(names, results) if isinstance(r, list)]
+        from . import ledger
+
         self.ctx.tolerant("the cost ledger did not record this listing", ledger.observed,
                           self.ctx, out, whole)
         return out
@@ -252,40 +260,62 @@ class Engine:
         yield Call(provider, self.ctx.adapter(provider).delete(ident))
         self.ctx.tolerant(f"{provider}/{ident} was deleted but the journal could not record it",
                           self.ctx.journal.mark_deleted, provider, ident)
+        from . import ledger
+
         self.ctx.tolerant(f"{provider}/{ident}: its end is not in the cost ledger",
                           ledger.ended, self.ctx, provider, ident, "delete")
 
     def extend(self, ref: Any, by: Any = None, until: Any = None) -> Op:
+        from . import deadlines
+
         return (yield from deadlines.extend(self, ref, by, until))
 
     def reap(self, dry_run: bool = False, provider: str | None = None) -> Op:
+        from . import deadlines
+
         return (yield from deadlines.reap(self, dry_run, provider))
 
     def reconcile(self, terminate_orphans: Any = False, provider: str | None = None) -> Op:
+        from . import reconcile as reconciling
+
         return (yield from reconciling.reconcile(self, terminate_orphans, provider))
 
     # -- jobs (jobs.py) -----------------------------------------------------------
 
     def plan_job(self, spec: Any, provider: str | None = None, region: str | None = None) -> Op:
+        from . import jobs as job_ops
+
         return (yield from job_ops.plan(self, spec, provider, region))
 
     def submit(self, spec: Any, provider: str | None = None, region: str | None = None,
                plan: Plan | None = None) -> Op:
+        from . import jobs as job_ops
+
         return (yield from job_ops.submit(self, spec, provider, region, plan))
 
     def jobs(self, provider: str | None = None) -> Op:
+        from . import jobs as job_ops
+
         return (yield from job_ops.jobs(self, provider))
 
     def job(self, ref: Any) -> Op:
+        from . import jobs as job_ops
+
         return (yield from job_ops.job(self, ref))
 
     def cancel(self, ref: Any) -> Op:
+        from . import jobs as job_ops
+
         return (yield from job_ops.cancel(self, ref))
 
     def job_logs(self, ref: Any, tail: int | None = None) -> Op:
+        from . import jobs as job_ops
+
         return (yield from job_ops.logs(self, ref, tail))
 
     def warn_unresolved(self) -> None:
+        from . import reconcile as reconciling
+
         reconciling.warn_unresolved(self.ctx)
 
     # -- credentials ------------------------------------------------------------
@@ -331,6 +361,8 @@ class Engine:
             raise SpecError(f"{provider} cannot stop and start machines through its API",
                             hint=f"`gpucloud delete {provider}/{ident}` ends it (and its billing)")
         instance = yield Call(provider, getattr(adapter, action)(ident))
+        from . import ledger
+
         self.ctx.tolerant(f"{provider}/{ident}: the {action} is not in the cost ledger",
                           ledger.powered, self.ctx, instance, action)
         return self._known_deadline(instance)

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import email.utils
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:  # loaded by the driver that hands these functions a request
+    import httpx
 
 from .errors import (
     APIConnectionError,
@@ -73,6 +74,8 @@ def status_error(
 
 
 def transport_error(provider: str, request: httpx.Request, exc: Exception) -> APIConnectionError:
+    import httpx
+
     sent = not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
     where = f"{request.method} {request.url.host}{request.url.path}"
     if isinstance(exc, httpx.TimeoutException):

@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Iterator
 from os import PathLike
 from typing import TYPE_CHECKING, Any, Literal, Union, overload
 
-from .jobs import ENDED, new_lines
 
 if TYPE_CHECKING:
     from .jobspec import JobSpec
@@ -77,6 +76,8 @@ class JobMethods:
         return self._follow(ref, tail)
 
     def _follow(self, ref: JobRef, tail: int | None) -> Iterator[str]:
+        from .jobs import ENDED, new_lines  # not at import: the client loads without jobs
+
         seen, first = 0, True
         while True:
             # The whole output each time (a tail's window would hide what is new).
@@ -130,6 +131,8 @@ class AsyncJobMethods:
     async def follow_logs(self, ref: JobRef, tail: int | None = None) -> AsyncIterator[str]:
         """Lines as they come, until the job ends (``logs(follow=True)`` of Client)."""
         import asyncio
+
+        from .jobs import ENDED, new_lines
 
         seen, first = 0, True
         while True:

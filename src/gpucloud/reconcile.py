@@ -33,7 +33,6 @@ from pydantic import BaseModel, ConfigDict
 
 from .deadlines import ENDED
 from .errors import GpuCloudError, NotFoundError
-from .launcher import RECONCILE_DELAYS
 from .models import Instance
 from .ops import Call, Gather, Op
 from .state import LaunchRecord, utcnow

@@ -12,10 +12,11 @@ has each of them replaced, also inside base64 (cloud-init user data)."""
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
+if TYPE_CHECKING:  # httpx is loaded when a request is redacted, not at import
+    import httpx
 
 # Header, query and body field names whose values are credentials.
 _SECRET_HEADER = re.compile(r"auth|token|secret|key|cookie|password|signature|session", re.I)
@@ -50,6 +51,8 @@ def redact_request(request: object) -> httpx.Request | None:
     None for anything else (what cannot be cleaned is not kept)."""
     if request is None:
         return None
+    import httpx
+
     if not isinstance(request, httpx.Request):
         return None
     extensions = dict(request.extensions)

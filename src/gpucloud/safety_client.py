@@ -8,10 +8,13 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any, Literal, Union
 
-from . import costs
-from .costs import CostReport
+from typing import TYPE_CHECKING
+
 from .models import Instance, ReapReport
-from .reconcile import ReconcileReport
+
+if TYPE_CHECKING:  # costs and reconcile are imported by the methods that use them
+    from .costs import CostReport
+    from .reconcile import ReconcileReport
 
 Duration = Union[timedelta, str]
 Ref = Union[Instance, str]
@@ -50,6 +53,8 @@ class SafetyMethods:
     def costs(self, month: str | None = None, by: CostsBy = "instance") -> CostReport:
         """A month's spend from the cost ledger (default: this month, UTC, "2026-11"):
         spent so far, and projected for machines still running; unknown prices are None."""
+        from . import costs
+
         result: CostReport = self._run(costs.report(self._engine, month, by))
         return result
 
@@ -76,5 +81,7 @@ class AsyncSafetyMethods:
         return result
 
     async def costs(self, month: str | None = None, by: CostsBy = "instance") -> CostReport:
+        from . import costs
+
         result: CostReport = await self._run(costs.report(self._engine, month, by))
         return result

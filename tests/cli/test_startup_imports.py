@@ -48,7 +48,9 @@ print(json.dumps({"modules": sorted(sys.modules), "help": out.getvalue(), "code"
 def run(code, extra_env=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCLOUD_")}
     env.update(GPUCLOUD_HOME=os.environ["GPUCLOUD_HOME"], PYTHONDONTWRITEBYTECODE="1",
-               PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring", **(extra_env or {}))
+               PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring")
+    env.update(extra_env or {})
+    env = {k: v for k, v in env.items() if v is not None}  # None: the variable is unset
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, env=env)
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -82,6 +84,26 @@ def test_catalog_only_offers_import_no_adapter():
     assert imported(probe["modules"], ("rich", TYPER_PYDANTIC_LAYER)) == []
     # No credential in the environment: the keyring is asked, so it is loaded.
     assert "keyring" in probe["modules"]
+    # Nothing is sent: neither the HTTP stack nor the batch, job and reconcile
+    # machinery the engine uses for other operations is imported.
+    assert imported(probe["modules"], ("httpx", "httpcore", "gpucloud._http",
+                                       "gpucloud.bearer_auth")) == []
+    assert imported(probe["modules"], ("gpucloud.batch", "gpucloud.jobs", "gpucloud.jobspec",
+                                       "gpucloud.launcher", "gpucloud.reconcile",
+                                       "gpucloud.costs", "gpucloud.deadlines")) == []
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="the macOS backend is the one used there")
+def test_keyring_detection_skips_the_macos_backend_off_macos(tmp_path):
+    # keyring detects its backend here (no PYTHON_KEYRING_BACKEND, no config
+    # file); D-Bus points nowhere, so no real keyring daemon is asked.
+    probe = loaded(["offers", "--gpu", "h100", "--count", "8"], {
+        "PYTHON_KEYRING_BACKEND": None, "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path), "XDG_RUNTIME_DIR": str(tmp_path),
+        "DBUS_SESSION_BUS_ADDRESS": f"unix:path={tmp_path}/no-bus"})
+    assert probe["code"] == 0 and "keyring" in probe["modules"]
+    assert "keyring.backends.SecretService" in probe["modules"]  # detection did run
+    assert imported(probe["modules"], ("keyring.backends.macOS",)) == []
 
 
 def test_list_of_the_sandbox_imports_only_the_sandbox_adapter():
@@ -125,9 +147,15 @@ def test_a_missing_credential_is_read_from_the_keyring():
     assert "keyring" in probe["modules"]
 
 
+def test_a_live_call_still_loads_the_http_stack():
+    # Guard for the lazy httpx: a command that sends a request does load it.
+    probe = loaded(["list", "--provider", "sandbox", "--json"])
+    assert "httpx" in probe["modules"] and "gpucloud._http" in probe["modules"]
+
+
 def test_probe_would_notice_a_heavy_import():
-    # Guard against a probe that cannot fail: importing the client does load httpx.
-    code = "import sys, json, gpucloud.client; print(json.dumps({'modules': sorted(sys.modules)}))"
+    # Guard against a probe that cannot fail: the HTTP driver does load httpx.
+    code = "import sys, json, gpucloud._http; print(json.dumps({'modules': sorted(sys.modules)}))"
     assert "httpx" in run(code)["modules"]
 
 

@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
-import httpx
-
 from ..errors import APIError, APIResponseValidationError, APIStatusError
 from ..ratelimit import RateLimit, account_digest
 # The marker for values a request carries that must never be shown (a job's
@@ -29,6 +27,8 @@ from ..ratelimit import RateLimit, account_digest
 from ..redaction import SECRETS_EXTENSION
 
 if TYPE_CHECKING:
+    import httpx  # loaded when a request is built (request()), not at import
+
     from ..catalog import ProviderCatalog
     from ..credentials import Credential
     from ..models import ExecResult, Instance, InstanceSpec, Job, Offer
@@ -106,7 +106,7 @@ class Provider:
         """The httpx.Auth that signs this provider's requests."""
         if self.credential is None:
             return None
-        from ..credentials import BearerAuth
+        from ..bearer_auth import BearerAuth
 
         return BearerAuth(self.credential.secret)
 
@@ -147,6 +147,8 @@ class Provider:
         kind: RequestKind | None = None,
         secrets: Sequence[str] = (),
     ) -> httpx.Request:
+        import httpx
+
         if kind is None:
             kind = "read" if method in ("GET", "HEAD") else (
                 "idempotent" if method in ("PUT", "DELETE") else "unsafe")
