@@ -19,46 +19,39 @@ Argument types, the same in every method:
 
 Jobs (submit, jobs, job, cancel, logs) are in ``job_client.py``; deadlines,
 reconcile and costs (extend, reap, reconcile, costs) in ``safety_client.py``;
-exec in ``exec_client.py``.
+exec in ``exec_client.py``; batches (create_many) in ``batch_client.py``.
 """
 
 from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from datetime import datetime, timedelta
-from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Literal, Union
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from ._drive import adrive, drive
 from .adapters.base import Sleep
 from .context import ClientContext
 from .engine import Engine
+from .batch_client import AsyncBatchMethods, BatchMethods
 from .exec_client import AsyncExecMethods, ExecMethods
 from .job_client import AsyncJobMethods, JobMethods
 from .safety_client import AsyncSafetyMethods, SafetyMethods
 from .models import (
     Attempt, AuthStatus, CostEstimate, Instance, Offer, Plan, ProviderStatus,
 )
-from .batch_models import DEFAULT_CONCURRENCY
 from .ops import Call, Concurrent, Gather, Op
 
 # httpx (the sessions), the batch machinery and the job and reconcile modules are
 # imported where used, so a catalog-only `gpucloud offers` loads none of them.
 if TYPE_CHECKING:
     from ._http import AsyncSession, Session
-    from .batch_models import BatchItem, BatchResult, CreateRequest
     from .adapters.kubernetes._tokens import ServiceAccountToken
 
-Duration = Union[timedelta, str]
-Money = Union[Decimal, str, int]
-Hours = Union[Decimal, int, str, timedelta]
-Ref = Union[Instance, str]
-Deadline = Union[datetime, str]
-Status = Literal["pending", "running", "stopping", "stopped", "terminating", "terminated"]
+from .sdk_types import Deadline, Duration, Hours, Money, Ref, Status
 
 
 class _Base:
@@ -118,38 +111,7 @@ class _Base:
         return made
 
 
-    def _many_op(self, gpu: str, count: int, n: int, provider: str | None,
-                 region: str | None, name: str | None, image: str | None,
-                 ssh_key: str | None, disk_gb: int | None, auto_shutdown: Duration | None,
-                 max_cost: Money | None, spot: bool, plan: Plan | None,
-                 until: Deadline | None, requests: Any, concurrency: int,
-                 all_or_nothing: bool, batch: str | None, on_item: Any) -> Op:
-        from . import batch as batching
-        from .batch_models import CreateRequest  # noqa: F811 - the real class, not a name for types
-
-        if requests is None:
-            one = CreateRequest(gpu=gpu, count=count, provider=provider, region=region,
-                                name=name, image=image, ssh_key=ssh_key, disk_gb=disk_gb,
-                                auto_shutdown=auto_shutdown, until=until, spot=spot)
-            wanted = batching.copies(one, n)
-        else:
-            given = [k for k, v in dict(provider=provider, region=region, name=name,
-                                        image=image, ssh_key=ssh_key, disk_gb=disk_gb,
-                                        auto_shutdown=auto_shutdown, until=until,
-                                        plan=plan, spot=spot or None).items()
-                     if v is not None]
-            if given:
-                from .errors import SpecError
-
-                raise SpecError(f"with requests=, give {', '.join(given)} in each request",
-                                hint="each CreateRequest (or dict) carries create's arguments")
-            wanted = batching.requests_of(requests)
-        return (yield from self._engine.create_many(
-            wanted, max_cost=max_cost, plan=plan, concurrency=concurrency,
-            all_or_nothing=all_or_nothing, batch=batch, progress=on_item))
-
-
-class Client(_Base, JobMethods, SafetyMethods, ExecMethods):
+class Client(_Base, JobMethods, SafetyMethods, ExecMethods, BatchMethods):
     """Synchronous client. Providers are queried in parallel threads."""
 
     def __init__(self, providers: list[str] | None = None, *,
@@ -261,30 +223,6 @@ class Client(_Base, JobMethods, SafetyMethods, ExecMethods):
         instance: Instance = made[0]
         return instance
 
-    def create_many(self, gpu: str = "h100", count: int = 8, n: int = 2,
-                    provider: str | None = None, region: str | None = None,
-                    name: str | None = None, image: str | None = None,
-                    ssh_key: str | None = None, disk_gb: int | None = None,
-                    auto_shutdown: Duration | None = None, max_cost: Money | None = None,
-                    spot: bool = False, plan: Plan | None = None,
-                    until: Deadline | None = None, *,
-                    requests: Sequence[CreateRequest | Mapping[str, object]] | None = None,
-                    concurrency: int = DEFAULT_CONCURRENCY, all_or_nothing: bool = False,
-                    batch: str | None = None,
-                    on_item: Callable[[BatchItem], None] | None = None) -> BatchResult:
-        """Create `n` machines alike (names NAME-1..NAME-n), or one per entry of
-        `requests` (CreateRequests or dicts of create's arguments). Every distinct
-        request is planned first and `max_cost` caps the whole batch. At most
-        `concurrency` launches are in flight. Returns a BatchResult (one item per
-        machine: made, or why not); `all_or_nothing=True` terminates what was made
-        when any fails and raises BatchIncompleteError. `batch`: a key that makes
-        the batch resumable: run again with it, only missing machines are made.
-        `on_item` is called as each machine settles (from a worker thread)."""
-        result: BatchResult = self._run(self._many_op(
-            gpu, count, n, provider, region, name, image, ssh_key, disk_gb, auto_shutdown,
-            max_cost, spot, plan, until, requests, concurrency, all_or_nothing, batch, on_item))
-        return result
-
     def list(self, provider: str | None = None) -> list[Instance]:
         """Machines on every provider in scope (one provider's failure is a warning)."""
         result: list[Instance] = self._run(self._engine.list(provider))
@@ -345,7 +283,8 @@ class Client(_Base, JobMethods, SafetyMethods, ExecMethods):
         self.close()
 
 
-class AsyncClient(_Base, AsyncJobMethods, AsyncSafetyMethods, AsyncExecMethods):
+class AsyncClient(_Base, AsyncJobMethods, AsyncSafetyMethods, AsyncExecMethods,
+                  AsyncBatchMethods):
     """The same methods as Client, as coroutines (httpx.AsyncClient underneath)."""
 
     def __init__(self, providers: list[str] | None = None, *,
@@ -426,23 +365,6 @@ class AsyncClient(_Base, AsyncJobMethods, AsyncSafetyMethods, AsyncExecMethods):
                                                1, plan, until))
         instance: Instance = made[0]
         return instance
-
-    async def create_many(self, gpu: str = "h100", count: int = 8, n: int = 2,
-                          provider: str | None = None, region: str | None = None,
-                          name: str | None = None, image: str | None = None,
-                          ssh_key: str | None = None, disk_gb: int | None = None,
-                          auto_shutdown: Duration | None = None, max_cost: Money | None = None,
-                          spot: bool = False, plan: Plan | None = None,
-                          until: Deadline | None = None, *,
-                          requests: Sequence[CreateRequest | Mapping[str, object]] | None = None,
-                          concurrency: int = DEFAULT_CONCURRENCY, all_or_nothing: bool = False,
-                          batch: str | None = None,
-                          on_item: Callable[[BatchItem], None] | None = None) -> BatchResult:
-        """As Client.create_many; launches run as concurrent tasks."""
-        result: BatchResult = await self._run(self._many_op(
-            gpu, count, n, provider, region, name, image, ssh_key, disk_gb, auto_shutdown,
-            max_cost, spot, plan, until, requests, concurrency, all_or_nothing, batch, on_item))
-        return result
 
     async def list(self, provider: str | None = None) -> list[Instance]:
         result: list[Instance] = await self._run(self._engine.list(provider))
