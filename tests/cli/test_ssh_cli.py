@@ -124,6 +124,16 @@ def test_a_booting_machine_without_address_exits_2_with_a_hint(vm):
     assert _fake_ssh.calls(log) == []
 
 
+def test_a_json_flag_after_the_dashes_belongs_to_the_remote_command(vm):
+    router, log = vm
+    booting = lambda_instance(status="booting")
+    del booting["data"]["ip"]
+    router.get(URL).mock(return_value=httpx.Response(200, json=booting))
+    result = invoke("ssh", REF, "--", "tool", "--json")
+    assert result.exit_code == 2
+    assert result.stdout == "" and "no address yet" in result.stderr  # text, not a JSON error
+
+
 def test_a_terminated_machine_is_not_connected_to(vm):
     router, log = vm
     router.get(URL).mock(return_value=httpx.Response(200, json=lambda_instance(

@@ -23,7 +23,9 @@ except ImportError:  # pragma: no cover
 
 
 def _wants_json(args: list[str]) -> bool:
-    return "--json" in args
+    # Words after `--` belong to a remote command (`gpucloud ssh box -- tool --json`).
+    ours = args[:args.index("--")] if "--" in args else args
+    return "--json" in ours
 
 
 class HelpGroup(TyperGroup):
