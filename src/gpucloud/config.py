@@ -56,6 +56,17 @@ def data_dir() -> Path:
     return Path(platformdirs.user_data_dir(APP))
 
 
+def cache_dir() -> Path:
+    """Files gpucloud can rebuild at any time (parsed catalogs, what the keyring
+    detection found): deleting the directory only costs one slower run."""
+    home = os.environ.get("GPUCLOUD_HOME")
+    if home:
+        return Path(home).expanduser() / "cache"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(APP))
+
+
 def state_db_path() -> Path:
     return data_dir() / "state.sqlite"
 
