@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .batch_models import DEFAULT_CONCURRENCY
-from .ops import Op
+from .ops import DEFAULT_CONCURRENCY, Op
 from .sdk_types import Deadline, Duration, Money
 
 if TYPE_CHECKING:

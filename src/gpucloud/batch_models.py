@@ -11,9 +11,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from .errors import GpuCloudError
 from .models import Attempt, Instance, Plan
-
-# Machines of one batch in flight at once, unless the caller says otherwise.
-DEFAULT_CONCURRENCY = 8
+from .ops import DEFAULT_CONCURRENCY  # noqa: F401 - also part of this module's names
 
 # defer_build: the schemas are built on first use, so importing the client (for
 # a catalog-only `gpucloud offers`) does not pay for models a batch needs.

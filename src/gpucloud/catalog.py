@@ -1,9 +1,10 @@
 """The bundled price catalog: one TOML file per provider, read offline.
 
 Files ship inside the package as ``gpucloud/_catalog/*.toml`` (the repo's
-``providers/`` directory, force-included by hatch) and are read through
-``importlib.resources``; from a source checkout the repo's ``providers/`` is
-used. ``<config dir>/providers/<name>.toml`` replaces a bundled file whole.
+``providers/`` directory, force-included by hatch) and are read as plain files
+(``importlib.resources`` only for a zipped install); from a source checkout the
+repo's ``providers/`` is used. ``<config dir>/providers/<name>.toml`` replaces
+a bundled file whole. Parsed files are cached as JSON (``_parsed``).
 
 File format (see providers/lambda.toml):
 
@@ -26,13 +27,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigurationError
 from .gpus import normalize_gpu
-from .models import MAX_PRICE_PER_HOUR
+from .catalog_offer import CatalogOffer
+from .limits import MAX_PRICE_PER_HOUR
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -76,10 +77,9 @@ class ProviderCatalog:
         return [t for t in self.instance_types if t.name == name]
 
     def offers(self, *, gpu: str | None = None, count: int | None = None,
-               region: str | None = None, spot: bool = False) -> list[Any]:
-        """Catalog rows as Offers (source="catalog", availability unknown)."""
-        from .models import Offer
-
+               region: str | None = None, spot: bool = False) -> list[CatalogOffer]:
+        """Catalog rows as offers (source="catalog", availability unknown); the
+        SDK makes them ``Offer`` objects (catalog_offer.py says why not here)."""
         out = []
         for t in self.instance_types:
             if gpu is not None and t.gpu != gpu:
@@ -92,7 +92,7 @@ class ProviderCatalog:
             for r in t.regions:
                 if region is not None and r != region:
                     continue
-                out.append(Offer(
+                out.append(CatalogOffer(
                     provider=self.name, instance_type=t.name, region=r, gpu=t.gpu,
                     gpu_count=t.gpu_count, gpu_memory_gb=t.gpu_memory_gb, vcpus=t.vcpus,
                     memory_gb=t.memory_gb, disk_gb=t.disk_gb, price_per_hour=price,
@@ -185,20 +185,76 @@ def parse_catalog(data: dict[str, Any], path: str | None = None) -> ProviderCata
 
 
 def _bundled_dir() -> Any:
-    bundled = resources.files("gpucloud") / "_catalog"
-    if bundled.is_dir():
-        return bundled
-    # Source checkout / editable install: the repo's providers/ directory.
-    return Path(__file__).resolve().parents[2] / "providers"
+    here = Path(__file__).resolve().parent
+    if (here / "_catalog").is_dir():  # an installed wheel: plain files beside this one
+        return here / "_catalog"
+    if (here.parents[1] / "providers").is_dir():  # a source checkout / editable install
+        return here.parents[1] / "providers"
+    # Only a zipped install is left: importlib.resources reads inside the archive
+    # (imported here, as it costs ~8 ms on every run otherwise).
+    from importlib import resources
+
+    return resources.files("gpucloud") / "_catalog"
 
 
 @lru_cache(maxsize=None)
 def _read(path: str, text: str) -> ProviderCatalog:
+    return parse_catalog(_parsed(path, text), path)
+
+
+def _parsed(path: str, text: str) -> dict[str, Any]:
+    """The TOML document, from the cache when this very text was parsed before.
+
+    tomllib is pure Python: the bundled catalogs cost ~40 ms to parse on every
+    `gpucloud offers`, JSON ~1 ms. The cache is keyed by a hash of the text, so
+    an edited or replaced file is parsed afresh; a cache that cannot be read or
+    written is only a slower run (config.cache_dir)."""
+    import hashlib
+    import json
+
+    from .config import cache_dir
+
+    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=20).hexdigest()
+    cached: Path | None
+    try:
+        cached = cache_dir() / "catalogs" / f"{digest}.json"
+    except Exception:  # noqa: BLE001 - no usable home (platformdirs): parse each run
+        cached = None
+    if cached is not None:
+        try:
+            data = json.loads(cached.read_bytes())
+            if isinstance(data, dict):
+                return data
+        except (OSError, ValueError):
+            pass  # not there yet, or damaged: parse and write it anew
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigurationError(f"invalid TOML in {path}: {exc}") from exc
-    return parse_catalog(data, path)
+    if cached is not None:
+        _store(cached, data)
+    return data
+
+
+def _store(path: Path, data: dict[str, Any]) -> None:
+    import json
+    import os
+
+    try:
+        # TOML dates and times have no JSON form: such a file is parsed each run.
+        body = json.dumps(data, separators=(",", ":")).encode("utf-8")
+    except (TypeError, ValueError):
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(body)
+        os.replace(tmp, path)  # readers see the whole file or none
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
 
 
 class Catalogs(Mapping[str, ProviderCatalog]):

@@ -40,14 +40,16 @@ from .batch_client import AsyncBatchMethods, BatchMethods
 from .exec_client import AsyncExecMethods, ExecMethods
 from .job_client import AsyncJobMethods, JobMethods
 from .safety_client import AsyncSafetyMethods, SafetyMethods
-from .models import (
-    Attempt, AuthStatus, CostEstimate, Instance, Offer, Plan, ProviderStatus,
-)
 from .ops import Call, Concurrent, Gather, Op
 
-# httpx (the sessions), the batch machinery and the job and reconcile modules are
-# imported where used, so a catalog-only `gpucloud offers` loads none of them.
+# httpx (the sessions), pydantic (the models), the batch machinery and the job and
+# reconcile modules are imported where used, so a catalog-only `gpucloud offers`
+# loads none of them.
 if TYPE_CHECKING:
+    from .catalog_offer import CatalogOffer
+    from .models import (
+        Attempt, AuthStatus, CostEstimate, Instance, Offer, Plan, ProviderStatus,
+    )
     from ._http import AsyncSession, Session
     from .adapters.kubernetes._tokens import ServiceAccountToken
 
@@ -188,8 +190,17 @@ class Client(_Base, JobMethods, SafetyMethods, ExecMethods, BatchMethods):
                max_price: Money | None = None) -> list[Offer]:
         """Offers for `count` x `gpu` machines, cheapest first (live where credentials
         allow, bundled catalog prices otherwise; see `warnings`)."""
-        result: list[Offer] = self._run(
-            self._engine.offers(gpu, count, provider, region, spot, max_price))
+        from .catalog_offer import as_offers
+
+        return as_offers(self._offer_rows(gpu, count, provider, region, spot, max_price))
+
+    def _offer_rows(self, gpu: str, count: int, provider: str | None = None,
+                    region: str | None = None, spot: bool = False,
+                    max_price: Money | None = None) -> list[Offer | CatalogOffer]:
+        """offers() with catalog rows left as CatalogOffer, for `gpucloud offers`:
+        it renders them as they are, so a catalog-only run never imports pydantic."""
+        result: list[Offer | CatalogOffer] = self._run(
+            self._engine.offer_rows(gpu, count, provider, region, spot, max_price))
         return result
 
     def estimate(self, gpu: str = "h100", count: int = 8, hours: Hours = 1,

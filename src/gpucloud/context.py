@@ -13,19 +13,21 @@ import os
 from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import config as config_mod
 from .adapters import adapter_class, adapter_names, has_adapter
-from .adapters.base import Provider
 from .catalog import ProviderCatalog, load_catalogs
 from .credentials import CredentialStore, env_vars, how_to_set
 from .ops import new_launch_id
 from .errors import (
     ConfigurationError, CredentialsError, GpuCloudError, SpecError, StateError, option,
 )
-from .models import Attempt, Instance, InstanceSpec, Offer, ProviderStatus
 from .state import Journal
+
+if TYPE_CHECKING:  # pydantic is loaded by what builds these, not by the context
+    from .adapters.base import Provider
+    from .models import Attempt, Instance, InstanceSpec, Offer, ProviderStatus
 
 DEFAULT_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_rsa.pub")
 
@@ -197,6 +199,8 @@ class ClientContext:
     def instance_spec(self, offer: Offer, adapter: Provider, *, name: str | None,
                       image: str | None, ssh_key: str | None, disk_gb: int | None,
                       shutdown_at: Any, job: Any = None) -> InstanceSpec:
+        from .models import InstanceSpec
+
         launch_id = new_launch_id(job=job is not None)
         key_name, public_key = resolve_ssh_key(ssh_key)
         if adapter.capabilities.needs_ssh_key and key_name is None:
@@ -216,6 +220,8 @@ class ClientContext:
             ssh_public_key=public_key, disk_gb=disk_gb, shutdown_at=shutdown_at, job=job)
 
     def statuses(self) -> list[ProviderStatus]:
+        from .models import ProviderStatus
+
         out = []
         for name in self.known:
             catalog = self.catalogs.get(name)

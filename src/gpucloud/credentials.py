@@ -26,11 +26,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-from pydantic import SecretStr
+from typing import TYPE_CHECKING, Any
 
 from .errors import CredentialsError
+
+if TYPE_CHECKING:  # pydantic is imported when a credential is found, not to look
+    from pydantic import SecretStr
 
 KEYRING_SERVICE = "gpucloud"
 
@@ -194,7 +195,7 @@ class CredentialStore:
                 found.append(("~/.kube/config", "~/.kube/config"))
         for path, source in found:
             if path and os.path.isfile(os.path.expanduser(path)):
-                return Credential(provider, SecretStr(""), source,
+                return Credential(provider, _secret(""), source,
                                   client_id=os.path.abspath(os.path.expanduser(path)))
             if source == "argument":
                 raise CredentialsError(f"{provider}: no kubeconfig file at {path}",
@@ -213,13 +214,19 @@ class CredentialStore:
     @staticmethod
     def _make(provider: str, kind: str, value: Any, source: str) -> Credential | None:
         if kind != "oauth2":
-            return Credential(provider, SecretStr(str(value).strip()), source)
+            return Credential(provider, _secret(str(value).strip()), source)
         pair = tuple(value) if isinstance(value, (tuple, list)) else _split_pair(str(value))
         if not pair or len(pair) != 2:
             raise CredentialsError(
                 f"{provider} needs a client id and a client secret ({source})",
                 hint=how_to_set(provider, kind))
-        return Credential(provider, SecretStr(str(pair[1])), source, client_id=str(pair[0]))
+        return Credential(provider, _secret(str(pair[1])), source, client_id=str(pair[0]))
+
+
+def _secret(value: str) -> SecretStr:
+    from pydantic import SecretStr
+
+    return SecretStr(value)
 
 
 def __getattr__(name: str) -> Any:

@@ -20,17 +20,22 @@ import logging
 import time
 from typing import Any
 
-from . import pricing, refs
-from .adapters.base import OfferQuery, Provider, Sleep
+from typing import TYPE_CHECKING
+
+from . import pricing
+from .adapters.base import OfferQuery, Sleep
 from .credentials import how_to_set
 from .errors import (
     AuthenticationError, GpuCloudError, InstanceFailedError, NoOffersError, NotFoundError,
     PermissionDeniedError, SpecError, WaitTimeoutError, option,
 )
-from .batch_models import DEFAULT_CONCURRENCY
 from .gpus import parse_gpu
-from .ops import Call, Gather, Op, check_count, sort_offers, split_ref
-from .models import AuthStatus, Instance, InstanceStatus, Offer, Plan
+from .ops import DEFAULT_CONCURRENCY, Call, Gather, Op, check_count, sort_offers, split_ref
+
+if TYPE_CHECKING:  # pydantic: a catalog-only `gpucloud offers` never needs it
+    from .adapters.base import Provider
+    from .catalog_offer import CatalogOffer
+    from .models import Instance, Offer, Plan
 
 log = logging.getLogger("gpucloud")
 
@@ -51,6 +56,18 @@ class Engine:
                region: str | None = None, spot: bool = False,
                max_price: Any = None, *, live_only: bool = False,
                disk_gb: int | None = None) -> Op:
+        """The offers, cheapest first, as ``Offer`` objects."""
+        from .catalog_offer import as_offers
+
+        rows = yield from self.offer_rows(gpu, count, provider, region, spot, max_price,
+                                          live_only=live_only, disk_gb=disk_gb)
+        return as_offers(rows)
+
+    def offer_rows(self, gpu: str, count: int, provider: str | None = None,
+                   region: str | None = None, spot: bool = False,
+                   max_price: Any = None, *, live_only: bool = False,
+                   disk_gb: int | None = None) -> Op:
+        """As ``offers``, catalog rows left as ``CatalogOffer`` (catalog_offer.py)."""
         canonical = parse_gpu(gpu)
         check_count(count)
         limit = pricing.to_decimal(max_price, "max price") if max_price is not None else None
@@ -67,7 +84,7 @@ class Engine:
                                  "or pick another provider")
         live = [n for n in names if self.ctx.can_call(n)]
         results = yield Gather([Call(n, self.ctx.adapter(n).offers(query)) for n in live])
-        offers: list[Offer] = []
+        offers: list[Offer | CatalogOffer] = []
         self.ctx.warnings.clear()
         self.ctx.failures.clear()
         what = f"{count}x {canonical}" + (f" in {region}" if region else "")
@@ -112,8 +129,8 @@ class Engine:
         return sort_offers(offers)
 
     def _catalog(self, name: str, gpu: str, count: int, region: str | None,
-                 spot: bool) -> list[Offer]:
-        rows: list[Offer] = self.ctx.catalogs[name].offers(gpu=gpu, count=count, region=region,
+                 spot: bool) -> list[CatalogOffer]:
+        rows: list[CatalogOffer] = self.ctx.catalogs[name].offers(gpu=gpu, count=count, region=region,
                                                             spot=spot)
         return rows
 
@@ -243,6 +260,8 @@ class Engine:
         return self._with_deadline(instance, record.shutdown_at if record else None)
 
     def get(self, ref: Any) -> Op:
+        from . import refs
+
         ref = yield from refs.lookup(self, ref)  # a name or an id prefix is looked up
         provider, ident = split_ref(ref)
         self.ctx.require_callable(provider)
@@ -254,6 +273,8 @@ class Engine:
         return self._known_deadline(instance)
 
     def delete(self, ref: Any) -> Op:
+        from . import refs
+
         ref = yield from refs.lookup(self, ref)  # as get: a name or a unique id prefix
         provider, ident = split_ref(ref)
         self.ctx.require_callable(provider)
@@ -328,6 +349,8 @@ class Engine:
         return _expiry(adapter)
 
     def auth_status(self) -> Op:
+        from .models import AuthStatus
+
         names = [n for n in self.ctx.known if self.ctx.has_adapter(n)]
         checked = [n for n in names
                    if self.ctx.auth_kind(n) != "none" and self.ctx.credential(n) is not None]
@@ -369,6 +392,8 @@ class Engine:
 
     def wait(self, ref: Any, until: str = "running", timeout: float = 600,
              poll: float = 2.0, max_poll: float = 15.0) -> Op:
+        from .models import InstanceStatus
+
         target = InstanceStatus(until)
         started, slept, delay = time.monotonic(), 0.0, poll
         while True:

@@ -12,8 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, computed_field, field_validator
 
-# No machine costs this much per hour: a larger figure is a garbled reply.
-MAX_PRICE_PER_HOUR = Decimal(10) ** 6
+from .limits import MAX_PRICE_PER_HOUR
 
 
 class _Model(BaseModel):

@@ -8,12 +8,20 @@ from __future__ import annotations
 import secrets
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import pricing
 from .adapters.base import JOB_PREFIX, Flow, Sleep
 from .errors import SpecError, option
-from .models import Instance, Offer
+
+if TYPE_CHECKING:
+    from .models import Offer
+    from .catalog_offer import CatalogOffer
+
+_O = TypeVar("_O", "Offer", "CatalogOffer")
+
+# Machines of one batch in flight at once, unless the caller says otherwise.
+DEFAULT_CONCURRENCY = 8
 
 MAX_FALLBACKS = 20
 Op = Generator[Any, Any, Any]
@@ -53,13 +61,13 @@ def check_count(count: int) -> int:
     return count
 
 
-def sort_offers(offers: list[Offer]) -> list[Offer]:
+def sort_offers(offers: list[_O]) -> list[_O]:
     """Cheapest first; but every offer with a price part not known (a live price
     of 0, storage billed at a rate not in the data) after all fully priced ones:
     its real price may be anything, so it is never the "cheapest" (and one with
     no machine price at all comes last). The one order of offers, estimate and
     plan alike."""
-    def key(o: Offer) -> tuple[Any, ...]:
+    def key(o: _O) -> tuple[Any, ...]:
         unknown = pricing.unknown_parts(o)
         return (bool(unknown), pricing.MACHINE in unknown, o.price_per_hour,
                 o.available is False, o.provider, o.region, o.instance_type)
@@ -67,8 +75,11 @@ def sort_offers(offers: list[Offer]) -> list[Offer]:
 
 
 def split_ref(ref: Any) -> tuple[str, str]:
-    if isinstance(ref, Instance):
-        return ref.provider, ref.id
+    if not isinstance(ref, str):
+        from .models import Instance  # a ref that is no str comes from pydantic-land
+
+        if isinstance(ref, Instance):
+            return ref.provider, ref.id
     text = str(ref)
     provider, sep, ident = text.partition("/")
     if not sep or not provider or not ident:
@@ -78,5 +89,5 @@ def split_ref(ref: Any) -> tuple[str, str]:
 
 
 
-__all__ = ["Call", "Concurrent", "Gather", "MAX_FALLBACKS", "Op", "Sleep", "check_count",
+__all__ = ["Call", "Concurrent", "DEFAULT_CONCURRENCY", "Gather", "MAX_FALLBACKS", "Op", "Sleep", "check_count",
            "new_launch_id", "sort_offers", "split_ref"]

@@ -13,15 +13,12 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 from .errors import SpecError
+from .limits import MAX_AMOUNT, MAX_HOURS
 
 CENT = Decimal("0.01")
 HOURS_PER_MONTH = Decimal(730)  # the usual cloud convention for GB-month prices;
 # a provider with another convention says so (Offer.hours_per_month, its catalog).
 
-
-# Beyond these, a number is a typo, not a plan (and would overflow datetimes).
-MAX_AMOUNT = Decimal(10) ** 9
-MAX_HOURS = Decimal(24 * 365 * 10)
 
 
 def to_decimal(value: Any, what: str = "amount", limit: Decimal = MAX_AMOUNT) -> Decimal:

@@ -5,20 +5,15 @@ deadline, reap what is past it, reconcile after a crash, report costs.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime, timedelta
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal
 
-from typing import TYPE_CHECKING
+from .sdk_types import Deadline, Duration, Ref
 
-from .models import Instance, ReapReport
-
-if TYPE_CHECKING:  # costs and reconcile are imported by the methods that use them
+if TYPE_CHECKING:  # costs, reconcile and the models are imported where used
     from .costs import CostReport
+    from .models import Instance, ReapReport
     from .reconcile import ReconcileReport
 
-Duration = Union[timedelta, str]
-Ref = Union[Instance, str]
-Deadline = Union[datetime, str]
 CostsBy = Literal["provider", "instance", "name"]
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Literal, Union
+from typing import TYPE_CHECKING, Literal, Union
 
-from .models import Instance
+if TYPE_CHECKING:  # a forward reference: importing the client must not load pydantic
+    from .models import Instance
 
 Duration = Union[timedelta, str]
 Money = Union[Decimal, str, int]
 Hours = Union[Decimal, int, str, timedelta]
-Ref = Union[Instance, str]
+Ref = Union["Instance", str]
 Deadline = Union[datetime, str]
 Status = Literal["pending", "running", "stopping", "stopped", "terminating", "terminated"]

@@ -30,8 +30,10 @@ def offers(
     from ..pricing import unknown_parts
 
     client = Client()
-    found = client.offers(gpu=gpu, count=count, provider=provider, region=region, spot=spot,
-                          max_price=max_price)
+    # Rows as the SDK's offers() has them before they become Offer objects: all the
+    # table and --json need, without importing pydantic for catalog-only rows.
+    found = client._offer_rows(gpu=gpu, count=count, provider=provider, region=region,
+                               spot=spot, max_price=max_price)
     if json_output:
         # `unknown` names the parts whose price is not known, as an estimate does:
         # a price_per_hour of "0" with ["GPU instance"] is no price, not a free machine.

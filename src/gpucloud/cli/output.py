@@ -46,6 +46,8 @@ def _default(value: Any) -> Any:
 
 
 def dump(model: Any) -> Any:
+    if hasattr(model, "as_json"):  # a CatalogOffer: an Offer's JSON without pydantic
+        return model.as_json()
     return model.model_dump(mode="json")
 
 
