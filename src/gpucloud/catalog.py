@@ -28,12 +28,15 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigurationError
 from .gpus import normalize_gpu
-from .catalog_offer import CatalogOffer
+from .catalog_offer import CatalogOffer, as_offers
 from .limits import MAX_PRICE_PER_HOUR
+
+if TYPE_CHECKING:
+    from .models import Offer
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -77,10 +80,15 @@ class ProviderCatalog:
         return [t for t in self.instance_types if t.name == name]
 
     def offers(self, *, gpu: str | None = None, count: int | None = None,
-               region: str | None = None, spot: bool = False) -> list[CatalogOffer]:
-        """Catalog rows as offers (source="catalog", availability unknown); the
-        SDK makes them ``Offer`` objects (catalog_offer.py says why not here)."""
-        out = []
+               region: str | None = None, spot: bool = False) -> list[Offer]:
+        """Catalog rows as Offers (source="catalog", availability unknown)."""
+        return as_offers(self.rows(gpu=gpu, count=count, region=region, spot=spot))
+
+    def rows(self, *, gpu: str | None = None, count: int | None = None,
+             region: str | None = None, spot: bool = False) -> list[CatalogOffer]:
+        """As ``offers``, before the rows become pydantic ``Offer`` objects (the
+        engine's offers path keeps them so; catalog_offer.py says why)."""
+        out: list[CatalogOffer] = []
         for t in self.instance_types:
             if gpu is not None and t.gpu != gpu:
                 continue

@@ -130,9 +130,7 @@ class Engine:
 
     def _catalog(self, name: str, gpu: str, count: int, region: str | None,
                  spot: bool) -> list[CatalogOffer]:
-        rows: list[CatalogOffer] = self.ctx.catalogs[name].offers(gpu=gpu, count=count, region=region,
-                                                            spot=spot)
-        return rows
+        return self.ctx.catalogs[name].rows(gpu=gpu, count=count, region=region, spot=spot)
 
     def estimate(self, gpu: str, count: int, hours: Any = 1, provider: str | None = None,
                  region: str | None = None, disk_gb: int | None = None) -> Op:

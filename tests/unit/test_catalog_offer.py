@@ -35,7 +35,7 @@ def every_row():
     catalogs = load_catalogs()
     for name in catalogs:
         for spot in (False, True):
-            yield from catalogs[name].offers(spot=spot)
+            yield from catalogs[name].rows(spot=spot)
 
 
 def test_every_bundled_row_dumps_as_its_offer_does():
