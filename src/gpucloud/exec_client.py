@@ -23,7 +23,7 @@ def reachable(instance: Instance) -> Any:
     reached: no address yet (pending), or a machine stopped, failed or gone
     (its last address may already be someone else's machine)."""
     from .errors import SpecError
-    from .models import InstanceStatus
+    from .models import InstanceStatus, ssh_endpoint_ok
 
     gone = (InstanceStatus.STOPPED, InstanceStatus.FAILED, InstanceStatus.TERMINATING,
             InstanceStatus.TERMINATED)
@@ -38,7 +38,13 @@ def reachable(instance: Instance) -> Any:
             f"{instance.ref} has no address yet (status {instance.status.value})",
             hint=f"wait until it runs: `gpucloud get {instance.ref}` shows its status and "
                  "connection (create --wait returns once it runs)")
-    return instance.connection
+    c = instance.connection
+    if c.method == "ssh" and not ssh_endpoint_ok(c.host, c.port, c.user):
+        # Adapters never build one; an Instance made by hand (model_construct) can.
+        raise SpecError(f"{instance.ref} has no usable ssh address: its host or user could "
+                        "pass for an ssh option", hint="a hostname or IP address and a plain "
+                        "user name are needed; fetch the machine again with client.get")
+    return c
 
 
 def run(adapter: Any, instance: Instance, command: str, timeout: float,

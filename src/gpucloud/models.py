@@ -6,11 +6,14 @@ Money is ``Decimal`` (USD) everywhere; times are timezone-aware UTC.
 from __future__ import annotations
 
 import enum
+import re
 from datetime import datetime
 from decimal import Decimal
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, computed_field, field_validator
+from pydantic import (
+    BaseModel, ConfigDict, Field, SecretStr, computed_field, field_validator, model_validator,
+)
 
 from .limits import MAX_PRICE_PER_HOUR
 
@@ -166,6 +169,29 @@ class Connection(_Model):
     host: str | None = None
     port: int | None = None
     user: str | None = None
+
+    @model_validator(mode="after")
+    def _no_ssh_option(self) -> Connection:
+        # host and user end up on ssh's command line and in ssh_config files: one
+        # that could pass for an option (-oProxyCommand=...) or hold a newline
+        # would run what it says. Adapters check replies the same way.
+        if self.method == "ssh" and not ssh_endpoint_ok(self.host, self.port, self.user):
+            raise ValueError("host, port or user is not a usable ssh endpoint "
+                             "(a hostname or IP address, a port 1-65535, a plain user name)")
+        return self
+
+
+# Hostnames, IPv4 and IPv6 literals; nothing an ssh option or a shell could use.
+_SSH_HOST = re.compile(r"[A-Za-z0-9_.:\[\]%][A-Za-z0-9_.:\[\]%-]{0,252}")
+_SSH_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+
+
+def ssh_endpoint_ok(host: object, port: object, user: object) -> bool:
+    """True when host, port (None: 22) and user can go on an ssh command line."""
+    return (isinstance(host, str) and _SSH_HOST.fullmatch(host) is not None
+            and isinstance(user, str) and _SSH_USER.fullmatch(user) is not None
+            and (port is None or (isinstance(port, int) and not isinstance(port, bool)
+                                  and 0 < port < 65536)))
 
 
 class ExecResult(_Model):

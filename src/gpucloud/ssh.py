@@ -78,10 +78,14 @@ def ssh_args(instance: Instance, *, identity: str | None = None, batch: bool = T
     given (see identity_file). `batch`: never prompt (scripts; a locked key
     or an unknown password fails instead of hanging). `command` follows a
     ``--``; ssh joins its words with spaces for the remote shell, as always."""
+    from .models import ssh_endpoint_ok
+
     connection: Connection | None = instance.connection
-    if connection is None or connection.method != "ssh" or not connection.host \
-            or not connection.user:
-        raise ValueError(f"{instance.ref} has no ssh connection")
+    if connection is None or connection.method != "ssh" \
+            or not ssh_endpoint_ok(connection.host, connection.port, connection.user):
+        # Checked again here, where the words become an argv: nothing else stands
+        # between an Instance built by hand and `ssh -oProxyCommand=...`.
+        raise ValueError(f"{instance.ref} has no usable ssh connection")
     args = ["ssh"]
     if connection.port and connection.port != 22:
         args += ["-p", str(connection.port)]

@@ -156,3 +156,46 @@ def test_api_machines_go_through_the_adapter_not_ssh(tmp_path, monkeypatch):
     pod = machine(connection=Connection(method="api"))
     assert run(Adapter(), pod, "true", 5).stdout == pod.id
     assert _fake_ssh.calls(log) == []
+
+
+HOSTILE = [
+    dict(host="-oProxyCommand=touch /tmp/pwned", port=22, user="root"),
+    dict(host="1.2.3.4", port=22, user="-oProxyCommand=sh"),
+    dict(host="1.2.3.4\nProxyCommand sh", port=22, user="root"),
+    dict(host="1.2.3.4", port=22, user="root\n  ProxyCommand sh"),
+    dict(host="a b", port=22, user="root"),
+    dict(host="evil@1.2.3.4", port=22, user="root"),
+    dict(host="1.2.3.4", port=0, user="root"),
+    dict(host="1.2.3.4", port=70000, user="root"),
+    dict(host=None, port=22, user="root"),
+]
+
+
+@pytest.mark.parametrize("fields", HOSTILE)
+def test_a_connection_built_by_hand_is_checked_like_a_providers_reply(fields):
+    """An SDK user's Connection(...) goes through the adapters' own check."""
+    with pytest.raises(ValueError, match="not a usable ssh endpoint"):
+        Connection(method="ssh", **fields)
+
+
+@pytest.mark.parametrize("fields", HOSTILE[:6])
+def test_an_unchecked_connection_never_reaches_ssh_or_an_ssh_config(fields, tmp_path):
+    """model_construct skips validation (and Instance(...) would catch it): the argv
+    builder, reachable() and the ssh_config writer refuse such a machine anyway."""
+    from gpucloud.ssh_config import entries
+
+    bad = machine().model_copy(  # neither copy nor construct validates
+        update={"connection": Connection.model_construct(method="ssh", **fields)})
+    with pytest.raises(ValueError, match="no usable ssh connection"):
+        ssh_args(bad)
+    with pytest.raises(SpecError, match="no usable ssh address") as caught:
+        reachable(bad)
+    assert exit_code_for(caught.value) == 2
+    made, skipped = entries([bad], None)
+    assert made == [] and skipped and "no usable ssh address" in skipped[0][1]
+
+
+def test_ipv6_and_names_with_dots_and_dashes_stay_usable():
+    for host in ("2001:db8::1", "[2001:db8::1]", "ssh2281.vast.ai", "node-7.example"):
+        assert ssh_args(machine(connection=Connection(method="ssh", host=host, port=22,
+                                                      user="ubuntu")))[-1] == f"ubuntu@{host}"

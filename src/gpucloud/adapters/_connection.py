@@ -10,14 +10,9 @@ is no address yet.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from ..models import Connection
-
-# Hostnames, IPv4 and IPv6 literals; nothing an ssh option or a shell could use.
-_HOST = re.compile(r"[A-Za-z0-9_.:\[\]%][A-Za-z0-9_.:\[\]%-]{0,252}")
-_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+from ..models import Connection, ssh_endpoint_ok
 
 
 def port_number(value: Any) -> int | None:
@@ -32,12 +27,12 @@ def port_number(value: Any) -> int | None:
 def ssh_endpoint(host: Any, port: Any, user: str) -> Connection | None:
     """Connection(method="ssh") when host, port and user are all usable."""
     number = port_number(port)
-    if not isinstance(host, str) or not _HOST.fullmatch(host.strip()) or number is None \
-            or not isinstance(user, str) or not _USER.fullmatch(user):
+    host = host.strip() if isinstance(host, str) else host
+    if number is None or not ssh_endpoint_ok(host, number, user):
         return None
     # Every field is checked above: constructing without a second validation
     # keeps a listing of many machines cheap.
-    return Connection.model_construct(method="ssh", host=host.strip(), port=number, user=user)
+    return Connection.model_construct(method="ssh", host=host, port=number, user=user)
 
 
 __all__ = ["port_number", "ssh_endpoint"]
