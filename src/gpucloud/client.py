@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ._drive import adrive, drive
-from .adapters.base import Sleep
+from .adapters.flow import Sleep
 from .context import ClientContext
 from .engine import Engine
 from .batch_client import AsyncBatchMethods, BatchMethods

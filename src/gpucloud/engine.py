@@ -23,7 +23,7 @@ from typing import Any
 from typing import TYPE_CHECKING
 
 from . import pricing
-from .adapters.base import OfferQuery, Sleep
+from .adapters.flow import OfferQuery, Sleep
 from .credentials import how_to_set
 from .errors import (
     AuthenticationError, GpuCloudError, InstanceFailedError, NoOffersError, NotFoundError,

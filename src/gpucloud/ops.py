@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import pricing
-from .adapters.base import JOB_PREFIX, Flow, Sleep
+from .adapters.flow import JOB_PREFIX, Flow, Sleep
 from .errors import SpecError, option
 
 if TYPE_CHECKING:

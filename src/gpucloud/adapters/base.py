@@ -15,12 +15,13 @@ redaction live once, in the driver.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..errors import APIError, APIResponseValidationError, APIStatusError
+from .flow import JOB_PREFIX, Flow, OfferQuery, Sleep, T  # noqa: F401 - re-exported
 from ..ratelimit import RateLimit, account_digest
 # The marker for values a request carries that must never be shown (a job's
 # secret env): redaction hides them from logs, --debug and exceptions.
@@ -33,8 +34,6 @@ if TYPE_CHECKING:
     from ..credentials import Credential
     from ..models import ExecResult, Instance, InstanceSpec, Job, Offer
 
-T = TypeVar("T")
-Flow = Generator[Any, Any, T]
 
 # How a request may be retried (see _http.py):
 #   read        GET-like, safe to repeat at any time
@@ -44,16 +43,6 @@ Flow = Generator[Any, Any, T]
 #   unsafe      any other write: re-sent only when it provably never left
 RequestKind = Literal["read", "idempotent", "launch", "unsafe"]
 KIND_EXTENSION = "gpucloud_kind"
-# The launch id of a job's machine starts with this: list_jobs finds jobs by it.
-JOB_PREFIX = "gj-"
-
-
-@dataclass(frozen=True)
-class Sleep:
-    """A flow asks the driver to wait (polling) without sleeping itself."""
-
-    seconds: float
-
 
 @dataclass(frozen=True)
 class Capabilities:
@@ -65,20 +54,6 @@ class Capabilities:
     # A start-up guard on the machine ends it at its deadline (plus grace) with a
     # credential the provider scopes to that one machine; never an account key.
     self_guard: bool = False
-
-
-@dataclass(frozen=True)
-class OfferQuery:
-    """The filter Client.offers hands an adapter. gpu is canonical or None.
-
-    disk_gb is the disk the machine will get: where storage is billed apart and
-    priced by the search (Vast.ai), offers are searched and priced for it."""
-
-    gpu: str | None = None
-    count: int | None = None
-    region: str | None = None
-    spot: bool = False
-    disk_gb: int | None = None
 
 
 class Provider:
