@@ -24,6 +24,7 @@ Two kinds of credential:
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -85,7 +86,17 @@ def _keyring() -> Any:
     # test) stands. Should keyring rename the attribute, keyring chooses alone.
     if getattr(keyring.core, "_keyring_backend", True) is None:
         keyring.set_keyring(_detect_backend())
+        if not _no_backend(keyring):
+            from . import keyring_probe
+
+            keyring_probe.forget()  # a remembered "no backend" is wrong now
     return keyring
+
+
+def _no_backend(keyring: Any) -> bool:
+    from keyring.backends import fail
+
+    return type(keyring.get_keyring()) is fail.Keyring
 
 
 def _detect_backend() -> Any:
@@ -138,6 +149,16 @@ def _detect_backend() -> Any:
 def _keyring_get(provider: str) -> tuple[str | None, str | None]:
     """(stored value, why the keyring could not be read). Never raises: a broken
     keyring must not stop a listing; the caller reports the problem instead."""
+    # keyring untouched in this process (no backend set by a caller): a past
+    # run may have found, on this very environment, that it has no backend.
+    print_ = None
+    if "keyring" not in sys.modules:
+        from . import keyring_probe
+
+        print_ = keyring_probe.fingerprint()
+        problem = keyring_probe.remembered(print_) if print_ is not None else None
+        if problem:
+            return None, problem
     try:
         keyring = _keyring()
     except ImportError:  # pragma: no cover - keyring is a dependency
@@ -146,7 +167,12 @@ def _keyring_get(provider: str) -> tuple[str | None, str | None]:
         return keyring.get_password(KEYRING_SERVICE, provider), None
     except Exception as exc:  # noqa: BLE001 - NoKeyringError, backend failures, ...
         first = str(exc).split(". ")[0].strip().rstrip(".")
-        return None, f"{type(exc).__name__}" + (f" ({first})" if first else "")
+        problem = f"{type(exc).__name__}" + (f" ({first})" if first else "")
+        if print_ is not None and _no_backend(keyring):
+            from . import keyring_probe
+
+            keyring_probe.remember(print_, problem)
+        return None, problem
 
 
 class CredentialStore:
