@@ -16,6 +16,7 @@ money rules below exist once:
 
 from __future__ import annotations
 
+import builtins
 import logging
 import time
 from typing import Any
@@ -241,7 +242,9 @@ class Engine:
                           self.ctx, out, whole)
         return out
 
-    def _known_deadlines(self, provider: str, instances: list[Instance]) -> list[Instance]:
+    # builtins.list: inside this class `list` is the operation below (mypy reads it so).
+    def _known_deadlines(self, provider: str, instances: builtins.list[Instance]
+                         ) -> builtins.list[Instance]:
         """_known_deadline for a whole listing: one journal query, not one per machine."""
         ids = [i.id for i in instances if i.shutdown_at is None]
         records = self.ctx.tolerant("deadlines known only to this journal are not shown",
