@@ -25,22 +25,20 @@ exec in ``exec_client.py``; batches (create_many) in ``batch_client.py``.
 from __future__ import annotations
 
 import builtins
+import threading
 import time
 from collections.abc import Awaitable, Callable
-import threading
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ._drive import adrive, drive
-from .adapters.flow import Sleep
+from ._perform import AsyncRunner, ThreadedRunner
 from .context import ClientContext
 from .engine import Engine
 from .batch_client import AsyncBatchMethods, BatchMethods
 from .exec_client import AsyncExecMethods, ExecMethods
 from .job_client import AsyncJobMethods, JobMethods
 from .safety_client import AsyncSafetyMethods, SafetyMethods
-from .ops import Call, Concurrent, Gather, Op
+from .ops import Op
 
 # httpx (the sessions), pydantic (the models), the batch machinery and the job and
 # reconcile modules are imported where used, so a catalog-only `gpucloud offers`
@@ -113,7 +111,7 @@ class _Base:
         return made
 
 
-class Client(_Base, JobMethods, SafetyMethods, ExecMethods, BatchMethods):
+class Client(ThreadedRunner, _Base, JobMethods, SafetyMethods, ExecMethods, BatchMethods):
     """Synchronous client. Providers are queried in parallel threads."""
 
     def __init__(self, providers: list[str] | None = None, *,
@@ -125,65 +123,6 @@ class Client(_Base, JobMethods, SafetyMethods, ExecMethods, BatchMethods):
         self._sleep = sleep or time.sleep
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()  # concurrent launches open sessions from threads
-
-    def _session(self, name: str) -> Session:
-        from ._http import Session
-
-        with self._lock:
-            if name not in self._sessions:
-                self._sessions[name] = Session(self._ctx.adapter(name), sleep=self._sleep)
-            return self._sessions[name]
-
-    def _call(self, call: Call) -> Any:
-        return self._session(call.provider).run(call.flow)
-
-    def _capture(self, call: Call) -> Any:
-        try:
-            return self._call(call)
-        except Exception as exc:  # noqa: BLE001 - handed back to the operation
-            return exc
-
-    def _perform(self, item: Any) -> Any:
-        if isinstance(item, Call):
-            return self._call(item)
-        if isinstance(item, Gather):
-            if len(item.calls) <= 1:
-                return [self._capture(c) for c in item.calls]
-            with ThreadPoolExecutor(max_workers=min(8, len(item.calls))) as pool:
-                return list(pool.map(self._capture, item.calls))
-        if isinstance(item, Sleep):
-            return self._sleep(item.seconds)
-        if isinstance(item, Concurrent):
-            return self._concurrent(item)
-        raise TypeError(f"unknown instruction {item!r}")
-
-    def _concurrent(self, item: Concurrent) -> list[Any]:
-        """Each sub-operation in a thread, at most item.limit at once. An interrupt
-        (or a KeyboardInterrupt raised in a worker) cancels the ones not started
-        and propagates at once: those in flight stay listed in ctx.in_flight."""
-        if not item.ops:
-            return []
-
-        def one(op: Op) -> Any:
-            try:
-                return self._run(op)
-            except Exception as exc:  # noqa: BLE001 - handed back to the operation
-                return exc
-
-        pool = ThreadPoolExecutor(max_workers=max(1, min(item.limit, len(item.ops))),
-                                  thread_name_prefix="gpucloud-launch")
-        futures = [pool.submit(one, op) for op in item.ops]
-        try:
-            for future in as_completed(futures):
-                future.result()  # re-raises what one() does not catch (an interrupt)
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-        pool.shutdown()
-        return [f.result() for f in futures]
-
-    def _run(self, op: Op) -> Any:
-        return drive(op, self._perform)
 
     def offers(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
                region: str | None = None, spot: bool = False,
@@ -294,7 +233,7 @@ class Client(_Base, JobMethods, SafetyMethods, ExecMethods, BatchMethods):
         self.close()
 
 
-class AsyncClient(_Base, AsyncJobMethods, AsyncSafetyMethods, AsyncExecMethods,
+class AsyncClient(AsyncRunner, _Base, AsyncJobMethods, AsyncSafetyMethods, AsyncExecMethods,
                   AsyncBatchMethods):
     """The same methods as Client, as coroutines (httpx.AsyncClient underneath)."""
 
@@ -307,40 +246,6 @@ class AsyncClient(_Base, AsyncJobMethods, AsyncSafetyMethods, AsyncExecMethods,
                          use_keyring=use_keyring)
         self._sleep = sleep
         self._sessions: dict[str, AsyncSession] = {}
-
-    def _session(self, name: str) -> AsyncSession:
-        if name not in self._sessions:
-            from ._http import AsyncSession
-
-            self._sessions[name] = AsyncSession(self._ctx.adapter(name), sleep=self._sleep)
-        return self._sessions[name]
-
-    async def _perform(self, item: Any) -> Any:
-        import asyncio
-
-        if isinstance(item, Call):
-            return await self._session(item.provider).run(item.flow)
-        if isinstance(item, Gather):
-            return list(await asyncio.gather(
-                *(self._session(c.provider).run(c.flow) for c in item.calls),
-                return_exceptions=True))
-        if isinstance(item, Sleep):
-            return await (self._sleep or asyncio.sleep)(item.seconds)
-        if isinstance(item, Concurrent):
-            gate = asyncio.Semaphore(max(1, item.limit))
-
-            async def one(op: Op) -> Any:
-                async with gate:
-                    try:
-                        return await self._run(op)
-                    except Exception as exc:  # noqa: BLE001 - handed back to the operation
-                        return exc
-
-            return list(await asyncio.gather(*(one(op) for op in item.ops)))
-        raise TypeError(f"unknown instruction {item!r}")
-
-    async def _run(self, op: Op) -> Any:
-        return await adrive(op, self._perform)
 
     async def offers(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
                      region: str | None = None, spot: bool = False,
