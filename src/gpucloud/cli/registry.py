@@ -9,7 +9,6 @@ its modules do not register.
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import Any
 
 # Command name -> the modules that register it (a group: also those that add
@@ -62,7 +61,8 @@ def modules(name: str | None = None) -> list[str]:
 def load(name: str | None = None) -> None:
     """Import (so register) one command's modules, or every command module."""
     for module in modules(name):
-        import_module(f"{__package__}.{module}")
+        # __import__, not importlib.import_module: -X importtime sees it.
+        __import__(f"{__package__}.{module}")
 
 
 def name_of(info: Any) -> str | None:
