@@ -211,16 +211,19 @@ except ImportError:
     import click.formatting as formatting
 formatting.FORCED_WIDTH = 80
 from gpucloud.cli import main
-helps = {}
+helps, errors, codes = {}, {}, {}
 for args in ARGS:
     sys.argv = ["gpucloud", *args]
-    with contextlib.redirect_stdout(io.StringIO()) as out:
+    line = " ".join(args)
+    with contextlib.redirect_stdout(io.StringIO()) as out, \
+            contextlib.redirect_stderr(io.StringIO()) as err:
         try:
             main()
-        except SystemExit:
-            pass
-    helps[" ".join(args)] = out.getvalue()
-print(json.dumps({"modules": sorted(sys.modules), "built": built, "helps": helps}))
+        except SystemExit as exc:
+            codes[line] = exc.code
+    helps[line], errors[line] = out.getvalue(), err.getvalue()
+print(json.dumps({"modules": sorted(sys.modules), "built": built, "helps": helps,
+                  "errors": errors, "codes": codes}))
 """
 
 
