@@ -69,12 +69,11 @@ def name_of(info: Any) -> str | None:
     """The name typer gives a registered command (CommandInfo) or group (TyperInfo)."""
     from typer.main import get_command_name
 
-    if isinstance(getattr(info, "name", None), str):
-        return info.name
-    if hasattr(info, "typer_instance"):
-        name = info.typer_instance.info.name
-        return name if isinstance(name, str) else None
-    return get_command_name(info.callback.__name__)
+    name = getattr(info, "name", None)
+    if not isinstance(name, str):  # not given: typer's DefaultPlaceholder
+        name = (info.typer_instance.info.name if hasattr(info, "typer_instance")
+                else get_command_name(info.callback.__name__))
+    return name if isinstance(name, str) else None
 
 
 def _rank(info: Any) -> int:
