@@ -112,3 +112,46 @@ def test_retry_lines_never_appear_under_json(unreachable_lambda):
     result = invoke("list", "--provider", "lambda", "--json")
     assert result.exit_code == 10 and result.stderr == ""
     assert json.loads(result.stdout)["error"]["exit_code"] == 10
+
+
+# The `gpucloud` script builds only the command a line runs (gpucloud.cli.registry);
+# what it prints must not change.
+
+@pytest.mark.parametrize("args, word", [
+    (["offers", "--gpu", "h100"], "offers"), (["--debug", "offers"], "offers"),
+    (["queue", "workers", "add"], "queue"), (["ssh", "box", "--", "list"], "ssh"),
+    ([], None), (["--help"], None), (["-h", "offers"], None), (["--version", "list"], None),
+    (["offerz"], None), (["--", "offers"], None), (["--json", "offers"], None),
+    (["--debug"], None)])
+def test_the_command_a_line_runs(args, word):
+    from gpucloud.cli import registry
+
+    assert registry.command_word(args) == word
+
+
+def test_the_script_prints_what_the_whole_app_prints():
+    from tests.cli.test_startup_imports import through_main
+
+    lines = [["--help"], ["-h", "offers"], ["--debug", "--help"], ["--version"], ["offerz"],
+             ["offerz", "--json"], ["offers", "--count", "x", "--json"], ["get", "--json"],
+             ["queue", "nope", "--json"], ["auth", "--help"]]
+    probe = through_main(*lines)
+    for line in lines:
+        whole = invoke(*line, prog_name="gpucloud")
+        key = " ".join(line)
+        assert (probe["codes"].get(key, 0), probe["helps"][key], probe["errors"][key]) == \
+            (whole.exit_code, whole.stdout, whole.stderr), line
+    # Byte for byte the same root help, which lists every command.
+    assert "ssh-config" in probe["helps"]["--help"] and "queue" in probe["helps"]["-h offers"]
+    assert "Did you mean 'offers'?" in probe["errors"]["offerz"]
+
+
+def test_debug_anywhere_through_the_script():
+    from tests.cli.test_startup_imports import through_main
+
+    probe = through_main(["--debug", "list", "--provider", "sandbox"],
+                         ["list", "--provider", "sandbox", "--json", "--debug"])
+    for line in ("--debug list --provider sandbox", "list --provider sandbox --json --debug"):
+        assert probe["codes"].get(line, 0) == 0, probe["errors"][line]
+        assert "DEBUG gpucloud.http: sandbox GET /v1/instances -> 200" in probe["errors"][line]
+    assert json.loads(probe["helps"]["list --provider sandbox --json --debug"])["instances"] == []

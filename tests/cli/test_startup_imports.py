@@ -185,3 +185,124 @@ def test_plain_conversion_gives_typer_own_results(value):
     ours = coercion._Plain(param, int, None)
     theirs = typer_coercion.build_runtime_param(param.type_descriptor)
     assert outcome(ours) == outcome(theirs)
+
+
+# The `gpucloud` script (gpucloud.cli:main), not the whole app: it imports and
+# builds only the command the line runs. Records every command and group typer
+# builds, and the module of the function each one runs.
+MAIN_PROBE = """
+import json, sys, io, contextlib
+import typer.main as tm
+from typer.models import CommandInfo
+built = []
+def spy(real):
+    def wrapper(*args, **kw):
+        info = kw.get("command_info") or kw.get("group_info") or args[0]
+        made = real(*args, **kw)
+        plain = isinstance(info, CommandInfo)  # a group's module: that of its commands
+        built.append([made.name, info.callback.__module__ if plain else None])
+        return made
+    return wrapper
+tm.get_command_from_info = spy(tm.get_command_from_info)
+tm.get_group_from_info = spy(tm.get_group_from_info)
+try:  # help as wide as under typer's CliRunner, which the tests compare it with
+    import typer._click.formatting as formatting
+except ImportError:
+    import click.formatting as formatting
+formatting.FORCED_WIDTH = 80
+from gpucloud.cli import main
+helps, errors, codes = {}, {}, {}
+for args in ARGS:
+    sys.argv = ["gpucloud", *args]
+    line = " ".join(args)
+    with contextlib.redirect_stdout(io.StringIO()) as out, \
+            contextlib.redirect_stderr(io.StringIO()) as err:
+        try:
+            main()
+        except SystemExit as exc:
+            codes[line] = exc.code
+    helps[line], errors[line] = out.getvalue(), err.getvalue()
+print(json.dumps({"modules": sorted(sys.modules), "built": built, "helps": helps,
+                  "errors": errors, "codes": codes}))
+"""
+
+
+def through_main(*lines, extra_env=None):
+    return run(MAIN_PROBE.replace("ARGS", repr([list(line) for line in lines])), extra_env)
+
+
+def cmd_modules(modules):
+    return sorted(m.rsplit(".", 1)[1] for m in modules
+                  if m.startswith("gpucloud.cli.") and m.endswith("_cmds"))
+
+
+def test_offers_imports_and_builds_only_its_own_command():
+    probe = through_main(["offers", "--gpu", "h100", "--count", "8"])
+    assert "catalog" in probe["helps"]["offers --gpu h100 --count 8"]
+    assert cmd_modules(probe["modules"]) == ["catalog_cmds"]
+    # typer builds the root group and `offers`, not the 20-odd other commands.
+    assert sorted(name for name, _ in probe["built"]) == ["gpucloud", "offers"]
+
+
+def test_root_help_and_an_unknown_command_still_build_everything():
+    # Guard for the test above: these lines do need every command.
+    from gpucloud.cli import registry
+
+    probe = through_main(["--help"], ["offerz"])
+    assert cmd_modules(probe["modules"]) == sorted(set(registry.modules()))
+    built = {name for name, _ in probe["built"]}
+    assert set(registry.COMMANDS) <= built
+
+
+def _callback_modules(info):
+    """The modules of the functions a registered command or group runs."""
+    from typer.models import CommandInfo
+
+    if isinstance(info, CommandInfo):
+        return {info.callback.__module__}
+    sub = info.typer_instance
+    found = {c.callback.__module__ for c in sub.registered_commands}
+    if sub.registered_callback:
+        found.add(sub.registered_callback.callback.__module__)
+    for group in sub.registered_groups:
+        found |= _callback_modules(group)
+    return found
+
+
+def test_the_command_map_lists_exactly_what_each_module_registers():
+    import importlib
+    import pkgutil
+
+    from gpucloud.cli import app, registry
+
+    # Every module of the package imported: one the map forgets (so that
+    # `gpucloud --help` would never import) shows its commands here too.
+    for module in pkgutil.iter_modules(importlib.import_module("gpucloud.cli").__path__):
+        importlib.import_module(f"gpucloud.cli.{module.name}")
+    registered = {registry.name_of(i): i for i in app.registered_commands + app.registered_groups}
+    assert set(registered) == set(registry.COMMANDS)
+    for name, info in registered.items():
+        modules = {m.rsplit(".", 1)[1] for m in _callback_modules(info)}
+        assert modules == set(registry.COMMANDS[name]), name
+
+
+@pytest.mark.parametrize("name", sorted(__import__("gpucloud.cli.registry").cli.registry.COMMANDS))
+def test_each_command_alone_is_built_from_its_mapped_modules(name):
+    """`gpucloud NAME ... --help` through the script, in a fresh interpreter,
+    prints what the whole app prints, and builds nothing but NAME's own commands."""
+    from typer.main import get_command
+    from typer.testing import CliRunner
+
+    from gpucloud.cli import app, registry
+
+    lines, todo = [], [(get_command(app).commands[name], [name])]
+    while todo:  # NAME and, for a group, every sub-command under it
+        command, path = todo.pop()
+        lines.append(path + ["--help"])
+        todo += [(sub, path + [n]) for n, sub in getattr(command, "commands", {}).items()]
+    probe = through_main(*lines)
+    for line in lines:
+        whole = CliRunner().invoke(app, line, prog_name="gpucloud")
+        assert whole.exit_code == 0 and probe["helps"][" ".join(line)] == whole.stdout, line
+    built = {module.rsplit(".", 1)[1] for _, module in probe["built"] if module}
+    assert built <= set(registry.COMMANDS[name])

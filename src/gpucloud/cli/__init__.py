@@ -3,22 +3,45 @@
 Start-up stays close to the bare cost of importing typer: this package
 imports only typer and gpucloud's light modules (errors, gpus) at the top;
 each command imports the client (httpx, pydantic, keyring, adapters) inside
-its own body.
+its own body. `main` (the `gpucloud` script) imports and builds only the
+command the line runs (see registry); `gpucloud.cli.app` is the whole app.
 """
 
 from __future__ import annotations
 
-from .app import app
+import sys
+from typing import Any
 
-from . import (  # noqa: E402,F401  (register commands)
-    auth_cmds, catalog_cmds, costs_cmds, deadline_cmds, doctor_cmds, instance_cmds, job_cmds,
-    queue_cmds, reconcile_cmds, worker_cmds,
-)
-from . import ssh_cmds  # noqa: E402,F401  (issue 11: ssh, ssh-config)
+from . import registry
+from .app import app as _app
+
+# Importing the submodule `app` bound its name here; dropped so that
+# `from gpucloud.cli import app` goes through __getattr__ and gets the Typer
+# app with every command registered, as it did when all were imported here.
+del globals()["app"]
 
 
-def main() -> None:
-    app()
+def _whole_app() -> Any:
+    registry.load()
+    registry.put_in_order(_app)
+    globals()["app"] = _app  # later look-ups skip __getattr__
+    return _app
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        return _whole_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def main(args: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if args is None else args
+    name = registry.command_word(argv)
+    if name is None:  # help, errors and suggestions need every command
+        _whole_app()(args)
+        return
+    registry.load(name)
+    registry.only(_app, name)(args)
 
 
 __all__ = ["app", "main"]

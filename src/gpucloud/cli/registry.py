@@ -1,0 +1,98 @@
+"""Which module registers each command: the one place the CLI looks this up.
+
+typer builds a click command (parameters, help) for every command registered
+on the app, on every run; with this map a run of one command imports and
+builds that command alone (issue 10). tests/cli/test_startup_imports.py fails
+when a module registers a command the map does not list, or the map lists one
+its modules do not register.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Command name -> the modules that register it (a group: also those that add
+# sub-commands to it), in the order `gpucloud --help` lists the commands
+# (typer lists plain commands first, then groups).
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "offers": ("catalog_cmds",),
+    "estimate": ("catalog_cmds",),
+    "gpus": ("catalog_cmds",),
+    "providers": ("catalog_cmds",),
+    "costs": ("costs_cmds",),
+    "create": ("instance_cmds",),
+    "list": ("instance_cmds",),
+    "get": ("instance_cmds",),
+    "delete": ("instance_cmds",),
+    "stop": ("instance_cmds",),
+    "start": ("instance_cmds",),
+    "extend": ("deadline_cmds",),
+    "reap": ("deadline_cmds",),
+    "doctor": ("doctor_cmds",),
+    "top": ("doctor_cmds",),
+    "submit": ("job_cmds",),
+    "reconcile": ("reconcile_cmds",),
+    "worker": ("worker_cmds",),
+    "ssh": ("ssh_cmds",),
+    "ssh-config": ("ssh_cmds",),
+    "auth": ("auth_cmds",),
+    "jobs": ("job_cmds",),
+    "schema": ("job_cmds",),
+    "queue": ("queue_cmds", "worker_cmds"),  # worker_cmds adds `queue workers`
+}
+
+
+def command_word(args: list[str]) -> str | None:
+    """The one command this line runs, or None when it needs every command:
+    no command, root help or --version, an option the root does not have,
+    `--`, or a word that is no command (its error suggests close names)."""
+    for arg in args:
+        if arg != "--debug":  # the root's only option allowed before a command
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def modules(name: str | None = None) -> list[str]:
+    """The modules to import for one command, or for all of them."""
+    names = [name] if name is not None else list(COMMANDS)
+    return list(dict.fromkeys(m for n in names for m in COMMANDS[n]))
+
+
+def load(name: str | None = None) -> None:
+    """Import (so register) one command's modules, or every command module."""
+    for module in modules(name):
+        # __import__, not importlib.import_module: -X importtime sees it.
+        __import__(f"{__package__}.{module}")
+
+
+def name_of(info: Any) -> str | None:
+    """The name typer gives a registered command (CommandInfo) or group (TyperInfo)."""
+    from typer.main import get_command_name
+
+    name = getattr(info, "name", None)
+    if not isinstance(name, str):  # not given: typer's DefaultPlaceholder
+        name = (info.typer_instance.info.name if hasattr(info, "typer_instance")
+                else get_command_name(info.callback.__name__))
+    return name if isinstance(name, str) else None
+
+
+def _rank(info: Any) -> int:
+    name = name_of(info)
+    return list(COMMANDS).index(name) if name in COMMANDS else len(COMMANDS)
+
+
+def put_in_order(app: Any) -> None:
+    """Sort the app's commands as the map lists them: `--help` shows that order,
+    whichever module happened to be imported first."""
+    app.registered_commands.sort(key=_rank)
+    app.registered_groups.sort(key=_rank)
+
+
+def only(app: Any, name: str) -> Any:
+    """A copy of the app that holds (so builds) only the command `name`."""
+    import copy
+
+    view = copy.copy(app)
+    view.registered_commands = [c for c in app.registered_commands if name_of(c) == name]
+    view.registered_groups = [g for g in app.registered_groups if name_of(g) == name]
+    return view
