@@ -244,7 +244,7 @@ def test_offers_imports_and_builds_only_its_own_command():
     assert sorted(name for name, _ in probe["built"]) == ["gpucloud", "offers"]
 
 
-def test_root_help_and_an_unknown_command_still_build_everything():
+def test_root_help_and_an_unknown_command_still_load_everything():
     # Guard for the test above: these lines do need every command.
     from gpucloud.cli import registry
 
@@ -306,3 +306,20 @@ def test_each_command_alone_is_built_from_its_mapped_modules(name):
         assert whole.exit_code == 0 and probe["helps"][" ".join(line)] == whole.stdout, line
     built = {module.rsplit(".", 1)[1] for _, module in probe["built"] if module}
     assert built <= set(registry.COMMANDS[name])
+
+
+def test_root_help_lists_commands_without_building_their_parameters():
+    """`gpucloud --help` builds each command from a parameterless stand-in (same
+    name, same docstring) and no group's sub-commands; its text is the whole
+    app's (test_help_and_flags compares them byte for byte)."""
+    from gpucloud.cli import registry
+
+    for line in (["--help"], ["-h"], ["--debug", "--help"]):
+        probe = through_main(line)
+        commands = [(name, module) for name, module in probe["built"] if module]
+        assert commands and {m for _, m in commands} == {"gpucloud.cli.registry"}, line
+        assert {name for name, _ in probe["built"]} == set(registry.COMMANDS) | {"gpucloud"}
+    # A command's own help is built from the real function, parameters and all.
+    probe = through_main(["offers", "--help"])
+    assert ["offers", "gpucloud.cli.catalog_cmds"] in probe["built"]
+    assert "--max-price" in probe["helps"]["offers --help"]

@@ -38,7 +38,8 @@ def main(args: list[str] | None = None) -> None:
     argv = sys.argv[1:] if args is None else args
     name = registry.command_word(argv)
     if name is None:  # help, errors and suggestions need every command
-        _whole_app()(args)
+        whole = _whole_app()
+        (registry.summary(whole) if registry.root_help(argv) else whole)(args)
         return
     registry.load(name)
     registry.only(_app, name)(args)
