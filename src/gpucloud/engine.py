@@ -19,9 +19,7 @@ from __future__ import annotations
 import builtins
 import logging
 import time
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import pricing
 from .adapters.flow import OfferQuery, Sleep
