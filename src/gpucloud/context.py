@@ -32,18 +32,32 @@ if TYPE_CHECKING:  # pydantic is loaded by what builds these, not by the context
 DEFAULT_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_rsa.pub")
 
 
-def resolve_ssh_key(ssh_key: str | None) -> tuple[str | None, str | None]:
-    """(key name, public key text) from a registered name or a public key path."""
+def _key_path(ssh_key: str | None) -> Path | None:
+    """The public key file `ssh_key` names (a default one when None); None for
+    the name of a key registered at the provider, or no key at all."""
     if ssh_key is None:
         for candidate in DEFAULT_KEYS:
             if Path(candidate).expanduser().is_file():
                 ssh_key = candidate
                 break
         else:
-            return None, None
+            return None
     path = Path(ssh_key).expanduser()
     looks_like_path = path.is_file() or ssh_key.endswith(".pub") or os.sep in ssh_key
-    if not looks_like_path:
+    return path if looks_like_path else None
+
+
+def ssh_key_file(ssh_key: str | None) -> str | None:
+    """The absolute path of the public key file create sends (journaled, so
+    `gpucloud ssh` later offers its private half); None for a registered name."""
+    path = _key_path(ssh_key)
+    return str(path.absolute()) if path is not None and path.is_file() else None
+
+
+def resolve_ssh_key(ssh_key: str | None) -> tuple[str | None, str | None]:
+    """(key name, public key text) from a registered name or a public key path."""
+    path = _key_path(ssh_key)
+    if path is None:
         return ssh_key, None
     if not path.is_file():
         raise SpecError(f"SSH public key file not found: {path}",

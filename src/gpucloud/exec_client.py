@@ -48,15 +48,16 @@ def reachable(instance: Instance) -> Any:
 
 
 def run(adapter: Any, instance: Instance, command: str, timeout: float,
-        identity: str | None = None) -> ExecResult:
-    """Blocking: run `command` on `instance` through its connection."""
+        identity: str | None = None, journal: Any = None) -> ExecResult:
+    """Blocking: run `command` on `instance` through its connection; over ssh
+    without `identity`, with the key create used for it (ssh.login_identity)."""
     connection = reachable(instance)
     if connection.method == "api":
         result: ExecResult = adapter.exec_command(instance.id, command, timeout)
         return result
     from .ssh import run_ssh
 
-    return run_ssh(instance, command, timeout, identity=identity)
+    return run_ssh(instance, command, timeout, identity=identity, journal=journal)
 
 
 class ExecMethods:
@@ -69,12 +70,14 @@ class ExecMethods:
     def exec(self, ref: Ref, command: str, *, timeout: float = DEFAULT_EXEC_TIMEOUT,
              identity: str | None = None) -> ExecResult:
         """Run a shell command on the machine; its exit code, stdout and stderr.
-        `identity` is the private key for SSH (default: the one beside
-        ~/.ssh/id_ed25519.pub or id_rsa.pub, the keys create uses by default;
-        else ssh's own choice). `timeout` (seconds) ends a command that runs
-        longer with WaitTimeoutError."""
+        `identity` is the private key for SSH (default: the private half of
+        the .pub file create used for this machine, when this computer created
+        it and that file exists; else the one beside ~/.ssh/id_ed25519.pub or
+        id_rsa.pub; else ssh's own choice). `timeout` (seconds) ends a command
+        that runs longer with WaitTimeoutError."""
         instance: Instance = self._run(self._engine.get(ref))
-        return run(self._ctx.adapter(instance.provider), instance, command, timeout, identity)
+        return run(self._ctx.adapter(instance.provider), instance, command, timeout, identity,
+                   self._ctx.journal)
 
 
 class AsyncExecMethods:
@@ -90,4 +93,4 @@ class AsyncExecMethods:
 
         instance: Instance = await self._run(self._engine.get(ref))
         return await asyncio.to_thread(run, self._ctx.adapter(instance.provider), instance,
-                                       command, timeout, identity)
+                                       command, timeout, identity, self._ctx.journal)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from .adapters.base import Sleep
+from .context import ssh_key_file
 from . import ledger
 from .ops import Call, Op
 from .errors import (
@@ -63,8 +64,8 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
         ctx.journal.record_intent(
             launch_id=spec.launch_id, provider=offer.provider, instance_type=offer.instance_type,
             region=offer.region, name=spec.name, price_per_hour=str(offer.price_per_hour),
-            shutdown_at=shutdown_at, **({} if slot is None else
-                                        {"batch_key": batch_key, "slot": index}))
+            shutdown_at=shutdown_at, ssh_key_path=ssh_key_file(ssh_key),
+            **({} if slot is None else {"batch_key": batch_key, "slot": index}))
         # In flight until its outcome is known: an interrupt (Ctrl-C) now
         # leaves a machine that may exist, and the caller must be able to say so.
         launching = _attempt(offer, spec.launch_id, "launching", None)

@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from .models import Connection, ExecResult, Instance
+    from .state import Journal
 
 CONNECT_TIMEOUT = 15  # seconds; a machine that does not answer fails fast, not at `timeout`
 
@@ -59,6 +62,63 @@ def identity_file(identity: str | None) -> str | None:
                         hint="pass the private key that matches the public key the machine "
                              "was created with (--identity PATH)")
     return str(path)
+
+
+def remembered_key(instance: Instance, journal: Journal | None = None) -> Path | None:
+    """The private key beside the public key file `create` sent for this
+    machine, as journaled on this computer (whether or not it still exists);
+    None for a machine launched elsewhere, with a registered key name, or a
+    journal that cannot be read (the default key is tried then, as before)."""
+    from . import config
+    from .errors import StateError
+    from .state import Journal
+
+    journal = journal or Journal(config.state_db_path())
+    try:
+        public = journal.ssh_key_path(instance.provider, instance.id)
+    except StateError:
+        return None
+    if not public or not public.endswith(".pub"):
+        return None  # no private half by the naming convention: nothing to guess
+    return Path(public).with_suffix("")
+
+
+def remembered_keys(instances: Iterable[Instance],
+                    journal: Journal | None = None) -> dict[str, str]:
+    """ref -> the private key create used, for each machine whose key this
+    computer remembers and still has (one journal query per provider)."""
+    from . import config
+    from .errors import StateError
+    from .state import Journal
+
+    journal = journal or Journal(config.state_db_path())
+    by_provider: dict[str, list[Instance]] = {}
+    for i in instances:
+        by_provider.setdefault(i.provider, []).append(i)
+    found: dict[str, str] = {}
+    for provider, group in by_provider.items():
+        try:
+            records = journal.by_instances(provider, [i.id for i in group])
+        except StateError:
+            return {}  # an unreadable journal: every machine gets the default key
+        for i in group:
+            public = records[i.id].ssh_key_path if i.id in records else None
+            if public and public.endswith(".pub") and Path(public).with_suffix("").is_file():
+                found[i.ref] = str(Path(public).with_suffix(""))
+    return found
+
+
+def login_identity(instance: Instance, identity: str | None,
+                   journal: Journal | None = None) -> str | None:
+    """The key to log in to `instance` with: `identity` when given (see
+    identity_file), else the private half of the key create used for it when
+    that file still exists, else the default one."""
+    if identity is not None:
+        return identity_file(identity)
+    remembered = remembered_key(instance, journal)
+    if remembered is not None and remembered.is_file():
+        return str(remembered)
+    return default_identity()
 
 
 def ssh_binary() -> str:
@@ -107,15 +167,16 @@ def shell_line(args: list[str]) -> str:
 
 
 def run_ssh(instance: Instance, command: str, timeout: float, *,
-            identity: str | None = None) -> ExecResult:
+            identity: str | None = None, journal: Journal | None = None) -> ExecResult:
     """Blocking: run `command` through the remote shell; ssh's own failures
     (unreachable, key refused) are exit code 255 with ssh's message in stderr,
-    as OpenSSH reports them."""
+    as OpenSSH reports them. The key: see login_identity."""
     from .errors import WaitTimeoutError
     from .models import ExecResult
 
     binary = ssh_binary()
-    args = ssh_args(instance, identity=identity_file(identity), command=[command])
+    args = ssh_args(instance, identity=login_identity(instance, identity, journal),
+                    command=[command])
     try:
         done = subprocess.run([binary, *args[1:]], capture_output=True, text=True,
                               stdin=subprocess.DEVNULL, timeout=timeout, check=False,
@@ -129,4 +190,5 @@ def run_ssh(instance: Instance, command: str, timeout: float, *,
 
 
 __all__ = ["CONNECT_TIMEOUT", "default_identity", "host_key_alias", "identity_file",
-           "run_ssh", "shell_line", "ssh_args", "ssh_binary"]
+           "login_identity", "remembered_key", "remembered_keys", "run_ssh", "shell_line", "ssh_args",
+           "ssh_binary"]

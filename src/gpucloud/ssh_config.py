@@ -15,7 +15,7 @@ import os
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -73,9 +73,12 @@ def aliases(instances: list[Instance]) -> dict[str, str]:
             for ref, alias in out.items()}
 
 
-def entries(instances: Iterable[Instance], identity: str | None
+def entries(instances: Iterable[Instance], identity: str | None,
+            keys: Mapping[str, str] | None = None
             ) -> tuple[list[HostEntry], list[tuple[str, str]]]:
-    """(entries, skipped as (ref, reason)) for the machines given."""
+    """(entries, skipped as (ref, reason)) for the machines given. `keys`:
+    ref -> a machine's own IdentityFile (the key create used), else `identity`."""
+    keys = keys or {}
     from .exec_client import reachable
     from .errors import GpuCloudError
     from .ssh import host_key_alias
@@ -97,7 +100,8 @@ def entries(instances: Iterable[Instance], identity: str | None
     names = aliases(usable)
     made = [HostEntry(host=names[i.ref], ref=i.ref, hostname=str(i.connection.host),
                       port=int(i.connection.port or 22), user=str(i.connection.user),
-                      identity_file=identity, host_key_alias=host_key_alias(i))
+                      identity_file=keys.get(i.ref, identity),
+                      host_key_alias=host_key_alias(i))
             for i in usable if i.connection is not None]
     return sorted(made, key=lambda e: e.host), skipped
 

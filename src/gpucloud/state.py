@@ -42,8 +42,10 @@ CREATE INDEX IF NOT EXISTS launches_unresolved ON launches (created_at)
 """
 # Columns added after the first release (ALTER TABLE on journals made before):
 # a batch's key and the slot (0..N-1) a launch fills, so a restarted batch
-# knows which machines an earlier run made (batch.py).
-ADDED_COLUMNS = {"batch_key": "TEXT", "slot": "INTEGER"}
+# knows which machines an earlier run made (batch.py); the path of the public
+# key file create sent (a path only, never key text), so ssh logs in with its
+# private half (ssh.py).
+ADDED_COLUMNS = {"batch_key": "TEXT", "slot": "INTEGER", "ssh_key_path": "TEXT"}
 
 
 def utcnow() -> datetime:
@@ -65,6 +67,7 @@ class LaunchRecord:
     created_at: datetime
     batch_key: str | None = None
     slot: int | None = None
+    ssh_key_path: str | None = None
 
 
 # One connection per process per journal file: opening one and creating the
@@ -234,15 +237,17 @@ class Journal:
 
     def record_intent(self, *, launch_id: str, provider: str, instance_type: str, region: str,
                       name: str | None, price_per_hour: str, shutdown_at: datetime | None,
-                      batch_key: str | None = None, slot: int | None = None) -> None:
+                      batch_key: str | None = None, slot: int | None = None,
+                      ssh_key_path: str | None = None) -> None:
         now = utcnow().isoformat()
         with self._db() as db:
             db.execute(
                 "INSERT INTO launches (launch_id, provider, instance_type, region, name, status,"
-                " price_per_hour, shutdown_at, created_at, updated_at, batch_key, slot)"
-                " VALUES (?, ?, ?, ?, ?, 'intent', ?, ?, ?, ?, ?, ?)",
+                " price_per_hour, shutdown_at, created_at, updated_at, batch_key, slot,"
+                " ssh_key_path) VALUES (?, ?, ?, ?, ?, 'intent', ?, ?, ?, ?, ?, ?, ?)",
                 (launch_id, provider, instance_type, region, name, price_per_hour,
-                 shutdown_at.isoformat() if shutdown_at else None, now, now, batch_key, slot))
+                 shutdown_at.isoformat() if shutdown_at else None, now, now, batch_key, slot,
+                 ssh_key_path))
 
     def mark(self, launch_id: str, status: str, *, instance_id: str | None = None,
              error: str | None = None) -> None:
@@ -278,14 +283,15 @@ class Journal:
                 return []  # reading never creates the journal
             rows = db.execute(
                 "SELECT launch_id, provider, instance_type, region, name, status, instance_id,"
-                " price_per_hour, shutdown_at, error, created_at, batch_key, slot"
+                " price_per_hour, shutdown_at, error, created_at, batch_key, slot, ssh_key_path"
                 f" FROM launches {where}"
                 " ORDER BY created_at", args).fetchall()
         return [LaunchRecord(
             launch_id=r[0], provider=r[1], instance_type=r[2], region=r[3], name=r[4],
             status=r[5], instance_id=r[6], price_per_hour=r[7],
             shutdown_at=datetime.fromisoformat(r[8]) if r[8] else None, error=r[9],
-            created_at=datetime.fromisoformat(r[10]), batch_key=r[11], slot=r[12])
+            created_at=datetime.fromisoformat(r[10]), batch_key=r[11], slot=r[12],
+            ssh_key_path=r[13])
             for r in rows]
 
     def get(self, launch_id: str) -> LaunchRecord | None:
@@ -296,6 +302,12 @@ class Journal:
         rows = self._rows("WHERE provider = ? AND instance_id = ?", (provider, instance_id),
                           create=False)
         return rows[-1] if rows else None
+
+    def ssh_key_path(self, provider: str, instance_id: str) -> str | None:
+        """The public key file the machine's launch sent, when this computer
+        launched it from a file; None otherwise. Reading never creates the journal."""
+        record = self.by_instance(provider, instance_id)
+        return record.ssh_key_path if record is not None else None
 
     def by_instances(self, provider: str, instance_ids: Iterable[str]) -> dict[str, LaunchRecord]:
         """The latest launch of each of a provider's machines, in one query per

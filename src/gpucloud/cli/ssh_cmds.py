@@ -12,8 +12,11 @@ from .app import app, fail
 
 IDENTITY = typer.Option(
     None, "--identity", "-i", metavar="PATH",
-    help="Private key to log in with (default: the one beside ~/.ssh/id_ed25519.pub or "
-         "id_rsa.pub, the keys create uses by default; else ssh's own choice).")
+    help="Private key to log in with (default: the private half of the .pub file create "
+         "used for the machine, when this computer created it; else the one beside "
+         "~/.ssh/id_ed25519.pub or id_rsa.pub; else ssh's own choice).")
+LOGIN_HINT = ("ssh could not log in (exit 255): if the machine was created with another key, "
+              "pass its private key with --identity PATH")
 
 
 def _api_exec(client: Any, instance: Any, command: List[str], timeout: Optional[float],
@@ -79,7 +82,11 @@ def ssh(
                  f"run one command at a time: `gpucloud ssh {instance.ref} -- CMD`",
                  json_output)
         _api_exec(client, instance, command or [], timeout, json_output)
-    key = ssh_cli.identity_file(identity)
+    key = ssh_cli.login_identity(instance, identity)
+    gone = ssh_cli.remembered_key(instance) if identity is None else None
+    if gone is not None and not gone.is_file():
+        output.err(f"note: {gone}, the key {instance.ref} was created with, is gone: trying "
+                   f"{key or 'the keys ssh picks'} instead (if the login fails, pass --identity PATH)")
     if json_output and not print_only:  # captured, so it can be one JSON document
         from ..exec_client import DEFAULT_EXEC_TIMEOUT
 
@@ -109,6 +116,8 @@ def ssh(
     except subprocess.TimeoutExpired:
         fail(9, "timeout", f"{instance.ref}: the command did not finish in {timeout:g} s",
              "raise --timeout, or run it in the background (nohup ... &)", False)
+    if done.returncode == 255:  # ssh's own failure, not the command's (ssh(1))
+        output.err(f"hint: {LOGIN_HINT}")
     raise typer.Exit(done.returncode)
 
 
@@ -134,12 +143,14 @@ def ssh_config(
 
     from .. import ssh_config as sc
     from ..client import Client
-    from ..ssh import identity_file
+    from ..ssh import identity_file, remembered_keys
 
     target = Path(path).expanduser()
     client = Client()
     instances = client.list(provider=provider)
-    made, skipped = sc.entries(instances, identity_file(identity))
+    # --identity is every host's key; else each its own, when create's is remembered.
+    keys = remembered_keys(instances) if identity is None else {}
+    made, skipped = sc.entries(instances, identity_file(identity), keys)
     failed = sc.unlisted(client.warnings)
     kept = sc.kept_blocks(target, lambda p: p in failed or (provider is not None
                                                            and p != provider))
