@@ -3,7 +3,8 @@
 Two runs of one key at once would both see the same missing slots and both
 launch them: duplicate billed machines. So a run holds an OS lock on a file
 per key (``batches/<sha256(key)[:32]>.lock`` beside the journal) from before
-it plans until it has returned, and a second run of the key fails fast with
+it plans until it and every launch it started have ended (``held``; each
+launch ``pinned``), and a second run of the key fails fast with
 BatchBusyError, before planning or launching anything.
 
 The kernel drops the lock when its process dies: a SIGKILLed run never leaves
@@ -35,8 +36,21 @@ from .errors import BatchBusyError, SpecError, StateError
 # Windows locks byte ranges, and a locked range cannot be read by another
 # handle: lock a byte well past the JSON so the refused run can read it.
 _WIN_OFFSET = 1 << 20
-_HELD: set[str] = set()
 _GUARD = threading.Lock()
+
+
+class _Lease:
+    """A key held by this process. `users`: the run, plus each of its launches
+    still going: a sync run interrupted (Ctrl-C) returns at once while its
+    launches in flight finish in their threads, and the key stays held until
+    the last of them has (a rerun then sees every machine they made)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.users = fd, 1
+
+
+# Lock file path -> its lease; None while the lock is being taken.
+_HELD: dict[str, _Lease | None] = {}
 
 
 def lock_path(directory: Path, key: str) -> Path:
@@ -58,22 +72,58 @@ def held(directory: Path, key: str) -> Iterator[None]:
             raise BatchBusyError(
                 f"batch {key!r} is already being run in this process (another thread "
                 "or client)", hint=_hint(key))
-        _HELD.add(ident)
+        _HELD[ident] = None
     try:
         fd = _open(path)
         try:
             if not _lock(fd, path):
                 raise BatchBusyError(_busy_message(key, _holder(fd, key)), hint=_hint(key))
-            try:
-                _write(fd, key)
-                yield
-            finally:
-                _unlock(fd)
-        finally:
+            _write(fd, key)
+        except BaseException:
             os.close(fd)
-    finally:
+            raise
+    except BaseException:
         with _GUARD:
-            _HELD.discard(ident)
+            del _HELD[ident]
+        raise
+    lease = _Lease(fd)
+    with _GUARD:
+        _HELD[ident] = lease
+    try:
+        yield
+    finally:
+        _drop(ident, lease)
+
+
+@contextmanager
+def pinned(directory: Path, key: str) -> Iterator[None]:
+    """Keep batch `key` held while the body (one launch of the batch) runs, even
+    if its run has returned meanwhile. A key this process does not hold (a
+    batch without a key) pins nothing."""
+    ident = os.path.abspath(lock_path(directory, key))
+    with _GUARD:
+        lease = _HELD.get(ident)
+        if lease is not None:
+            lease.users += 1
+    try:
+        yield
+    finally:
+        if lease is not None:
+            _drop(ident, lease)
+
+
+def _drop(ident: str, lease: _Lease) -> None:
+    # Unlocked before it leaves _HELD: no moment in which another thread of
+    # this process passes the in-process check and meets our own flock.
+    with _GUARD:
+        lease.users -= 1
+        if lease.users:
+            return
+        try:
+            _unlock(lease.fd)
+        finally:
+            os.close(lease.fd)
+            del _HELD[ident]
 
 
 def _hint(key: str) -> str:

@@ -162,3 +162,76 @@ def test_the_same_key_in_two_threads_or_clients_of_one_process(monkeypatch):
     assert [i.status for i in again.items] == ["adopted", "adopted"]
     machines = [i for i in Client().list(provider="sandbox")]
     assert len(machines) == 3  # 2 for job, 1 for other: the refused runs made none
+
+
+def gate_second_create(monkeypatch) -> threading.Event:
+    """The second POST /v1/instances waits (before reaching the cloud) until the
+    returned event is set: a launch deterministically still in flight."""
+    from gpucloud.adapters.sandbox.server import SandboxTransport
+
+    original = SandboxTransport.handle_request
+    gate, seen, lock = threading.Event(), [0], threading.Lock()
+
+    def handle(self, request):
+        if request.method == "POST" and request.url.path == "/v1/instances":
+            with lock:
+                seen[0] += 1
+                n = seen[0]
+            if n == 2:
+                assert gate.wait(30)
+        return original(self, request)
+
+    monkeypatch.setattr(SandboxTransport, "handle_request", handle)
+    return gate
+
+
+def test_an_interrupted_run_holds_its_key_until_its_launches_in_flight_end(monkeypatch):
+    gate = gate_second_create(monkeypatch)
+
+    def interrupt(item):  # Ctrl-C as the first machine settles; the second is in flight
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Client().create_many(gpu="h100", count=8, n=2, provider="sandbox", auto_shutdown="1h",
+                             concurrency=2, batch="job", on_item=interrupt)
+    # The run has returned, but its second launch goes on in its thread: a rerun
+    # now would launch that slot again.
+    with pytest.raises(BatchBusyError, match="already being run in this process"):
+        Client().create_many(gpu="h100", count=8, n=2, provider="sandbox",
+                             auto_shutdown="1h", batch="job")
+    gate.set()
+    path = lock_path(data_dir(), "job")
+    deadline = time.monotonic() + 30
+    while path.read_text():  # cleared when the last launch ends and the key is free
+        assert time.monotonic() < deadline, "the key stayed held after every launch ended"
+        time.sleep(0.01)
+    again = Client().create_many(gpu="h100", count=8, n=2, provider="sandbox",
+                                 auto_shutdown="1h", batch="job")
+    assert [i.status for i in again.items] == ["adopted", "adopted"]
+    assert len(Client().list(provider="sandbox")) == 2
+
+
+def test_a_cancelled_async_run_frees_its_key_at_once(monkeypatch):
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_HANG_AFTER_CREATE", "1")
+
+    async def main() -> list[str]:
+        async with AsyncClient() as client:
+            task = asyncio.create_task(client.create_many(
+                gpu="h100", count=8, n=3, provider="sandbox", auto_shutdown="1h",
+                concurrency=1, batch="job"))
+            path = lock_path(data_dir(), "job")
+            while not (path.exists() and path.read_text()):
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.5)  # its first launch is in flight
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # `task` (and its traceback) is still alive here: not left to the GC.
+            result = await client.create_many(gpu="h100", count=8, n=3, provider="sandbox",
+                                              auto_shutdown="1h", batch="job")
+            return [i.status for i in result.items]
+
+    statuses = asyncio.run(main())
+    assert sorted(statuses) in (["adopted", "created", "created"], ["created"] * 3)
+    rows = Client().list(provider="sandbox")
+    assert len(rows) == 3 and len({i.launch_id for i in rows}) == 3
