@@ -31,6 +31,9 @@ def drive(gen: Generator[Any, Any, T], perform: Callable[[Any], Any],
             value = perform(item)
         except catch as exc:
             error = exc
+        except BaseException:
+            _abandon(gen)
+            raise
 
 
 async def adrive(gen: Generator[Any, Any, T], perform: Callable[[Any], Awaitable[Any]],
@@ -48,3 +51,16 @@ async def adrive(gen: Generator[Any, Any, T], perform: Callable[[Any], Awaitable
             value = await perform(item)
         except catch as exc:
             error = exc
+        except BaseException:
+            _abandon(gen)
+            raise
+
+
+def _abandon(gen: Generator[Any, Any, Any]) -> None:
+    """Close an operation that an interrupt or a cancellation ends mid-way, now:
+    its cleanup (a batch's key lock) runs at once rather than whenever the
+    generator is collected (a cancelled task's traceback keeps it alive)."""
+    try:
+        gen.close()
+    except Exception:  # noqa: BLE001 - the interrupt is what the caller must see
+        pass

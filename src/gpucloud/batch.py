@@ -166,6 +166,15 @@ def create_many(engine: Any, requests: list[CreateRequest], plans: list[Plan], *
 
 
 def _slot(run: _Run, index: int, request: CreateRequest, plan: Plan) -> Op:
+    from .batch_lock import pinned
+
+    # A launch keeps its batch key held past an interrupted run (whose worker
+    # threads go on): until it ends, a rerun would launch its slot again.
+    with pinned(run.ctx.journal.path.parent, run.key):
+        return (yield from _launch_slot(run, index, request, plan))
+
+
+def _launch_slot(run: _Run, index: int, request: CreateRequest, plan: Plan) -> Op:
     if run.stopped:  # an all-or-nothing batch has already failed
         return run.settled(BatchItem(index=index, name=request.name, status="not_launched"))
     attempts: list[Attempt] = []

@@ -39,9 +39,16 @@ def many_op(engine: Any, gpu: str, count: int, n: int, provider: str | None,
             raise SpecError(f"with requests=, give {', '.join(given)} in each request",
                            hint="each CreateRequest (or dict) carries create's arguments")
         wanted = batching.requests_of(requests)
-    return (yield from engine.create_many(
-        wanted, max_cost=max_cost, plan=plan, concurrency=concurrency,
-        all_or_nothing=all_or_nothing, batch=batch, progress=on_item))
+    run = engine.create_many(wanted, max_cost=max_cost, plan=plan, concurrency=concurrency,
+                             all_or_nothing=all_or_nothing, batch=batch, progress=on_item)
+    if not batch:  # a fresh random key: nothing to share
+        return (yield from run)
+    from .batch_lock import held
+
+    # Held from before planning until the run (roll-back included) is over: a
+    # second run of the key fails here instead of launching the same slots.
+    with held(engine.ctx.journal.path.parent, batch):
+        return (yield from run)
 
 
 

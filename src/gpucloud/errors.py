@@ -2,7 +2,7 @@
 
     GpuCloudError
       ConfigurationError (CredentialsError, StateError), SpecError (UnknownGPUError),
-      BudgetExceededError, ConfirmationRequired, NoOffersError
+      BudgetExceededError, ConfirmationRequired, NoOffersError, BatchBusyError
       APIError(provider, request)
         APIConnectionError -> APITimeoutError
         APIStatusError(status_code, provider_code, request_id)
@@ -103,6 +103,14 @@ class ConfirmationRequired(GpuCloudError):
     """A command that costs money was neither confirmed nor given --yes."""
 
     code = "confirmation_required"
+
+
+class BatchBusyError(GpuCloudError):
+    """Another run of the same batch key is in progress (another process, thread
+    or client): both would launch the same missing slots. Raised before anything
+    is planned or launched; the key is free again when that run ends or dies."""
+
+    code = "batch_busy"
 
 
 class APIError(GpuCloudError):
@@ -259,6 +267,8 @@ EXIT_CODES: dict[type[BaseException], int] = {
     NoOffersError: 6,
     BudgetExceededError: 7,
     ConfirmationRequired: 8,
+    # A usage error: the command is fine, but not while its batch key runs.
+    BatchBusyError: 2,
     WaitError: 9,
     APIError: 10,
     KeyboardInterrupt: 130,
