@@ -95,6 +95,14 @@ def held(directory: Path, key: str) -> Iterator[None]:
         _drop(ident, lease)
 
 
+def probe(directory: Path, key: str) -> None:
+    """Raise BatchBusyError now if another run holds `key` (takes the lock and
+    gives it back): for callers that plan and ask before create_many takes it
+    for good, so a refused run has not printed a plan or asked anything."""
+    with held(directory, key):
+        pass
+
+
 @contextmanager
 def pinned(directory: Path, key: str) -> Iterator[None]:
     """Keep batch `key` held while the body (one launch of the batch) runs, even

@@ -54,8 +54,10 @@ def test_a_second_process_on_a_running_key_is_refused_and_makes_nothing(tmp_path
         wait_for_machines(env, first, 1)
         refused = subprocess.run(create("sweep", 4, "--json"), env=env, capture_output=True,
                                  text=True, timeout=120)
-        refused_text = subprocess.run(create("sweep", 4), env=env, capture_output=True,
-                                      text=True, timeout=120)
+        # Without --yes: refused before the plan is printed or anything is asked.
+        refused_text = subprocess.run([a for a in create("sweep", 4) if a != "--yes"],
+                                      env=env, capture_output=True, text=True, timeout=120,
+                                      stdin=subprocess.DEVNULL)
         during = len(cloud_rows(env))
         other_key = subprocess.run(create("another", 2, "--json"), env=env,
                                    capture_output=True, text=True, timeout=120)
@@ -77,8 +79,7 @@ def test_a_second_process_on_a_running_key_is_refused_and_makes_nothing(tmp_path
     assert lines[0].startswith(f"error: batch 'sweep' is being run by another gpucloud "
                                f"process (pid {first.pid}, started 20")
     assert lines[1].startswith("hint: wait for it to finish (or stop it)") and len(lines) == 2
-    # The CLI shows its plan first (offer reads only); nothing is launched.
-    assert "created sandbox/" not in refused_text.stdout
+    assert refused_text.stdout == ""  # no plan, no prompt, nothing launched
     assert during <= 4  # the refused runs added nothing beside the first's machines
 
     assert other_key.returncode == 0, other_key.stdout + other_key.stderr

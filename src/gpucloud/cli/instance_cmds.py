@@ -89,6 +89,13 @@ def create(
 
     # A batch reports per machine (batch_cmds), not per launch attempt.
     client = Client(on_attempt=show_attempt if instances == 1 else None)
+    if batch is not None and not dry_run:
+        from ..batch_lock import probe
+        from ..config import state_db_path
+
+        # Refused before the plan and the prompt when another run has the key
+        # (create_many takes the lock for good; this only looks early).
+        probe(state_db_path().parent, batch)
     plan = client.plan(gpu=gpu, count=count, provider=provider, region=region, disk_gb=disk_gb,
                        auto_shutdown=auto_shutdown, max_cost=max_cost, spot=spot, n=instances,
                        until=until)
