@@ -65,8 +65,14 @@ FIX_TOPOLOGY = ("these GPUs talk over PCIe, not NVLink/NVSwitch: multi-GPU train
                 "buying (seed §5.3 checklist)")
 FIX_DISK = ("free space or attach a larger disk: cache the dataset on local SSD and keep "
             "images and datasets small (seed §4 and §5.4)")
+FIX_LOGIN = ("log in with the private key of the key the machine was created with: "
+             "--identity PATH (client.exec(identity=...)); `gpucloud ssh REF` shows ssh's "
+             "own messages")
 FIX_TORCH = ("install PyTorch with CUDA support on the machine (or use an image that has "
              "it), then rerun; or pass --skip-burn")
+
+
+SSH_FAILED = 255  # ssh(1): its own error (connection, host key, refused key)
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,15 @@ def _fail(name: str, detail: str, fix: str | None) -> Check:
 def _first_line(result: ExecResult) -> str:
     text = (result.stderr or result.stdout).strip()
     return text.splitlines()[0] if text else f"exit code {result.exit_code}"
+
+
+def check_login(instance: Instance, result: ExecResult) -> Check | None:
+    """A failed check when ssh itself could not log in (it exits 255 on its own
+    errors, never for a remote command's); None when the machine answered."""
+    connection = instance.connection
+    if connection is None or connection.method != "ssh" or result.exit_code != SSH_FAILED:
+        return None
+    return _fail("login", f"ssh could not log in: {_first_line(result)}", FIX_LOGIN)
 
 
 def check_gpus(instance: Instance, result: ExecResult) -> tuple[Check, list[nvidia.ListedGPU]]:
@@ -286,7 +301,12 @@ def run(instance: Instance, execute: Executor, *, burn_seconds: float | None = 3
         if on_check is not None:
             on_check(check)
 
-    gpus, listed = check_gpus(instance, execute(nvidia.LIST_COMMAND, 60))
+    first = execute(nvidia.LIST_COMMAND, 60)
+    login = check_login(instance, first)
+    if login is not None:  # nothing else can run: one failed check, not ten
+        add(login)
+        return Report(instance.ref, checks)
+    gpus, listed = check_gpus(instance, first)
     add(gpus)
     add(check_driver(instance, execute(nvidia.HEADER_COMMAND, 60)))
     if listed:

@@ -24,6 +24,7 @@ def doctor(
     burn_seconds: float = typer.Option(30.0, "--burn-seconds", min=1, max=3600,
                                        metavar="SECONDS",
                                        help="How long the bf16 matmul burn runs."),
+    identity: Optional[str] = params.identity("-i"),
     json_output: bool = params.JSON,
 ) -> None:
     """Check a machine before a long run: GPUs, driver, runtime, ECC, Xid, NVLink, disk, burn.
@@ -38,7 +39,7 @@ def doctor(
     instance = client.get(ref)
 
     def execute(command: str, timeout: float) -> Any:
-        return client.exec(instance, command, timeout=timeout)
+        return client.exec(instance, command, timeout=timeout, identity=identity)
 
     def progress(check: Any) -> None:
         if not json_output:
@@ -107,6 +108,7 @@ def top(
                                  help="Time between samples, e.g. 10s, 1m."),
     count: Optional[int] = typer.Option(None, "--count", "-n", min=1, metavar="N",
                                         help="Stop after N samples (default: until Ctrl-C)."),
+    identity: Optional[str] = params.identity(),  # -i is --interval here
     json_output: bool = params.JSON,
 ) -> None:
     """Live per-GPU utilisation, memory, temperature and power, with cost so far and time left.
@@ -127,7 +129,13 @@ def top(
     try:
         while True:
             instance = client.get(ref)
-            result = client.exec(instance, sampling.COMMAND, timeout=max(30.0, seconds))
+            result = client.exec(instance, sampling.COMMAND, timeout=max(30.0, seconds),
+                                 identity=identity)
+            if (result.exit_code == params.SSH_FAILED and instance.connection is not None
+                    and instance.connection.method == "ssh"):
+                detail = (result.stderr or result.stdout).strip().splitlines()
+                fail(4, "ssh_login", f"{instance.ref}: ssh could not log in"
+                     + (f": {detail[0]}" if detail else ""), params.LOGIN_HINT, json_output)
             try:
                 gpus = sampling.read_sample(result)
             except ValueError as exc:

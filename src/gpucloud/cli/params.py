@@ -6,6 +6,8 @@ GB, SECONDS), never a type name: tests/cli/test_help.py checks them all.
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from ..errors import UnknownGPUError
@@ -26,3 +28,19 @@ COUNT = typer.Option(1, "--count", "-c", min=1, metavar="N", help="GPUs on one m
 PROVIDER = typer.Option(None, "--provider", "-p", metavar="PROVIDER", help="Only this provider.")
 REGION = typer.Option(None, "--region", "-r", metavar="REGION", help="Only this region.")
 JSON = typer.Option(False, "--json", help="One JSON document on stdout; never prompts.")
+
+
+def identity(*short: str) -> Any:
+    """--identity PATH for commands that log in over ssh (`-i` where free)."""
+    return typer.Option(
+        None, "--identity", *short, metavar="PATH",
+        help="Private key to log in with (default: the private half of the .pub file create "
+             "used for the machine, when this computer created it; else the one beside "
+             "~/.ssh/id_ed25519.pub or id_rsa.pub; else ssh's own choice).")
+
+
+# ssh(1) exits 255 on its own errors (no route, refused key), never for a command's.
+SSH_FAILED = 255
+LOGIN_HINT = ("ssh could not log in (exit 255): if the machine was created with another key, "
+              "pass its private key with --identity PATH")
+

@@ -10,13 +10,7 @@ import typer
 from . import output, params
 from .app import app, fail
 
-IDENTITY = typer.Option(
-    None, "--identity", "-i", metavar="PATH",
-    help="Private key to log in with (default: the private half of the .pub file create "
-         "used for the machine, when this computer created it; else the one beside "
-         "~/.ssh/id_ed25519.pub or id_rsa.pub; else ssh's own choice).")
-LOGIN_HINT = ("ssh could not log in (exit 255): if the machine was created with another key, "
-              "pass its private key with --identity PATH")
+IDENTITY = params.identity("-i")
 
 
 def _api_exec(client: Any, instance: Any, command: List[str], timeout: Optional[float],
@@ -116,8 +110,8 @@ def ssh(
     except subprocess.TimeoutExpired:
         fail(9, "timeout", f"{instance.ref}: the command did not finish in {timeout:g} s",
              "raise --timeout, or run it in the background (nohup ... &)", False)
-    if done.returncode == 255:  # ssh's own failure, not the command's (ssh(1))
-        output.err(f"hint: {LOGIN_HINT}")
+    if done.returncode == params.SSH_FAILED:  # ssh's own failure, not the command's
+        output.err(f"hint: {params.LOGIN_HINT}")
     raise typer.Exit(done.returncode)
 
 
