@@ -167,7 +167,6 @@ HOSTILE = [
     dict(host="evil@1.2.3.4", port=22, user="root"),
     dict(host="1.2.3.4", port=0, user="root"),
     dict(host="1.2.3.4", port=70000, user="root"),
-    dict(host=None, port=22, user="root"),
 ]
 
 
@@ -193,6 +192,26 @@ def test_an_unchecked_connection_never_reaches_ssh_or_an_ssh_config(fields, tmp_
     assert exit_code_for(caught.value) == 2
     made, skipped = entries([bad], None)
     assert made == [] and skipped and "no usable ssh address" in skipped[0][1]
+
+
+def test_an_ssh_connection_without_a_host_gets_no_command_line():
+    with pytest.raises(ValueError, match="no usable ssh connection"):
+        ssh_args(machine(connection=Connection(method="ssh", port=22, user="root")))
+
+
+def test_a_checked_connection_is_not_checked_again_inside_an_instance(monkeypatch):
+    """A listing builds one Instance per machine around an adapter-checked
+    Connection: the check must not run a second time (the list overhead goal)."""
+    import gpucloud.models as models
+
+    checked = machine().connection
+    calls = []
+    monkeypatch.setitem(models._SSH_CHECKS, "host",
+                        lambda host: calls.append(host) or True)
+    Instance(provider="lambda", id="i-1", status=InstanceStatus.RUNNING, connection=checked)
+    assert calls == []
+    Connection(method="ssh", host="1.2.3.4", port=22, user="root")
+    assert calls == ["1.2.3.4"]  # a Connection built from values is checked
 
 
 def test_ipv6_and_names_with_dots_and_dashes_stay_usable():
