@@ -181,7 +181,7 @@ class Connection(_Model):
         # that could pass for an option (-oProxyCommand=...) or hold a newline
         # would run what it says. Adapters check replies the same way.
         if value is not None and info.data.get("method") == "ssh" \
-                and not _SSH_CHECKS[info.field_name](value):
+                and not _SSH_CHECKS[str(info.field_name)](value):
             raise ValueError(f"{info.field_name} is not a usable ssh endpoint part (a hostname "
                              "or IP address, a port 1-65535, a plain user name)")
         return value
