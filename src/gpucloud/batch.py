@@ -117,8 +117,9 @@ class _Run:
     """What the slots of one batch share: the stop flag and the progress hook."""
 
     def __init__(self, engine: Any, key: str, all_or_nothing: bool,
-                 progress: Progress | None) -> None:
+                 progress: Progress | None, *, keyed: bool = False) -> None:
         self.engine, self.ctx, self.key = engine, engine.ctx, key
+        self.keyed = keyed  # the caller's key (resumable, locked), not a random one
         self.all_or_nothing = all_or_nothing
         self.progress = progress
         self.stopped = False
@@ -142,7 +143,8 @@ def create_many(engine: Any, requests: list[CreateRequest], plans: list[Plan], *
         raise SpecError(f"concurrency must be a positive number of launches, got {concurrency!r}")
     ctx = engine.ctx
     ctx.created, ctx.in_flight, ctx.last_attempts = [], [], []
-    run = _Run(engine, batch or "b-" + secrets.token_hex(5), all_or_nothing, progress)
+    run = _Run(engine, batch or "b-" + secrets.token_hex(5), all_or_nothing, progress,
+               keyed=batch is not None)
     earlier: dict[int, BatchItem] = {}
     if batch is not None:
         earlier = yield from _resume(run, len(requests))
@@ -170,7 +172,10 @@ def _slot(run: _Run, index: int, request: CreateRequest, plan: Plan) -> Op:
 
     # A launch keeps its batch key held past an interrupted run (whose worker
     # threads go on): until it ends, a rerun would launch its slot again.
-    with pinned(run.ctx.journal.path.parent, run.key):
+    with pinned(run.ctx.journal.path.parent, run.key) as kept:
+        if run.keyed and not kept:  # the run was interrupted before this slot began
+            return run.settled(BatchItem(index=index, name=request.name,
+                                         status="not_launched"))
         return (yield from _launch_slot(run, index, request, plan))
 
 

@@ -53,6 +53,25 @@ class _Lease:
 _HELD: dict[str, _Lease | None] = {}
 
 
+def _after_fork_in_child() -> None:
+    """A forked child (multiprocessing) inherits the lock files' descriptors and
+    with them the locks, which would outlive a parent that is killed. It runs
+    none of the parent's batches: close them (the parent's own stay locked)."""
+    global _GUARD
+    _GUARD = threading.Lock()  # another thread may have held it at the fork
+    for lease in _HELD.values():
+        if lease is not None:
+            try:
+                os.close(lease.fd)
+            except OSError:
+                pass
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def lock_path(directory: Path, key: str) -> Path:
     """The lock file of a key: hashed, so any key is a safe file name."""
     import hashlib
@@ -104,17 +123,19 @@ def probe(directory: Path, key: str) -> None:
 
 
 @contextmanager
-def pinned(directory: Path, key: str) -> Iterator[None]:
+def pinned(directory: Path, key: str) -> Iterator[bool]:
     """Keep batch `key` held while the body (one launch of the batch) runs, even
-    if its run has returned meanwhile. A key this process does not hold (a
-    batch without a key) pins nothing."""
+    if its run has returned meanwhile; yields whether the key is held. A key
+    this process does not hold pins nothing and yields False: a batch without a
+    key, or a keyed run that has already let go (interrupted before this launch
+    began: it must not launch, a rerun may be taking its slot)."""
     ident = os.path.abspath(lock_path(directory, key))
     with _GUARD:
         lease = _HELD.get(ident)
         if lease is not None:
             lease.users += 1
     try:
-        yield
+        yield lease is not None
     finally:
         if lease is not None:
             _drop(ident, lease)

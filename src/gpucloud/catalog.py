@@ -246,23 +246,19 @@ def _parsed(path: str, text: str) -> dict[str, Any]:
 
 def _store(path: Path, data: dict[str, Any]) -> None:
     import json
-    import os
+
+    from ._files import write_atomic
 
     try:
         # TOML dates and times have no JSON form: such a file is parsed each run.
         body = json.dumps(data, separators=(",", ":")).encode("utf-8")
     except (TypeError, ValueError):
         return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(body)
-        os.replace(tmp, path)  # readers see the whole file or none
+        write_atomic(path, body)  # readers see the whole file or none
     except OSError:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        pass  # only a slower next run
 
 
 class Catalogs(Mapping[str, ProviderCatalog]):

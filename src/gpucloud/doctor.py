@@ -65,14 +65,8 @@ FIX_TOPOLOGY = ("these GPUs talk over PCIe, not NVLink/NVSwitch: multi-GPU train
                 "buying (seed §5.3 checklist)")
 FIX_DISK = ("free space or attach a larger disk: cache the dataset on local SSD and keep "
             "images and datasets small (seed §4 and §5.4)")
-FIX_LOGIN = ("log in with the private key of the key the machine was created with: "
-             "--identity PATH (client.exec(identity=...)); `gpucloud ssh REF` shows ssh's "
-             "own messages")
 FIX_TORCH = ("install PyTorch with CUDA support on the machine (or use an image that has "
              "it), then rerun; or pass --skip-burn")
-
-
-SSH_FAILED = 255  # ssh(1): its own error (connection, host key, refused key)
 
 
 @dataclass(frozen=True)
@@ -96,12 +90,16 @@ def _first_line(result: ExecResult) -> str:
 
 
 def check_login(instance: Instance, result: ExecResult) -> Check | None:
-    """A failed check when ssh itself could not log in (it exits 255 on its own
-    errors, never for a remote command's); None when the machine answered."""
+    """A failed check when ssh itself failed on the first command (exit 255: no
+    connection, or the login refused; `nvidia-smi -L` does not exit 255 itself);
+    None when the machine answered."""
+    from .ssh import LOGIN_HINT, SSH_FAILED
+
     connection = instance.connection
     if connection is None or connection.method != "ssh" or result.exit_code != SSH_FAILED:
         return None
-    return _fail("login", f"ssh could not log in: {_first_line(result)}", FIX_LOGIN)
+    return _fail("login", f"ssh could not connect or log in: {_first_line(result)}",
+                 LOGIN_HINT)
 
 
 def check_gpus(instance: Instance, result: ExecResult) -> tuple[Check, list[nvidia.ListedGPU]]:

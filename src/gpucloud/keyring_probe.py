@@ -142,15 +142,8 @@ def forget() -> None:
 
 
 def _write(data: dict[str, Any]) -> None:
-    import tempfile
+    from ._files import write_atomic
 
     path = _file()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".keyring-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_atomic(path, json.dumps(data).encode("utf-8"))

@@ -54,6 +54,9 @@ def identity_file(identity: str | None) -> str | None:
 
     if identity is None:
         return default_identity()
+    if not usable_path(identity):
+        raise SpecError("the identity path holds a quote or a control character",
+                        hint="rename the key file, or give a path without them")
     path = Path(identity).expanduser()
     if path.suffix == ".pub" and path.with_suffix("").is_file():
         path = path.with_suffix("")
@@ -78,9 +81,35 @@ def remembered_key(instance: Instance, journal: Journal | None = None) -> Path |
         public = journal.ssh_key_path(instance.provider, instance.id)
     except StateError:
         return None
-    if not public or not public.endswith(".pub"):
-        return None  # no private half by the naming convention: nothing to guess
+    return private_half(public)
+
+
+# ssh(1) exits 255 on its own errors: no route, refused connection, a changed
+# host key, a refused key. (A remote command that exits 255 looks the same.)
+SSH_FAILED = 255
+LOGIN_HINT = ("ssh failed (exit 255: no connection, or the login was refused): if the "
+              "machine was created with another key, pass its private key with "
+              "--identity PATH; `gpucloud ssh REF` shows ssh's own messages")
+
+
+def private_half(public: str | None) -> Path | None:
+    """The private key beside a journaled .pub path; None when the name says
+    nothing (no .pub) or the path could not be written into an ssh_config."""
+    if not public or not public.endswith(".pub") or not usable_path(public):
+        return None
     return Path(public).with_suffix("")
+
+
+def usable_path(path: str) -> bool:
+    """No quote and no control character: the path goes into ssh_config files
+    (`IdentityFile "..."`), where either would end the value or the line."""
+    return '"' not in path and not any(ord(c) < 32 or ord(c) == 127 for c in path)
+
+
+def ssh_escape(word: str) -> str:
+    """A literal word for ssh, which expands %-tokens in IdentityFile/-i and
+    HostName (an IPv6 zone as in fe80::1%eth0, a % in a key's path)."""
+    return word.replace("%", "%%")
 
 
 def remembered_keys(instances: Iterable[Instance],
@@ -102,9 +131,9 @@ def remembered_keys(instances: Iterable[Instance],
         except StateError:
             return {}  # an unreadable journal: every machine gets the default key
         for i in group:
-            public = records[i.id].ssh_key_path if i.id in records else None
-            if public and public.endswith(".pub") and Path(public).with_suffix("").is_file():
-                found[i.ref] = str(Path(public).with_suffix(""))
+            private = private_half(records[i.id].ssh_key_path if i.id in records else None)
+            if private is not None and private.is_file():
+                found[i.ref] = str(private)
     return found
 
 
@@ -150,7 +179,7 @@ def ssh_args(instance: Instance, *, identity: str | None = None, batch: bool = T
     if connection.port and connection.port != 22:
         args += ["-p", str(connection.port)]
     if identity:
-        args += ["-i", identity, "-o", "IdentitiesOnly=yes"]
+        args += ["-i", ssh_escape(identity), "-o", "IdentitiesOnly=yes"]
     args += ["-o", "StrictHostKeyChecking=accept-new",
              "-o", f"HostKeyAlias={host_key_alias(instance)}"]
     if batch:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -42,11 +41,16 @@ class HostEntry:
     host_key_alias: str
 
     def render(self) -> str:
+        from .ssh import ssh_escape, usable_path
+
         lines = [f"# gpucloud {self.ref}", f"Host {self.host}",
-                 f"    HostName {self.hostname}", f"    Port {self.port}",
+                 f"    HostName {ssh_escape(self.hostname)}", f"    Port {self.port}",
                  f"    User {self.user}"]
         if self.identity_file:
-            lines += [f'    IdentityFile "{self.identity_file}"', "    IdentitiesOnly yes"]
+            if not usable_path(self.identity_file):  # would end the value or the line
+                raise ValueError(f"identity path of {self.ref} is not writable in ssh_config")
+            lines += [f'    IdentityFile "{ssh_escape(self.identity_file)}"',
+                      "    IdentitiesOnly yes"]
         lines += ["    StrictHostKeyChecking accept-new",
                   f"    HostKeyAlias {self.host_key_alias}"]
         return "\n".join(lines) + "\n"
@@ -163,15 +167,9 @@ def write_private(path: Path, text: str, *, own_dir: bool = True) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     if own_dir:
         os.chmod(path.parent, 0o700)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from ._files import write_atomic
+
+    write_atomic(path, text.encode("utf-8"), mode=0o600)
 
 
 def includes(user_config: Path, path: Path) -> bool:

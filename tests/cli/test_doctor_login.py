@@ -1,5 +1,5 @@
-"""doctor and top over ssh: a login that fails is reported as a login failure
-(ssh exits 255 on its own errors), never as "no GPU visible"; both take
+"""doctor and top over ssh: ssh failing to connect or log in (it exits 255 on
+its own errors) is reported as such, never as "no GPU visible"; both take
 --identity like `gpucloud ssh`. A Lambda machine (respx) and a fake ssh."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def test_doctor_says_the_login_failed_and_how_to_fix_it(vm, monkeypatch):  # noq
     assert result.exit_code == 9, result.output
     [check] = json.loads(result.stdout)["checks"]  # nothing else was tried
     assert check["name"] == "login" and check["status"] == "fail"
-    assert check["detail"] == f"ssh could not log in: {REFUSED}"
+    assert check["detail"] == f"ssh could not connect or log in: {REFUSED}"
     assert "--identity PATH" in check["fix"]
     assert len(_fake_ssh.calls(log)) == 1
 
@@ -49,13 +49,13 @@ def test_doctor_logs_in_with_the_identity_given(vm, tmp_path):  # noqa: F811
     assert calls and all(args[args.index("-i") + 1] == str(key) for args in calls)
 
 
-def test_top_says_the_login_failed_exit_4(vm, monkeypatch):  # noqa: F811
+def test_top_says_ssh_failed_exit_9(vm, monkeypatch):  # noqa: F811
     monkeypatch.setenv("FAKE_SSH_EXIT", "255")
     monkeypatch.setenv("FAKE_SSH_STDERR", REFUSED + "\n")
     result = invoke("top", REF, "--count", "1", "--json")
-    assert result.exit_code == 4, result.output
+    assert result.exit_code == 9, result.output
     error = json.loads(result.stdout)["error"]
-    assert error["code"] == "ssh_login" and REFUSED in error["message"]
+    assert error["code"] == "ssh_failed" and REFUSED in error["message"]
     assert "--identity PATH" in error["hint"]
 
 

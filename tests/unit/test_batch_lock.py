@@ -139,3 +139,37 @@ def test_an_unusable_lock_directory_is_a_state_error(tmp_path):
             pytest.fail("ran without a lock")
     assert exit_code_for(caught.value) == 3
     assert "batch lock file" in caught.value.message and caught.value.hint
+
+
+def test_a_launch_pins_the_key_only_while_its_run_holds_it(tmp_path):
+    """A keyed run interrupted before a launch began has let go: that launch
+    sees it (False) and does not start; while the run holds the key, True."""
+    with batch_lock.pinned(tmp_path, "k") as kept:
+        assert kept is False
+    with held(tmp_path, "k"):
+        with batch_lock.pinned(tmp_path, "k") as kept:
+            assert kept is True
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
+def test_a_forked_child_lets_go_of_the_parents_locks(tmp_path):
+    with held(tmp_path, "k"):
+        [lease] = [v for v in batch_lock._HELD.values() if v is not None]
+        pid = os.fork()
+        if pid == 0:  # the child: no lease, and the inherited descriptor closed
+            ok = not batch_lock._HELD
+            try:
+                os.fstat(lease.fd)
+                ok = False
+            except OSError:
+                pass
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        # The parent still holds it: another run of the key is refused.
+        probe = subprocess.run(
+            [sys.executable, "-c", "import sys; from pathlib import Path; "
+             "from gpucloud.batch_lock import probe; probe(Path(sys.argv[1]), 'k')",
+             str(tmp_path)], capture_output=True, text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        assert probe.returncode != 0 and "BatchBusyError" in probe.stderr

@@ -218,3 +218,32 @@ def test_ipv6_and_names_with_dots_and_dashes_stay_usable():
     for host in ("2001:db8::1", "[2001:db8::1]", "ssh2281.vast.ai", "node-7.example"):
         assert ssh_args(machine(connection=Connection(method="ssh", host=host, port=22,
                                                       user="ubuntu")))[-1] == f"ubuntu@{host}"
+
+
+@pytest.mark.parametrize("bad", ['/k/a"b', "/k/a\nProxyCommand sh", "/k/a\rb", "/k/a\x00b"])
+def test_an_identity_path_that_would_break_an_ssh_config_is_refused(bad):
+    with pytest.raises(SpecError, match="quote or a control character"):
+        identity_file(bad)
+
+
+def test_a_journaled_key_path_with_a_newline_is_ignored():
+    from gpucloud.ssh import private_half
+
+    assert private_half("/k/work.pub") is not None
+    assert private_half("/k/work\n    ProxyCommand sh.pub") is None
+    assert private_half('/k/wo"rk.pub') is None
+
+
+def test_percent_in_a_key_path_or_a_host_is_written_literally(tmp_path):
+    from gpucloud.ssh_config import entries
+
+    key = tmp_path / "100%key"
+    key.write_text("not a real key")
+    args = ssh_args(machine(), identity=str(key))
+    assert args[args.index("-i") + 1] == str(tmp_path / "100%%key")
+    zoned = machine(connection=Connection(method="ssh", host="fe80::1%eth0", port=22,
+                                          user="root"))
+    [entry], _ = entries([zoned], str(key))
+    text = entry.render()
+    assert "    HostName fe80::1%%eth0\n" in text
+    assert f'    IdentityFile "{tmp_path}/100%%key"\n' in text

@@ -119,6 +119,7 @@ def top(
     from .. import pricing
     from .. import top as sampling
     from ..client import Client
+    from ..doctor import check_login
 
     seconds = pricing.parse_duration(interval).total_seconds()
     if seconds < 1:
@@ -131,11 +132,10 @@ def top(
             instance = client.get(ref)
             result = client.exec(instance, sampling.COMMAND, timeout=max(30.0, seconds),
                                  identity=identity)
-            if (result.exit_code == params.SSH_FAILED and instance.connection is not None
-                    and instance.connection.method == "ssh"):
-                detail = (result.stderr or result.stdout).strip().splitlines()
-                fail(4, "ssh_login", f"{instance.ref}: ssh could not log in"
-                     + (f": {detail[0]}" if detail else ""), params.LOGIN_HINT, json_output)
+            login = check_login(instance, result)
+            if login is not None:  # the machine failed to answer: exit 9, as below
+                fail(EXIT_CHECK_FAILED, "ssh_failed", f"{instance.ref}: {login.detail}",
+                     login.fix, json_output)
             try:
                 gpus = sampling.read_sample(result)
             except ValueError as exc:

@@ -37,10 +37,3 @@ def identity(*short: str) -> Any:
         help="Private key to log in with (default: the private half of the .pub file create "
              "used for the machine, when this computer created it; else the one beside "
              "~/.ssh/id_ed25519.pub or id_rsa.pub; else ssh's own choice).")
-
-
-# ssh(1) exits 255 on its own errors (no route, refused key), never for a command's.
-SSH_FAILED = 255
-LOGIN_HINT = ("ssh could not log in (exit 255): if the machine was created with another key, "
-              "pass its private key with --identity PATH")
-

@@ -110,8 +110,8 @@ def ssh(
     except subprocess.TimeoutExpired:
         fail(9, "timeout", f"{instance.ref}: the command did not finish in {timeout:g} s",
              "raise --timeout, or run it in the background (nohup ... &)", False)
-    if done.returncode == params.SSH_FAILED:  # ssh's own failure, not the command's
-        output.err(f"hint: {params.LOGIN_HINT}")
+    if done.returncode == ssh_cli.SSH_FAILED:  # ssh's own failure, or the command's 255
+        output.err(f"hint: {ssh_cli.LOGIN_HINT}")
     raise typer.Exit(done.returncode)
 
 
