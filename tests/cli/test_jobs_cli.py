@@ -46,6 +46,9 @@ def test_submit_list_logs_cancel(monkeypatch):
     logs = json.loads(run("jobs", "logs", job["ref"], "--json", "--tail", "1").stdout)
     assert logs["lines"] == [logs["lines"][-1]] and "exited with code 0" in logs["lines"][0]
 
+    # Long enough to be cancelled while it runs, however slow the machine (0.3 s
+    # finished before the cancel on a loaded CI box).
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_JOB_SECONDS", "60")
     second = json.loads(run("submit", EXAMPLE, "--provider", "sandbox", "--yes",
                             "--json").stdout)["job"]
     unconfirmed = run("jobs", "cancel", second["ref"], "--json")
