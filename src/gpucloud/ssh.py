@@ -72,13 +72,10 @@ def remembered_key(instance: Instance, journal: Journal | None = None) -> Path |
     machine, as journaled on this computer (whether or not it still exists);
     None for a machine launched elsewhere, with a registered key name, or a
     journal that cannot be read (the default key is tried then, as before)."""
-    from . import config
     from .errors import StateError
-    from .state import Journal
 
-    journal = journal or Journal(config.state_db_path())
     try:
-        public = journal.ssh_key_path(instance.provider, instance.id)
+        public = _journal(journal).ssh_key_path(instance.provider, instance.id)
     except StateError:
         return None
     return private_half(public)
@@ -116,11 +113,9 @@ def remembered_keys(instances: Iterable[Instance],
                     journal: Journal | None = None) -> dict[str, str]:
     """ref -> the private key create used, for each machine whose key this
     computer remembers and still has (one journal query per provider)."""
-    from . import config
     from .errors import StateError
-    from .state import Journal
 
-    journal = journal or Journal(config.state_db_path())
+    journal = _journal(journal)
     by_provider: dict[str, list[Instance]] = {}
     for i in instances:
         by_provider.setdefault(i.provider, []).append(i)
@@ -139,15 +134,27 @@ def remembered_keys(instances: Iterable[Instance],
 
 def login_identity(instance: Instance, identity: str | None,
                    journal: Journal | None = None) -> str | None:
-    """The key to log in to `instance` with: `identity` when given (see
-    identity_file), else the private half of the key create used for it when
-    that file still exists, else the default one."""
+    """The key to log in to `instance` with (see pick_identity)."""
+    return pick_identity(identity, None if identity is not None
+                         else remembered_key(instance, journal))
+
+
+def pick_identity(identity: str | None, remembered: Path | None) -> str | None:
+    """`identity` when given (see identity_file), else `remembered` (the private
+    half of the key create used, from remembered_key) when that file still
+    exists, else the default one."""
     if identity is not None:
         return identity_file(identity)
-    remembered = remembered_key(instance, journal)
     if remembered is not None and remembered.is_file():
         return str(remembered)
     return default_identity()
+
+
+def _journal(journal: Journal | None) -> Journal:
+    from . import config
+    from .state import Journal
+
+    return journal or Journal(config.state_db_path())
 
 
 def ssh_binary() -> str:
@@ -219,5 +226,5 @@ def run_ssh(instance: Instance, command: str, timeout: float, *,
 
 
 __all__ = ["CONNECT_TIMEOUT", "default_identity", "host_key_alias", "identity_file",
-           "login_identity", "remembered_key", "remembered_keys", "run_ssh", "shell_line", "ssh_args",
-           "ssh_binary"]
+           "login_identity", "pick_identity", "remembered_key", "remembered_keys", "run_ssh",
+           "shell_line", "ssh_args", "ssh_binary"]

@@ -76,11 +76,12 @@ def ssh(
                  f"run one command at a time: `gpucloud ssh {instance.ref} -- CMD`",
                  json_output)
         _api_exec(client, instance, command or [], timeout, json_output)
-    key = ssh_cli.login_identity(instance, identity)
-    gone = ssh_cli.remembered_key(instance) if identity is None else None
-    if gone is not None and not gone.is_file():
-        output.err(f"note: {gone}, the key {instance.ref} was created with, is gone: trying "
-                   f"{key or 'the keys ssh picks'} instead (if the login fails, pass --identity PATH)")
+    remembered = ssh_cli.remembered_key(instance) if identity is None else None  # one read
+    key = ssh_cli.pick_identity(identity, remembered)
+    if remembered is not None and not remembered.is_file():
+        output.err(f"note: {remembered}, the key {instance.ref} was created with, is gone: "
+                   f"trying {key or 'the keys ssh picks'} instead (if the login fails, pass "
+                   "--identity PATH)")
     if json_output and not print_only:  # captured, so it can be one JSON document
         from ..exec_client import DEFAULT_EXEC_TIMEOUT
 
