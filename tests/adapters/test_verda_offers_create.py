@@ -62,6 +62,7 @@ def test_offers_join_prices_and_availability(api, run, provider):
         "disk_gb": None, "price_per_hour": Decimal("1.98"), "spot": False, "available": True,
         "source": "live", "simulated": False, "disk_price_per_gb_month": None, "as_of": None,
         "offer_id": None, "disk_billed_apart": False, "hours_per_month": None, "usage_prices": (),
+        "notes": (),
     }
     v100 = offers[("1V100.6V", "FIN-01")]
     assert isinstance(v100.price_per_hour, Decimal) and str(v100.price_per_hour) == "0.89"
