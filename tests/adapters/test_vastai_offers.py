@@ -73,6 +73,17 @@ def test_spec_create_env_is_an_object_or_a_string(env, ok):
     assert (request_errors(SPEC, request) == []) is ok
 
 
+@pytest.mark.parametrize("runtype,ok", [
+    ("ssh_direc ssh_proxy", True),  # vast-cli's --ssh --direct, added to the trimmed spec
+    ("ssh_direct", True), ("ssh_proxy", True),
+    ("ssh_direct ssh_proxy", False), ("ssh direct", False),
+])
+def test_spec_create_runtype(runtype, ok):
+    request = httpx.Request("PUT", f"{API}/api/v0/asks/{ASK}/", headers={"Authorization": "Bearer x"},
+                            json={"image": "vastai/pytorch", "runtype": runtype})
+    assert (request_errors(SPEC, request) == []) is ok
+
+
 @pytest.mark.parametrize("name,method,path,status", [
     ("search_offers_200_wrapped_list", "POST", "/api/v0/bundles/", 200),
     ("create_instance_200_from_schema_examples", "PUT", f"/api/v0/asks/{ASK}/", 200),

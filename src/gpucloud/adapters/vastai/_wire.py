@@ -94,7 +94,7 @@ def search_body(query: OfferQuery) -> dict[str, Any]:
     disk = disk_of(query)
     body: dict[str, Any] = {
         "verified": {"eq": True}, "rentable": {"eq": True}, "rented": {"eq": False},
-        # ssh_direct needs an open port on the host; the disk must fit.
+        # Direct SSH (RUNTYPE) needs an open port on the host; the disk must fit.
         "direct_port_count": {"gte": 1}, "disk_space": {"gte": disk},
         # The spec's enum says "ondemand"; its example and vast-cli send "on-demand".
         "type": "on-demand", "limit": SEARCH_LIMIT,
@@ -240,12 +240,20 @@ def checked_id(instance_id: str) -> str:
 
 
 SSH_USER = "root"  # the spec's and vast-cli's `root@host -p port`
+# The runtype vast-cli sends for `create instance --ssh --direct` (vast.py
+# get_runtype): direct SSH with Vast's SSH proxy set up as well, so a host whose
+# direct port cannot be reached still has the proxy endpoint connection_of falls
+# back to. The spec's createInstance enum lists only single words (ssh_direct
+# alone would not ask for the proxy); its own instance example shows this very
+# string read back ("image_runtype": "ssh ssh_direc ssh_proxy"). "ssh_direc" is
+# vast-cli's spelling, sent as is.
+RUNTYPE = "ssh_direc ssh_proxy"
 
 
 def connection_of(raw: dict[str, Any]) -> Connection | None:
     """Where to ssh, the way vast-cli's `ssh-url` reads an instance: the host
-    port mapped to 22/tcp on `public_ipaddr` (direct: create asks for runtype
-    ssh_direct), else the proxy `ssh_host`:`ssh_port` (one more for jupyter
+    port mapped to 22/tcp on `public_ipaddr` (direct: create asks for it, see
+    RUNTYPE), else the proxy `ssh_host`:`ssh_port` (one more for jupyter
     runtypes, as vast-cli does). `ports` is {"22/tcp": [{"HostPort": "20000"}]}
     in the spec's v1 list; its show example prints a bare list, which maps
     nothing. None while Vast has assigned neither (the spec: wait for

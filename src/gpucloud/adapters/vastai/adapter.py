@@ -73,6 +73,7 @@ from ._wire import (
     ENV_SHUTDOWN_AT,
     MAX_PAGES,
     PAGE_LIMIT,
+    RUNTYPE,
     as_int,
     as_str,
     checked_id,
@@ -173,8 +174,8 @@ class VastProvider(Provider):
             "disk": spec.disk_gb or offer.disk_gb or DEFAULT_DISK_GB,
             "label": make_label(spec.launch_id, deadline, spec.name),
             "env": env,
-            "runtype": "ssh_direct",
-            # runs in ssh_direct mode, on every container start (the guard re-arms)
+            "runtype": RUNTYPE,  # direct SSH, the proxy as fallback (see _wire.RUNTYPE)
+            # runs in the ssh modes, on every container start (the guard re-arms)
             "onstart": script,
         }
         response = yield self.request("PUT", f"/api/v0/asks/{offer.offer_id}/", json=body,
