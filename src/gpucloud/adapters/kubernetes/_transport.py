@@ -99,12 +99,13 @@ def _use_proxy(host: str, port: str, no_proxy: str) -> bool:
         if not name:
             continue
         try:
-            if ip is not None and ipaddress.ip_address(name) == ip:
-                if not want_port or want_port == port:
-                    return False
-            continue
+            entry_ip: Any = ipaddress.ip_address(name)
         except ValueError:
-            pass
+            entry_ip = None
+        if entry_ip is not None:  # an IP entry matches that IP only, never a name
+            if ip is not None and entry_ip == ip and (not want_port or want_port == port):
+                return False
+            continue
         if name.startswith("*."):
             name = name[1:]
         exact = not name.startswith(".")
