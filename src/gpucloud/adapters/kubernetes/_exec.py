@@ -158,7 +158,7 @@ class ExecTokenSource(TokenSource):
         status = raw.get("status")
         if not isinstance(status, dict):
             raise bad("returned no status field")
-        token = status.get("token") if isinstance(status.get("token"), str) else ""
+        token: str = status["token"] if isinstance(status.get("token"), str) else ""
         cert = status.get("clientCertificateData")
         key = status.get("clientKeyData")
         cert = cert if isinstance(cert, str) else ""
