@@ -61,6 +61,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
         self._target: _kubeconfig.KubeTarget | None = None
         self._settings: _settings.Settings | None = None
         self._auth: httpx.Auth | None = None
+        self._ssl: Any = None
 
     # -- configuration -----------------------------------------------------------
 
@@ -79,6 +80,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
 
                 raise CredentialsError(f"no kubeconfig for {self.name}",
                                        hint=how_to_set(self.name, "kubeconfig"))
+            # The path(s) KUBECONFIG lists, merged as kubectl merges them.
             self._target = _kubeconfig.load(path, self.settings.context)
         return self._target
 
@@ -94,10 +96,12 @@ class KubernetesProvider(KubernetesJobs, Provider):
         if self._auth is None:
             target = self.target
             if target.exec is not None:
-                from ...tokens import RefreshingTokenAuth
-                from ._exec import ExecTokenSource
+                from ._exec import ExecAuth, ExecTokenSource
 
-                self._auth = RefreshingTokenAuth(ExecTokenSource(target.exec))
+                secure = self.base_url.startswith("https:")
+                self._auth = ExecAuth(ExecTokenSource(
+                    target.exec, target=target,
+                    on_certificate=self._use_client_certificate if secure else None))
             else:
                 token = target.static_token()
                 if token is not None:
@@ -106,14 +110,43 @@ class KubernetesProvider(KubernetesJobs, Provider):
                     self._auth = BearerAuth(token)
         return self._auth
 
+    def _use_client_certificate(self, cert: bytes, key: bytes) -> None:
+        """An exec plugin's certificate: presented by every new connection from now
+        (one SSLContext serves all this adapter's clients)."""
+        _kubeconfig.load_cert_chain(self._verify(), (None, cert), (None, key),
+                                    what="the exec plugin's")
+
     def _verify(self) -> Any:
-        return self.target.ssl_context() if self.base_url.startswith("https:") else True
+        if not self.base_url.startswith("https:"):
+            return True
+        if self._ssl is None:
+            self._ssl = self.target.ssl_context()
+        return self._ssl
+
+    def proxy(self) -> str | None:
+        """The proxy to the API server: proxy-url, else the environment (_transport.py)."""
+        import os
+
+        from ._transport import proxy_for
+
+        return proxy_for(self.target, os.environ)
+
+    def identity_headers(self) -> list[tuple[str, str]]:
+        """Impersonate-* headers for the kubeconfig's ``as`` (none without it)."""
+        from ._transport import impersonation_headers
+
+        who = self.target.impersonate
+        return impersonation_headers(who) if who is not None else []
 
     def transport(self) -> httpx.BaseTransport | None:
-        return httpx.HTTPTransport(verify=self._verify())
+        from ._transport import KubeTransport
+
+        return KubeTransport(self.target, self._verify(), self.proxy())
 
     def async_transport(self) -> httpx.AsyncBaseTransport | None:
-        return httpx.AsyncHTTPTransport(verify=self._verify())
+        from ._transport import AsyncKubeTransport
+
+        return AsyncKubeTransport(self.target, self._verify(), self.proxy())
 
     def redact(self, text: str) -> str:
         text = super().redact(text)  # the kubeconfig credential and any job secret
