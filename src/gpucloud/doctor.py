@@ -83,8 +83,9 @@ def _fail(name: str, detail: str, fix: str | None) -> Check:
 
 
 def _first_line(result: ExecResult) -> str:
-    text = (result.stderr or result.stdout).strip()
-    return text.splitlines()[0] if text else f"exit code {result.exit_code}"
+    from .ssh import message_line
+
+    return message_line(result)
 
 
 def check_login(instance: Instance, result: ExecResult,

@@ -242,6 +242,17 @@ def ssh_notices_removed(stderr: str) -> str:
                    if not _SSH_NOTICE.match(line.rstrip("\n")))
 
 
+def message_line(result: ExecResult) -> str:
+    """The line that explains a failed command: the first of its stderr (else
+    stdout) that says something. OpenSSH frames its loudest errors ("REMOTE HOST
+    IDENTIFICATION HAS CHANGED") in lines of `@`: the frame says nothing."""
+    for line in (result.stderr or result.stdout).splitlines():
+        words = line.strip().strip("@").strip()
+        if words:
+            return words
+    return f"exit code {result.exit_code}"
+
+
 __all__ = ["CONNECT_TIMEOUT", "default_identity", "host_key_alias", "identity_file",
-           "login_identity", "pick_identity", "remembered_key", "remembered_keys", "run_ssh",
+           "login_identity", "message_line", "pick_identity", "remembered_key", "remembered_keys", "run_ssh",
            "shell_line", "ssh_args", "ssh_binary"]
