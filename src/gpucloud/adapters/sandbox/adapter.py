@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -52,6 +52,8 @@ class SandboxProvider(Provider):
     """The simulated cloud. ``db_path``/``knobs``/``cloud`` override the defaults (tests)."""
 
     name = "sandbox"
+    # The simulated cloud keeps deadlines to the microsecond (server.py).
+    deadline_precision = timedelta(microseconds=1)
     capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
                                 needs_ssh_key=False, native_shutdown=True)
 
