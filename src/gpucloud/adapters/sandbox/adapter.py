@@ -7,6 +7,8 @@ the SQLite-backed SandboxCloud instead of the network. No account is needed.
 
 from __future__ import annotations
 
+import re
+
 import os
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
@@ -52,6 +54,8 @@ class SandboxProvider(Provider):
     """The simulated cloud. ``db_path``/``knobs``/``cloud`` override the defaults (tests)."""
 
     name = "sandbox"
+    # "sbx-" and 12 hex digits (server.py makes them).
+    id_format = re.compile(r"sbx-[0-9a-f]{12}")
     # The simulated cloud keeps deadlines to the microsecond (server.py).
     deadline_precision = timedelta(microseconds=1)
     capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
