@@ -16,6 +16,11 @@ Checked at the end of every plan (so ``create``, ``create --dry-run`` and
   refused; running machines of unknown price are left out of committed, with
   a warning naming them;
 * the fallback offers create may try are kept only where they fit too.
+
+``extend`` is checked the same way (``check_extension``): this request is the
+extra time at the machine's price, counted from where the ledger already
+counts the machine (its current deadline, or the end of the month when it has
+none) to the new deadline, within this month.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from . import pricing
 from .costs import compute, month_bounds
 from .errors import BudgetExceededError
 from .ledger import Ledger
-from .models import Offer, Plan
+from .models import Instance, Offer, Plan
 from .state import utcnow
 
 WARN_AT = Decimal("0.8")
@@ -79,6 +84,42 @@ def check(engine: Any, plan: Plan) -> Plan:
     return plan.model_copy(update={"notes": (*plan.notes, figures), "alternatives": fits})
 
 
+def check_extension(engine: Any, instance: Instance, target: datetime, now: datetime) -> None:
+    """BudgetExceededError when moving `instance`'s deadline to `target` would
+    take this month over the budget; a warning at 80 % or more."""
+    ctx = engine.ctx
+    limit: Decimal | None = ctx.config.budget_monthly
+    if limit is None:
+        return
+    month, _, end = month_bounds(None, now)
+    counted_to = min(instance.shutdown_at or end, end)
+    extra = min(target, end) - max(counted_to, now)
+    hours = max(Decimal(0), Decimal(int(extra.total_seconds())) / Decimal(3600))
+    if instance.price_per_hour is None:
+        if hours == 0:
+            return  # nothing more this month, whatever the price
+        raise BudgetExceededError(
+            f"cannot keep the monthly budget ${pricing.money(limit)}: the price of "
+            f"{instance.ref} is unknown", hint=f"`gpucloud delete {instance.ref}` and create "
+                                               f"a machine of known price, or remove [budget] "
+                                               f"from {ctx.config.path}")
+    report = compute(Ledger(ctx.journal).rows(), month, "instance", now=now)
+    spent, committed = report.spent_known, report.projected_known
+    request = instance.price_per_hour * hours
+    total = spent + committed + request
+    if total > limit:
+        raise BudgetExceededError(
+            f"this extend would bring {month} to ${pricing.money(total)}, over the monthly "
+            f"budget ${pricing.money(limit)} (spent ${spent}, committed ${committed}, this "
+            f"extension ${pricing.money(request)})",
+            hint="extend by less, delete machines you no longer need (`gpucloud costs` shows "
+                 f"what runs), or raise [budget] monthly in {ctx.config.path}")
+    if total >= limit * WARN_AT:
+        ctx.warn(f"this extend brings {month} to {_percent(total, limit)} of the monthly budget "
+                 f"${pricing.money(limit)} ({month}): spent ${spent}, committed ${committed}, "
+                 f"this extension ${pricing.money(request)}")
+
+
 def _request(plan: Plan, offer: Offer, now: datetime, end: datetime) -> Decimal | None:
     """What the plan's machines cost this month on `offer`; None: price unknown."""
     if offer is plan.offer:
@@ -102,4 +143,4 @@ def _percent(total: Decimal, limit: Decimal) -> str:
     return f"{(total * 100 / limit).quantize(Decimal('0.1'))} %"
 
 
-__all__ = ["WARN_AT", "check"]
+__all__ = ["WARN_AT", "check", "check_extension"]

@@ -13,6 +13,12 @@ ambiguous failures, a journal entry for every attempt.
   new machines can take a moment to appear) and a machine carrying this
   launch id is adopted. Not found: the error is raised with the launch id.
 * Anything else (auth, bad request, a connect error that never left) stops.
+* A create reply is taken as the machine only when its id has the form the
+  provider documents (``Provider.id_format``): a reply like
+  ``{"id": "<html>"}`` is as ambiguous as no reply, so
+  the machine is looked for by launch id and adopted if found, else the
+  APIResponseValidationError is raised with the launch id (reconcile repairs
+  the journal later). Only then is the launch journaled delivered.
 * A job (``job=``, a JobRun) is launched the same way through the adapter's
   ``submit_job``, with a job launch id; its secret values are registered for
   redaction before the request exists. It returns the Job.
@@ -74,6 +80,7 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
         try:
             if job is None:
                 instance = yield Call(offer.provider, adapter.create(spec))
+                _check_id(adapter, offer.provider, instance)
             else:
                 submitted = yield Call(offer.provider, adapter.submit_job(spec))
                 instance = submitted.instance
@@ -179,6 +186,16 @@ def _attempt(offer: Offer, launch_id: str, outcome: str, exc: GpuCloudError | No
                    region=offer.region, outcome=outcome,  # type: ignore[arg-type]
                    error=str(exc) if exc else None, error_code=exc.code if exc else None,
                    launch_id=launch_id)
+
+
+def _check_id(adapter: Any, provider: str, instance: Any) -> None:
+    """The machine a create reply names, when its id has the provider's form; any
+    other id is an unreadable reply (the caller then looks for the launch id)."""
+    pattern = getattr(adapter, "id_format", None)
+    if pattern is not None and not pattern.fullmatch(str(instance.id)):
+        raise APIResponseValidationError(
+            f"{provider}: the create reply names machine id {str(instance.id)[:40]!r}, "
+            "which is not an id of this provider's form", provider=provider)
 
 
 def _find_launch(ctx: Any, provider: str, launch_id: str, job: bool = False) -> Op:

@@ -231,8 +231,10 @@ class Api:
     def delete_pod(self, ns: str, name: str, body: Any, query: dict[str, str], **_: Any
                    ) -> Reply:
         grace = (body or {}).get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
-        return Reply(200, self.cluster.delete_pod(ns, name,
-                                                  None if grace is None else float(grace)))
+        with self.cluster.lock:
+            _preconditions(self.cluster.pod(ns, name), (body or {}).get("preconditions"))
+            return Reply(200, self.cluster.delete_pod(ns, name,
+                                                      None if grace is None else float(grace)))
 
     def pod_log(self, ns: str, name: str, query: dict[str, str], **_: Any) -> Reply:
         container = query.get("container")
@@ -348,3 +350,19 @@ class Api:
                 obj["spec"][key] = merged["spec"][key]
         self.cluster.touch(obj)
         return copy.deepcopy(obj)
+
+
+def _preconditions(obj: dict[str, Any], wanted: Any) -> None:
+    """DeleteOptions.preconditions: a mismatch is 409 Conflict, worded as the
+    apiserver's storage layer words it (k8s.io/apiserver, pkg/storage/util.go
+    and errors.go: "Precondition failed: UID in precondition: ..., UID in
+    object meta: ...")."""
+    if not wanted:
+        return
+    meta = obj["metadata"]
+    for key, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+        if wanted.get(key) is not None and wanted[key] != meta.get(key):
+            raise failure(409, "Conflict", (
+                f"Operation cannot be fulfilled on pods \"{meta['name']}\": Precondition "
+                f"failed: {label} in precondition: {wanted[key]}, {label} in object meta: "
+                f"{meta.get(key)}"), {"name": meta["name"], "kind": "pods"})

@@ -284,6 +284,34 @@ class KubernetesProvider(KubernetesJobs, Provider):
                                       "/api/v1" + self._ns(f"/pods/{quote(instance_id)}"))
         self.raise_for_error(response)
 
+    def delete_expired(self, instance: Instance) -> Flow[bool]:
+        """Delete a pod only as it was when its deadline was checked: the pod is
+        read, its deadline annotation checked again, and the DELETE carries
+        DeleteOptions.preconditions.resourceVersion of that read, so an extend
+        (a PATCH, which changes resourceVersion) landing in between makes the
+        apiserver refuse the delete with 409 Conflict instead of the pod dying
+        (Kubernetes API reference, DeleteOptions: "Must be fulfilled before a
+        deletion is carried out. If not possible, a 409 Conflict status will
+        be returned.")."""
+        from ...state import utcnow
+
+        response = yield self.request("GET", "/api/v1" + self._ns(f"/pods/{quote(instance.id)}"))
+        pod = self._body(response)
+        deadline = self._instance(pod).shutdown_at
+        if deadline is None or deadline > utcnow():
+            return False
+        meta = wire.meta(pod)
+        options = {"kind": "DeleteOptions", "apiVersion": "v1",
+                   "preconditions": {"uid": meta.get("uid"),
+                                     "resourceVersion": meta.get("resourceVersion")}}
+        request = self.request("DELETE", "/api/v1" + self._ns(f"/pods/{quote(instance.id)}"),
+                               json=options)
+        response = yield request
+        if response.status_code == 409:
+            return False  # changed since the read: the next pass reads it again
+        self.raise_for_error(response)
+        return True
+
     def exec_command(self, instance_id: str, command: str, timeout: float) -> ExecResult:
         """`command` in the pod's main container through the exec API (_podexec.py)."""
         from ._podexec import run

@@ -35,6 +35,8 @@ What shapes this adapter:
 
 from __future__ import annotations
 
+import re
+
 import logging
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -101,6 +103,8 @@ log = logging.getLogger("gpucloud.vastai")
 
 class VastProvider(Provider):
     name = "vastai"
+    # Instance ids are integers (new_contract in the create reply, OpenAPI examples).
+    id_format = re.compile(r"[1-9][0-9]{0,18}")
     # spot: interruptible instances are bid-priced; a bid machine is stopped as
     # soon as someone outbids it, and the engine has no bid support yet.
     # self_guard: the onstart guard (_guard.py) destroys a machine past its

@@ -33,6 +33,8 @@ What shapes this adapter:
 
 from __future__ import annotations
 
+import re
+
 import hashlib
 import logging
 import threading
@@ -59,6 +61,8 @@ MIN_OS_VOLUME_GB = 50  # dstack: Verda images need 50 GB
 
 class VerdaProvider(Provider):
     name = "verda"
+    # Instance ids are UUIDs (the API reference's examples).
+    id_format = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
     capabilities = Capabilities(spot=True, stop_start=False, custom_disk=True,
                                 needs_ssh_key=True, native_shutdown=False)
     # None documented (CONTRACTS.md section 4, "Rate limits: none documented";
