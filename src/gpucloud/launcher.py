@@ -18,7 +18,16 @@ ambiguous failures, a journal entry for every attempt.
   ``{"id": "<html>"}`` is as ambiguous as no reply, so
   the machine is looked for by launch id and adopted if found, else the
   APIResponseValidationError is raised with the launch id (reconcile repairs
-  the journal later). Only then is the launch journaled delivered.
+  the journal later).
+* A well-formed id is read back (GET by id; Lambda, Vast and Verda do it
+  inside create) before the machine counts as created: a 404 means the reply
+  named a machine that is not there, which is handled like the wrong form
+  above, and so is a machine read back that carries another launch id. Until
+  the read answers, the journal holds the replied id (status ambiguous) and
+  the attempt in flight names it, so an interrupt says the machine may exist
+  under that id. A read that fails otherwise (5xx, timeout) does not
+  contradict the reply: the reply's machine is kept, with a warning. Only
+  then is the launch journaled delivered.
 * A job (``job=``, a JobRun) is launched the same way through the adapter's
   ``submit_job``, with a job launch id; its secret values are registered for
   redaction before the request exists. It returns the Job.
@@ -26,6 +35,7 @@ ambiguous failures, a journal entry for every attempt.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from .adapters.base import Sleep
@@ -34,13 +44,14 @@ from . import ledger
 from .ops import Call, Op
 from .errors import (
     APIConnectionError, APIError, APIResponseValidationError, GpuCloudError,
-    InsufficientCapacityError, InternalServerError, QuotaExceededError, option,
+    InsufficientCapacityError, InternalServerError, NotFoundError, QuotaExceededError, option,
 )
 from .models import Attempt, Offer, Plan
 from .planner import deadline_for
 from .redaction import register_secrets
 
 MAX_ATTEMPTS = 3
+log = logging.getLogger("gpucloud")
 RECONCILE_DELAYS = (0.0, 2.0, 5.0)  # seconds before each look for an ambiguous launch
 
 
@@ -81,6 +92,10 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
             if job is None:
                 instance = yield Call(offer.provider, adapter.create(spec))
                 _check_id(adapter, offer.provider, instance)
+                if not adapter.create_reads_back:
+                    launching = _answered(ctx, launching, instance.id)
+                    instance = yield from _read_back(adapter, offer.provider, instance)
+                _check_launch_id(adapter, spec.launch_id, instance)
             else:
                 submitted = yield Call(offer.provider, adapter.submit_job(spec))
                 instance = submitted.instance
@@ -142,6 +157,41 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
                      f"retry, or narrow {option('provider', '--provider')} or "
                      f"{option('region', '--region')}")
     raise last
+
+
+def _answered(ctx: Any, launching: Attempt, instance_id: str) -> Attempt:
+    """The create was answered with ``instance_id``; until it is read back the
+    machine may exist under it: the journal and the attempt in flight say so."""
+    ctx.tolerant(f"launch {launching.launch_id} (machine {instance_id}) is not journaled",
+                 ctx.journal.mark, launching.launch_id, "ambiguous", instance_id=instance_id)
+    answered = launching.model_copy(update={"instance_id": instance_id})
+    # Each list operation is atomic (a batch launches from several threads):
+    # added before the old one goes, so an interrupt never finds neither.
+    ctx.in_flight.append(answered)
+    _settle(ctx, launching)
+    return answered
+
+
+def _read_back(adapter: Any, provider: str, replied: Any) -> Op:
+    """The machine the create reply named, read by its id. 404: the reply
+    named a machine that is not there (an unreadable reply). Any other failure
+    does not contradict the reply: its machine is kept."""
+    try:
+        return (yield Call(provider, adapter.get(replied.id)))
+    except NotFoundError as exc:
+        raise adapter.not_created(replied.id) from exc
+    except GpuCloudError as exc:
+        log.warning("%s: created %s but could not read it back: %s", provider, replied.id, exc)
+        return replied
+
+
+def _check_launch_id(adapter: Any, launch_id: str, instance: Any) -> None:
+    """A machine read back under the replied id that carries another launch id
+    is someone else's machine, never this launch's."""
+    if instance.launch_id is not None and instance.launch_id != launch_id:
+        raise APIResponseValidationError(
+            f"{adapter.name}: the create reply names machine {str(instance.id)[:40]!r}, which "
+            f"carries another launch id", provider=adapter.name)
 
 
 def _settle(ctx: Any, launching: Attempt) -> None:

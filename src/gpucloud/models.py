@@ -263,6 +263,9 @@ class Attempt(_Model):
     error: str | None = None
     error_code: str | None = None
     launch_id: str | None = None  # on the machine if it exists: reconcile looks for it
+    # While launching: the id the create reply named, not yet read back (an
+    # interrupt then says the machine may exist under it).
+    instance_id: str | None = None
 
 
 class ProviderStatus(_Model):

@@ -167,8 +167,8 @@ def test_create_disk_check_falls_back_to_the_catalog(api, run, provider):
 def test_create_reports_the_machine_even_if_the_read_back_fails(api, run, provider):
     launch = api.on("POST", "/api/v1/instance-operations/launch",
                     reply(200, body("launch_instance_200")))
-    api.on("GET", f"/api/v1/instances/{INSTANCE_ID}",
-           reply(404, body("error_instance_not_found_404")))
+    api.on("GET", f"/api/v1/instances/{INSTANCE_ID}", reply(500, {"error": {
+        "code": "global/internal-error", "message": "Something went wrong."}}))
     deadline = datetime(2026, 12, 1, 6, 30, 15, tzinfo=timezone.utc)
     instance = run(provider.create(make_spec(shutdown_at=deadline)))
     assert launch.call_count == 1
@@ -176,6 +176,17 @@ def test_create_reports_the_machine_even_if_the_read_back_fails(api, run, provid
         INSTANCE_ID, "lid-7f3a9c", InstanceStatus.PENDING)
     assert instance.price_per_hour == Decimal("23.92")
     assert instance.shutdown_at == deadline
+
+
+def test_create_whose_reply_names_an_instance_lambda_then_404s_is_not_created(
+        api, run, provider):
+    """The reply named an id Lambda then has no instance for: not the machine
+    (the launcher looks for the launch id instead)."""
+    api.on("POST", "/api/v1/instance-operations/launch", reply(200, body("launch_instance_200")))
+    api.on("GET", f"/api/v1/instances/{INSTANCE_ID}",
+           reply(404, body("error_instance_not_found_404")))
+    with pytest.raises(APIResponseValidationError, match="does not exist"):
+        run(provider.create(make_spec()))
 
 
 @pytest.mark.parametrize("launched", [{"instance_ids": []}, {}, {"instance_ids": [7]}])

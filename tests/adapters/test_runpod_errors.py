@@ -207,6 +207,10 @@ def test_a_refused_candidate_fails_over_to_the_next(monkeypatch, refusal):
     def api(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/v2/catalog/gpus":
             return httpx.Response(200, json={"gpus": [gpu]})
+        if request.method == "GET":  # the new pod, read back by its id
+            pod = created[-1]
+            assert request.url.path == f"/v2/pods/{pod['id']}"
+            return httpx.Response(200, json=pod)
         sent = json.loads(request.content)
         if not created:
             created.append(None)
@@ -288,3 +292,62 @@ def test_a_create_reply_naming_no_machine_keeps_the_launch_id(monkeypatch):
             client.create(gpu="h100", count=8, image="runpod/pytorch:2.4")
     assert caught.value.launch_id is not None and caught.value.launch_id.startswith("gc-")
     assert caught.value.launch_id in (caught.value.hint or "")
+
+
+def test_a_well_formed_id_the_provider_then_404s_is_not_the_machine(monkeypatch):
+    """The reply's id has RunPod's form but no pod has it (GET by id: 404): the
+    pod that carries the launch id is adopted, never the reply's id."""
+    from gpucloud import Client
+
+    monkeypatch.setenv("GPUCLOUD_RUNPOD_API_KEY", KEY)
+    with respx.mock(assert_all_called=False) as router:
+        route = router.route(host="api.runpod.io").mock(
+            side_effect=lying_runpod("aaaaaaaaaa"))
+        client = Client(providers=["runpod"], sleep=lambda s: None)
+        machine = client.create(gpu="h100", count=8, image="runpod/pytorch:2.4")
+    assert machine.id == "953f3b4034"
+    assert [a.outcome for a in client.last_attempts] == ["adopted"]
+    sent = [(c.request.method, c.request.url.path) for c in route.calls]
+    assert ("GET", "/v2/pods/aaaaaaaaaa") in sent and sent.count(("POST", "/v2/pods")) == 1
+
+
+def test_a_well_formed_id_naming_no_pod_and_no_launch_found_is_never_created(monkeypatch):
+    from gpucloud import APIResponseValidationError, Client
+    from gpucloud.config import state_db_path
+    from gpucloud.state import Journal
+
+    monkeypatch.setenv("GPUCLOUD_RUNPOD_API_KEY", KEY)
+    seen = []
+    with respx.mock(assert_all_called=False) as router:
+        router.route(host="api.runpod.io").mock(side_effect=lying_runpod("aaaaaaaaaa", False))
+        client = Client(providers=["runpod"], sleep=lambda s: None, on_attempt=seen.append)
+        with pytest.raises(APIResponseValidationError) as caught:
+            client.create(gpu="h100", count=8, image="runpod/pytorch:2.4")
+    launch_id = caught.value.launch_id
+    assert launch_id is not None and launch_id in (caught.value.hint or "")
+    assert "created" not in [a.outcome for a in seen]
+    record = Journal(state_db_path()).get(launch_id)
+    assert record is not None and record.status == "ambiguous"  # reconcile settles it
+
+
+def test_a_pod_read_back_with_another_launch_id_is_not_adopted(monkeypatch):
+    """The replied id names a pod that exists but carries another launch (someone
+    else's machine): it is not taken; the pod with this launch id is."""
+    from gpucloud import Client
+
+    other = {**body("v2_create_pod_201_pod"), "id": "bbbbbbbbbb", "name": "theirs",
+             "env": {"GPUCLOUD_LAUNCH_ID": "gc-0123456789"}}
+    inner = lying_runpod("bbbbbbbbbb")
+
+    def api(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET" and request.url.path == "/v2/pods/bbbbbbbbbb":
+            return httpx.Response(200, json=other)
+        return inner(request)
+
+    monkeypatch.setenv("GPUCLOUD_RUNPOD_API_KEY", KEY)
+    with respx.mock(assert_all_called=False) as router:
+        router.route(host="api.runpod.io").mock(side_effect=api)
+        client = Client(providers=["runpod"], sleep=lambda s: None)
+        machine = client.create(gpu="h100", count=8, image="runpod/pytorch:2.4")
+    assert machine.id == "953f3b4034"
+    assert [a.outcome for a in client.last_attempts] == ["adopted"]

@@ -296,11 +296,21 @@ def test_create_derives_a_valid_hostname(api, run, provider, name, host):
 def test_create_reports_the_machine_even_if_the_read_back_fails(api, run, provider):
     api.on("GET", "/sshkeys", reply(200, SSH_KEYS))
     api.on("POST", "/instances", reply(202, text=INSTANCE_ID))
-    api.on("GET", f"/instances/{INSTANCE_ID}", reply(404, error("not_found", "Not found")))
+    api.on("GET", f"/instances/{INSTANCE_ID}", reply(500, error("internal", "Server error")))
     instance = run(provider.create(make_spec()))
     assert instance.id == INSTANCE_ID and instance.status is InstanceStatus.PENDING
     assert instance.launch_id == "gc-0123456789" and instance.region == "FIN-01"
     assert instance.price_per_hour == Decimal("0.89")
+
+
+def test_create_whose_reply_names_an_instance_verda_then_404s_is_not_created(api, run, provider):
+    """The reply named a UUID Verda then has no instance for: not the machine
+    (the launcher looks for the launch id instead)."""
+    api.on("GET", "/sshkeys", reply(200, SSH_KEYS))
+    api.on("POST", "/instances", reply(202, text=INSTANCE_ID))
+    api.on("GET", f"/instances/{INSTANCE_ID}", reply(404, error("not_found", "Not found")))
+    with pytest.raises(APIResponseValidationError, match="does not exist"):
+        run(provider.create(make_spec()))
 
 
 @pytest.mark.parametrize("reply_", [

@@ -54,6 +54,8 @@ def clouds(monkeypatch):
             return httpx.Response(400, json=fixture("lambda/error_quota_exceeded_400.json"))
         raise AssertionError(f"unexpected lambda {request.method} {path}")
 
+    pods = {}  # what RunPod holds: a created pod is read back by its id
+
     def runpod_api(request):
         validate_request(RUNPOD_SPEC, request)
         sent.append(("runpod", request.method, request.url.path))
@@ -64,7 +66,12 @@ def clouds(monkeypatch):
             pod = {**fixture("runpod/v2_create_pod_201_pod.json"), "name": body["name"],
                    "env": body["env"], "gpu": body["gpu"], "cost": 28.0,
                    "dataCenterId": body["dataCenterIds"][0]}
+            pods[pod["id"]] = pod
             return httpx.Response(201, json=pod)
+        if request.method == "GET" and request.url.path.startswith("/v2/pods/"):
+            pod = pods.get(request.url.path.rsplit("/", 1)[1])
+            return httpx.Response(200, json=pod) if pod else httpx.Response(
+                404, json=fixture("runpod/v2_error_404_notFound.json"))
         raise AssertionError(f"unexpected runpod {request.method} {request.url.path}")
 
     with respx.mock(assert_all_called=False) as router:
@@ -94,3 +101,5 @@ def test_quota_on_the_cheapest_cloud_moves_to_the_next(clouds):
     launches = [s for s in clouds if s[2] in ("/api/v1/instance-operations/launch", "/v2/pods")]
     assert launches == [("lambda", "POST", "/api/v1/instance-operations/launch"),
                         ("runpod", "POST", "/v2/pods")]  # quota skipped Lambda's other regions
+    # The pod the reply named is read back before it counts as created.
+    assert clouds[-1] == ("runpod", "GET", f"/v2/pods/{machine.id}")

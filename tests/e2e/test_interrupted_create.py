@@ -14,6 +14,19 @@ from gpucloud.adapters.sandbox.server import SandboxTransport
 from gpucloud.cli import app
 
 
+@pytest.fixture(autouse=True)
+def launches_left_running():
+    """An interrupted batch returns at once while its launch threads may still
+    finish their request and read the new machine back: they must not run into
+    the next test and spend its counted requests."""
+    yield
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.name.startswith("gpucloud-launch"):
+            thread.join(30)
+
+
 def interrupt_on(monkeypatch, method: str, path_part: str, nth: int, *, after: bool) -> None:
     """Ctrl-C arrives during the nth matching request: before the simulated cloud
     sees it, or after it acted (the answer is lost)."""
@@ -74,13 +87,35 @@ def test_interrupt_with_the_answer_lost_reports_json(monkeypatch):
 
 def test_interrupt_while_waiting_names_the_machine(monkeypatch):
     monkeypatch.setenv("GPUCLOUD_SANDBOX_BOOT_SECONDS", "600")
-    interrupt_on(monkeypatch, "GET", "/instances/", 1, after=False)  # the first poll
+    # The first GET by id reads the new machine back; the second is the wait's first poll.
+    interrupt_on(monkeypatch, "GET", "/instances/", 2, after=False)
     result = create("--wait", "--timeout", "5")
     assert result.exit_code == 130
     [ref] = live_refs()
     assert f"exists: {ref}" in result.stderr and f"gpucloud delete {ref}" in result.stderr
     doc = json.loads(CliRunner().invoke(app, ["list", "--json"]).stdout)
     assert [i["ref"] for i in doc["instances"]] == [ref]
+
+
+def test_interrupt_during_the_read_back_names_the_replied_id(monkeypatch):
+    """The create was answered with an id, not yet confirmed by reading it back:
+    the machine may exist under that id, and the journal keeps both the id and
+    the launch id for reconcile; it is not claimed to exist."""
+    from gpucloud.config import state_db_path
+    from gpucloud.state import Journal
+
+    interrupt_on(monkeypatch, "GET", "/instances/", 1, after=False)
+    result = create()
+    assert result.exit_code == 130
+    [ref] = live_refs()
+    assert f"exists: {ref}" not in result.stderr
+    assert f"may exist: sandbox" in result.stderr and f"({ref}, the id the create reply" \
+        in result.stderr
+    [record] = Journal(state_db_path()).all()
+    assert (record.status, f"sandbox/{record.instance_id}") == ("ambiguous", ref)
+    assert f"launch id {record.launch_id}" in result.stderr
+    doc = json.loads(CliRunner().invoke(app, ["reconcile", "--json"]).stdout)
+    assert [i["ref"] for i in doc["adopted"]] == [ref]
 
 
 def test_interrupt_before_any_launch_says_none_was_created(monkeypatch):

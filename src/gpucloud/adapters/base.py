@@ -75,6 +75,10 @@ class Provider:
     # reply whose id does not match is not taken as the machine (launcher.py
     # then looks for it by launch id). None: no documented form to check.
     id_format: ClassVar[re.Pattern[str] | None] = None
+    # Whether create() itself reads the new machine back by the id its reply
+    # named (GET by id), turning a 404 into ``not_created``. Where it does not,
+    # the launcher makes that read before the machine counts as created.
+    create_reads_back: ClassVar[bool] = False
 
     def __init__(self, catalog: ProviderCatalog, credential: Credential | None = None) -> None:
         self.catalog = catalog
@@ -178,6 +182,14 @@ class Provider:
                 provider=self.name, request=response.request,
             ) from exc
 
+    def not_created(self, instance_id: str) -> APIResponseValidationError:
+        """A create reply named ``instance_id`` and the provider has no machine by
+        that id: the reply cannot be taken as the machine, which may still exist
+        under another id (the launcher then looks for its launch id)."""
+        return APIResponseValidationError(
+            f"{self.name}: the create reply names machine {instance_id[:40]!r}, which "
+            f"{self.name} then says does not exist", provider=self.name)
+
     def invalid(self, response: httpx.Response, detail: str) -> APIResponseValidationError:
         return APIResponseValidationError(
             f"{self.name}: unexpected response to {response.request.method} "
@@ -244,7 +256,7 @@ class Provider:
     # -- jobs (flows) -----------------------------------------------------------
     # Default: a job is a machine that runs the container (spec.job, translated
     # by the adapter's create) and ends with it; its launch id starts with
-    # ops.JOB_PREFIX. Its status is what the machine says: a machine that has
+    # flow.JOB_PREFIX. Its status is what the machine says: a machine that has
     # ended cannot say whether the job succeeded, so that is UNKNOWN. Adapters
     # with real jobs (Kubernetes, the sandbox) override all of these.
 

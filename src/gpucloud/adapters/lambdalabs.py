@@ -38,7 +38,9 @@ from urllib.parse import quote
 import httpx
 
 from ..http_errors import status_error
-from ..errors import APIStatusError, ConfigurationError, RateLimitError, SpecError
+from ..errors import (
+    APIStatusError, ConfigurationError, NotFoundError, RateLimitError, SpecError,
+)
 from ..gpus import gpu_info, normalize_gpu
 from ..models import Instance, InstanceSpec, InstanceStatus, Offer
 from ..ratelimit import RateLimit
@@ -61,6 +63,7 @@ class LambdaProvider(Provider):
     name = "lambda"
     # Instance ids: 32 lowercase letters and digits ("0920582c7ff041399e34823a0be62549"
     # in the Cloud API's OpenAPI examples).
+    create_reads_back = True  # a GET by the replied id, see create()
     id_format = re.compile(r"[0-9a-z]{32}")
     capabilities = Capabilities(spot=False, stop_start=False, custom_disk=False,
                                 needs_ssh_key=True, native_shutdown=False)
@@ -138,6 +141,8 @@ class LambdaProvider(Provider):
         # believe the launch failed and try another offer, i.e. a second machine.
         try:
             return (yield from self.get(instance_id))
+        except NotFoundError as exc:  # the reply named a machine that is not there
+            raise self.not_created(instance_id) from exc
         except Exception as exc:  # noqa: BLE001 - any failure of the read-back, see above
             log.warning("lambda: launched %s but could not read it back: %s", instance_id, exc)
             return Instance(

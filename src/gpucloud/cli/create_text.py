@@ -99,8 +99,10 @@ def _interrupted(made: list[Any], in_flight: list[Any], as_json: bool) -> None:
         for instance in made:
             output.err(f"exists: {instance.ref} (launch id {instance.launch_id or '-'})")
         for attempt in in_flight:
+            named = (f"{attempt.provider}/{attempt.instance_id}, the id the create reply "
+                     "named, not yet read back; " if attempt.instance_id else "")
             output.err(f"may exist: {attempt.provider} {attempt.instance_type} in "
-                       f"{attempt.region} (launch id {attempt.launch_id})")
+                       f"{attempt.region} ({named}launch id {attempt.launch_id})")
     fail(130, "interrupted", "interrupted: " + "; ".join(parts), "; ".join(hints), as_json,
          {"instances": [output.dump(i) for i in made],
           "in_flight": [output.dump(a) for a in in_flight]})

@@ -104,6 +104,7 @@ log = logging.getLogger("gpucloud.vastai")
 class VastProvider(Provider):
     name = "vastai"
     # Instance ids are integers (new_contract in the create reply, OpenAPI examples).
+    create_reads_back = True  # a GET by the replied id, see create()
     id_format = re.compile(r"[1-9][0-9]{0,18}")
     # spot: interruptible instances are bid-priced; a bid machine is stopped as
     # soon as someone outbids it, and the engine has no bid support yet.
@@ -194,6 +195,8 @@ class VastProvider(Provider):
         # Billed from here on: never raise now, or the caller would launch a second one.
         try:
             return (yield from self.get(instance_id))
+        except NotFoundError as exc:  # the reply named a machine that is not there
+            raise self.not_created(instance_id) from exc
         except Exception as exc:  # noqa: BLE001 - any failure of the read-back
             log.warning("vastai: rented %s but could not read it back: %s", instance_id, exc)
             return Instance(

@@ -45,7 +45,9 @@ from urllib.parse import quote
 import httpx
 
 from ...http_errors import status_error
-from ...errors import APIStatusError, ConfigurationError, CredentialsError, SpecError
+from ...errors import (
+    APIStatusError, ConfigurationError, CredentialsError, NotFoundError, SpecError,
+)
 from ...gpus import gpu_info, normalize_gpu
 from ...models import Instance, InstanceSpec, InstanceStatus, Offer
 from ...tokens import RefreshingTokenAuth
@@ -62,6 +64,7 @@ MIN_OS_VOLUME_GB = 50  # dstack: Verda images need 50 GB
 class VerdaProvider(Provider):
     name = "verda"
     # Instance ids are UUIDs (the API reference's examples).
+    create_reads_back = True  # a GET by the replied id, see create()
     id_format = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
     capabilities = Capabilities(spot=True, stop_start=False, custom_disk=True,
                                 needs_ssh_key=True, native_shutdown=False)
@@ -219,6 +222,8 @@ class VerdaProvider(Provider):
         # believe the launch failed and try another offer, i.e. a second machine.
         try:
             return (yield from self.get(instance_id))
+        except NotFoundError as exc:  # the reply named a machine that is not there
+            raise self.not_created(instance_id) from exc
         except Exception as exc:  # noqa: BLE001 - any failure of the read-back, see above
             log.warning("verda: launched %s but could not read it back: %s", instance_id, exc)
             return Instance(
