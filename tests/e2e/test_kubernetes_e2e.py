@@ -325,3 +325,60 @@ def test_the_example_job_file_runs_unchanged_through_the_cli(kubeconfig, emulato
     clock.advance(30)
     emulator.cluster.tick()
     assert emulator.cluster.jobs == {} and emulator.cluster.pods == {}
+
+
+def test_an_extend_between_the_reapers_read_and_its_delete_keeps_the_pod(
+        client, emulator, monkeypatch):
+    """The reaper reads an overdue pod, then an extend (a merge PATCH of the
+    deadline annotation, as `gpucloud extend` sends) lands before its DELETE:
+    the DELETE's preconditions no longer hold, the apiserver answers 409
+    Conflict, and the pod is kept and reported as extended."""
+    from datetime import timedelta, timezone
+
+    machine = client.create(gpu="h100", count=1, image=IMAGE, provider="kubernetes",
+                            auto_shutdown="1h")
+    path = f"/api/v1/namespaces/{NS}/pods/{machine.id}"
+    headers = {"authorization": f"Bearer {emulator.admin_token}",
+               "content-type": "application/merge-patch+json"}
+
+    def move_deadline(moment: datetime) -> None:
+        patch = {"metadata": {"annotations": {
+            "gpucloud.dev/shutdown-at": moment.strftime("%Y-%m-%dT%H:%M:%SZ")}}}
+        assert emulator.api.handle("PATCH", path, headers, json.dumps(patch).encode()).code == 200
+
+    now = datetime.now(timezone.utc)
+    move_deadline(now - timedelta(minutes=5))  # overdue
+    original = emulator.api.delete_pod
+
+    def extend_first(ns, name, body, query, **rest):
+        move_deadline(now + timedelta(hours=2))  # someone's extend wins the race
+        return original(ns, name, body, query, **rest)
+
+    monkeypatch.setattr(emulator.api, "delete_pod", extend_first)
+    report = client.reap()
+    assert [(a.instance.id, a.action) for a in report.actions] == [(machine.id, "extended")]
+    [delete] = [r for r in emulator.requests if r["method"] == "DELETE"]
+    preconditions = delete["body"]["preconditions"]
+    assert delete["status"] == 409 and preconditions["resourceVersion"]
+    assert {"kind": "Pod", "namespace": NS, "name": machine.id} not in emulator.cluster.deletions
+    kept = client.get(machine.ref)
+    assert kept.status != InstanceStatus.TERMINATING
+    assert kept.shutdown_at is not None and kept.shutdown_at > now
+
+
+def test_a_failed_delete_precondition_is_the_apiservers_conflict(emulator):
+    """The 409 body the emulator sends for a failed precondition, as a real
+    apiserver words it (see _preconditions in tests/k8s_emulator/api.py)."""
+    pod = emulator.cluster.create_pod("default", rival_pod("p1", 0))
+    auth = {"authorization": f"Bearer {emulator.admin_token}"}
+    reply = emulator.api.handle("DELETE", "/api/v1/namespaces/default/pods/p1", auth, json.dumps(
+        {"preconditions": {"uid": "d0c9a7e2-0000-4000-8000-000000000000"}}).encode())
+    assert reply.code == 409
+    assert reply.body == {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": 'Operation cannot be fulfilled on pods "p1": StorageError: invalid object, '
+                   "Code: 4, Key: /registry/pods/default/p1, ResourceVersion: 0, "
+                   "AdditionalErrorMsg: Precondition failed: UID in precondition: "
+                   "d0c9a7e2-0000-4000-8000-000000000000, UID in object meta: "
+                   f"{pod['metadata']['uid']}",
+        "reason": "Conflict", "details": {"name": "p1", "kind": "pods"}, "code": 409}

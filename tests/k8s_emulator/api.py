@@ -354,15 +354,28 @@ class Api:
 
 def _preconditions(obj: dict[str, Any], wanted: Any) -> None:
     """DeleteOptions.preconditions: a mismatch is 409 Conflict, worded as the
-    apiserver's storage layer words it (k8s.io/apiserver, pkg/storage/util.go
-    and errors.go: "Precondition failed: UID in precondition: ..., UID in
+    apiserver words it. k8s.io/apiserver pkg/storage/interfaces.go
+    (Preconditions.Check) makes "Precondition failed: UID in precondition: %v,
+    UID in object meta: %v" (or ResourceVersion) an invalid-object StorageError,
+    whose Error() in pkg/storage/errors.go is "StorageError: %s, Code: %d, Key:
+    %s, ResourceVersion: %d, AdditionalErrorMsg: %s" (code 4, "invalid
+    object"; no resource version); the registry's delete turns that into
+    apimachinery's NewConflict: "Operation cannot be fulfilled on %s %q: %v",
+    reason Conflict, details {name, kind: the resource}. A published real one,
+    for a pod: github.com/virtual-kubelet/tensile-kube/issues/51 ("Operation
+    cannot be fulfilled on pods "qabb-...": StorageError: invalid object,
+    Code: 4, Key: /registry/pods/qa/qabb-..., ResourceVersion: 0,
+    AdditionalErrorMsg: Precondition failed: UID in precondition: ..., UID in
     object meta: ...")."""
     if not wanted:
         return
     meta = obj["metadata"]
-    for key, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
-        if wanted.get(key) is not None and wanted[key] != meta.get(key):
+    key = f"/registry/pods/{meta.get('namespace')}/{meta['name']}"
+    for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+        if wanted.get(field) is not None and wanted[field] != meta.get(field):
             raise failure(409, "Conflict", (
-                f"Operation cannot be fulfilled on pods \"{meta['name']}\": Precondition "
-                f"failed: {label} in precondition: {wanted[key]}, {label} in object meta: "
-                f"{meta.get(key)}"), {"name": meta["name"], "kind": "pods"})
+                f"Operation cannot be fulfilled on pods \"{meta['name']}\": StorageError: "
+                f"invalid object, Code: 4, Key: {key}, ResourceVersion: 0, "
+                f"AdditionalErrorMsg: Precondition failed: {label} in precondition: "
+                f"{wanted[field]}, {label} in object meta: {meta.get(field)}"),
+                {"name": meta["name"], "kind": "pods"})
