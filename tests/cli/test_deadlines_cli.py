@@ -230,3 +230,67 @@ def test_extend_until_has_the_ten_year_cap_in_another_process(cli):
     result = gpucloud("extend", made["ref"], "--until", far, "--yes")
     assert result.returncode == 2 and "more than 10 years away" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.fixture
+def whole_seconds(monkeypatch):
+    """The sandbox keeps deadlines as the real clouds do: to the whole second,
+    cutting off what it is sent."""
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_WHOLE_SECONDS", "1")
+
+
+@pytest.mark.parametrize("deadline", ["never", "1s"])  # none; overdue once 1 s has passed
+def test_extend_by_at_whole_seconds_succeeds_once_in_another_process(cli, whole_seconds,
+                                                                     deadline):
+    made = create(cli, "--auto-shutdown", deadline)["instance"]
+    if deadline == "1s":
+        time.sleep(1.2)
+    before = datetime.now(timezone.utc)
+    result = gpucloud("extend", made["ref"], "--by", "1h", "--yes")
+    assert result.returncode == 0, result.stderr
+    said = "had no deadline" if deadline == "never" else "was overdue"
+    assert result.stdout.count("extended") == 1 and said in result.stdout, result.stdout
+    kept = Client(providers=["sandbox"]).get(made["ref"]).shutdown_at
+    assert kept is not None and kept.microsecond == 0  # what the cloud keeps
+    assert timedelta(minutes=59) < kept - before <= timedelta(hours=1, seconds=1)
+
+
+def test_extend_until_retried_moves_the_deadline_once(cli, whole_seconds):
+    made = create(cli, "--auto-shutdown", "1h")["instance"]
+    until = (at(made["shutdown_at"]) + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    first = gpucloud("extend", made["ref"], "--until", until, "--yes")
+    assert first.returncode == 0, first.stderr
+    after_first = Client(providers=["sandbox"]).get(made["ref"]).shutdown_at
+    again = gpucloud("extend", made["ref"], "--until", until, "--yes")
+    assert again.returncode == 0, again.stderr
+    assert Client(providers=["sandbox"]).get(made["ref"]).shutdown_at == after_first == at(until)
+
+
+def test_extend_over_budget_refuses_before_asking(cli, monkeypatch):
+    """The budget figures and the refusal (exit 7) come before the prompt: a user
+    is never asked to confirm what would then be refused."""
+    from gpucloud.cli import instance_cmds
+
+    made = create(cli, "--auto-shutdown", "1h")["instance"]
+    write_config('[budget]\nmonthly = "100"\n')
+    monkeypatch.setattr(instance_cmds, "_interactive", lambda: True)
+    result = cli("extend", made["ref"], "--by", "400h", input="y\n")
+    assert result.exit_code == 7, result.output
+    assert "over the monthly budget $100.00" in result.stderr
+    assert "Extend " not in result.stderr + result.stdout  # never asked
+    # Without a terminal and without --yes: still the budget's exit 7, not "confirm" (8).
+    monkeypatch.setattr(instance_cmds, "_interactive", lambda: False)
+    assert cli("extend", made["ref"], "--by", "400h").exit_code == 7
+
+
+def test_extend_near_the_budget_warns_once_before_asking(cli, monkeypatch):
+    from gpucloud.cli import instance_cmds
+
+    made = create(cli, "--auto-shutdown", "1h")["instance"]
+    write_config('[budget]\nmonthly = "100"\n')
+    monkeypatch.setattr(instance_cmds, "_interactive", lambda: True)
+    result = cli("extend", made["ref"], "--by", "32h", input="y\n")  # about 82 %
+    assert result.exit_code == 0, result.output
+    warned = result.stderr.index("of the monthly budget")
+    assert warned < result.stderr.index("Extend ")
+    assert result.stderr.count("of the monthly budget") == 1

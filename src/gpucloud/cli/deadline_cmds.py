@@ -32,7 +32,7 @@ def extend(
 
     Shows what the extra time costs and asks first: a later deadline is more spend.
     """
-    from .. import pricing
+    from .. import budget, pricing
     from ..client import Client
     from ..deadlines import new_deadline
 
@@ -58,6 +58,13 @@ def extend(
     if not json_output:
         output.err(f"{instance.ref}: deadline {output.iso(instance.shutdown_at) or 'none'} -> "
                    f"{output.iso(target)} ({cost})")
+    # The budget is checked before asking: never ask to confirm what is then
+    # refused (exit 7). client.extend checks it again (the SDK path).
+    budget.check_extension(client._engine, instance, target, now)
+    shown = client.warnings
+    if not json_output:
+        for warning in shown:
+            output.warn(warning)
     if instance.shutdown_at is not None:
         _confirm(f"Extend {instance.ref} to {output.iso(target)}?", yes, json_output,
                  "extending a deadline")
@@ -67,7 +74,8 @@ def extend(
                           output.iso(instance.shutdown_at), "warnings": client.warnings})
         return
     for warning in client.warnings:
-        output.warn(warning)
+        if warning not in shown:
+            output.warn(warning)
     left = output.time_left(updated) or "-"
     was = ("had no deadline" if instance.shutdown_at is None
            else "was overdue" if instance.shutdown_at <= now else "")

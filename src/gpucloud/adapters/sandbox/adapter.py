@@ -56,8 +56,6 @@ class SandboxProvider(Provider):
     name = "sandbox"
     # "sbx-" and 12 hex digits (server.py makes them).
     id_format = re.compile(r"sbx-[0-9a-f]{12}")
-    # The simulated cloud keeps deadlines to the microsecond (server.py).
-    deadline_precision = timedelta(microseconds=1)
     capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
                                 needs_ssh_key=False, native_shutdown=True)
 
@@ -82,6 +80,13 @@ class SandboxProvider(Provider):
             knobs = self._knobs if self._knobs is not None else config.load_config().sandbox
             self._cloud = SandboxCloud(db_path, knobs, catalog=self.catalog)
         return self._cloud
+
+    @property  # type: ignore[misc]  # a knob of this cloud, not of the class
+    def deadline_precision(self) -> timedelta:  # type: ignore[override]
+        """What the simulated cloud keeps of a deadline: the microsecond, or the
+        whole second under its WHOLE_SECONDS knob (server.py)."""
+        return timedelta(seconds=1) if self.cloud.knobs.whole_seconds else timedelta(
+            microseconds=1)
 
     def auth(self) -> httpx.Auth | None:
         return None  # nothing to sign: the sandbox needs no account

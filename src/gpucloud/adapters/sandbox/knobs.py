@@ -35,6 +35,10 @@ given (the ``[sandbox]`` section of config.toml, lower-case names):
                        machine and the connection then drops before the answer
                        (httpx.RemoteProtocolError, "server disconnected"): an
                        ambiguous create the launcher resolves by launch id (0)
+    WHOLE_SECONDS      1: keep deadlines (shutdown_at) to the whole second,
+                       cutting off what is sent, as the real clouds do (they
+                       keep them as text to the second); the sandbox adapter
+                       then aims at whole seconds too. 0: to the microsecond (0)
     JOB_SECONDS        how long a job runs once its machine has booted (5)
     JOB_FAIL           probability that a job's run exits 1 half-way (0)
     JOB_PREEMPT        probability that a job's run is preempted part-way (0);
@@ -83,6 +87,7 @@ class Knobs:
     job_preempt: float = 0.0
     rate_limit: float = 0.0
     drop_after_create: float = 0.0
+    whole_seconds: bool = False
 
     @classmethod
     def load(cls, config: Mapping[str, Any] | None = None,
@@ -122,7 +127,7 @@ def _convert(name: str, raw: Any, where: str) -> Any:
             if out - OPERATIONS:
                 raise bad(f"operations from {', '.join(sorted(OPERATIONS))}")
         return out
-    if name == "native_timer":
+    if name in ("native_timer", "whole_seconds"):
         if isinstance(raw, bool):
             return raw
         text = str(raw).strip().lower()

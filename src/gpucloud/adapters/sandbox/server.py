@@ -299,7 +299,7 @@ class SandboxCloud(JobSimulation, Storage):
              itype.gpu_count, str(itype.price), spec.get("image") or self.default_image,
              spec.get("disk_gb") or itype.disk_gb, spec.get("ssh_public_key"),
              json.dumps(spec.get("labels") or {}, sort_keys=True), now,
-             now + int(self.knobs.boot_seconds * US), spec.get("shutdown_us")))
+             now + int(self.knobs.boot_seconds * US), self._kept(spec.get("shutdown_us"))))
         return instance_id
 
     def _update(self, instance_id: str, body: Any) -> dict[str, Any]:
@@ -307,7 +307,14 @@ class SandboxCloud(JobSimulation, Storage):
             raise ApiError(422, "invalid_request",
                            'body must be {"shutdown_at": ISO-8601 | null}')
         shutdown_us = None if body["shutdown_at"] is None else parse_time(body["shutdown_at"])
-        return self._write(instance_id, "shutdown_us", shutdown_us)
+        return self._write(instance_id, "shutdown_us", self._kept(shutdown_us))
+
+    def _kept(self, shutdown_us: int | None) -> int | None:
+        """A deadline as the cloud keeps it: cut to the whole second under the
+        WHOLE_SECONDS knob, as real clouds keep deadlines as text to the second."""
+        if shutdown_us is None or not self.knobs.whole_seconds:
+            return shutdown_us
+        return shutdown_us - shutdown_us % US
 
     def _power(self, instance_id: str, action: str) -> dict[str, Any]:
         """stop: powered off, not billed; start: boots again. Repeating either is a no-op."""
