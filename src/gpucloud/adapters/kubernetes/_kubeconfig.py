@@ -122,8 +122,11 @@ def load(path: str, context: str | None = None) -> KubeTarget:
     """The chosen context of the kubeconfig at ``path`` (``context`` None: current)."""
     import yaml  # type: ignore[import-untyped]  # lazily: only Kubernetes needs YAML here
 
+    from ...safe_yaml import load_file
+
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        # Within limits (size, nesting, alias expansion); 4 MiB: certificates inlined.
+        raw = load_file(path, 4 * 1024 * 1024, error=ConfigurationError, what="kubeconfig")
     except OSError as exc:
         raise ConfigurationError(f"cannot read kubeconfig {path}: {exc.strerror}",
                                  hint="set KUBECONFIG to a readable file") from None
