@@ -168,13 +168,7 @@ class Queue:
         job = from_any(spec)
         sets = params if params else [{}]
         for one in sets:
-            for key, value in one.items():
-                if not _PARAM.match(key):
-                    raise SpecError(f"{key!r} is not a parameter name",
-                                    hint="letters, digits and _ (it becomes "
-                                         "GPUCLOUD_PARAM_<NAME> in the job's env)")
-                if not isinstance(value, str):
-                    raise SpecError(f"parameter {key}: give the value as a string")
+            _check_params(one)
         now = time.time()
         ids = []
         pipe = self._r.pipeline(transaction=True)
@@ -309,8 +303,21 @@ class Queue:
         if verdict != "run":
             return None
         data = self._r.hmget(key, "spec", "params")
-        return Claim(task_id=task_id, spec=JobSpec.model_validate_json(data[0]),
-                     params=json.loads(data[1] or "{}"), attempt=int(attempt),
+        try:
+            # from_any: a spec that fails validation is a SpecError naming the field.
+            spec = from_any(json.loads(data[0] or "null"))
+            params = json.loads(data[1] or "{}")
+            _check_params(params)
+        except (ValueError, SpecError) as exc:
+            # Stored by something other than submit (or an older gpucloud): it
+            # can never run, so it is a dead letter saying why, not a retry, and
+            # the worker goes on to the next task instead of failing on it.
+            why = str(exc) if isinstance(exc, SpecError) else f"not a job spec: {exc}"
+            self._settle(Claim.model_construct(task_id=task_id, entry_id=entry_id,
+                                               worker_id=worker_id, attempt=int(attempt)),
+                         "dead", None, f"the queued task cannot run: {why}", 0.0)
+            return None
+        return Claim(task_id=task_id, spec=spec, params=params, attempt=int(attempt),
                      entry_id=entry_id, worker_id=worker_id)
 
     @_redis_errors
@@ -354,6 +361,23 @@ class Queue:
             args=[GROUP, claim.entry_id, claim.worker_id, claim.attempt, action, time.time(),
                   "" if exit_code is None else int(exit_code), error, not_before, tail,
                   claim.task_id]))
+
+
+def _check_params(params: Any) -> None:
+    """SpecError unless ``params`` maps parameter names to strings a process can
+    receive (no NUL: it cannot travel in an argument or an environment variable)."""
+    if not isinstance(params, dict):
+        raise SpecError("the parameters are not a mapping of names to values")
+    for key, value in params.items():
+        if not isinstance(key, str) or not _PARAM.match(key):
+            raise SpecError(f"{key!r} is not a parameter name",
+                            hint="letters, digits and _ (it becomes "
+                                 "GPUCLOUD_PARAM_<NAME> in the job's env)")
+        if not isinstance(value, str):
+            raise SpecError(f"parameter {key}: give the value as a string")
+        if "\0" in value:
+            raise SpecError(f"parameter {key}: the value contains a NUL character (\\0)",
+                            hint="no command argument or environment variable can hold one")
 
 
 def _unknown(task_id: str, queue: str) -> NotFoundError:

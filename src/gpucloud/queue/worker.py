@@ -250,8 +250,8 @@ def _run_task(queue: Any, worker_id: str, claim: Any, runner: Runner, work_dir: 
         proc = subprocess.Popen(launch.argv, env=launch.env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 text=True, errors="replace", bufsize=1)
-    except OSError as exc:
-        return None, f"cannot start {launch.argv[0]!r}: {exc.strerror or exc}"
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in argv or env ("embedded null byte")
+        return None, f"cannot start {launch.argv[0]!r}: {getattr(exc, 'strerror', None) or exc}"
     lines = _LineBuffer()
     pump = threading.Thread(target=lines.read, args=(proc.stdout,), daemon=True)
     pump.start()
