@@ -37,16 +37,21 @@ class YamlLimitError(InputLimitError):
 
 
 class SafeLoader(yaml.SafeLoader):  # type: ignore[misc]
-    """yaml.SafeLoader that refuses nesting deeper than MAX_DEPTH while composing
-    (PyYAML's composer recurses once per level)."""
+    """yaml.SafeLoader that refuses, while composing, nesting deeper than
+    MAX_DEPTH (PyYAML's composer recurses once per level) and more than
+    MAX_NODES nodes written out (composing 1 MiB of ``[1,1,1,...`` takes seconds)."""
 
     _depth = 0
+    _composed = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         self._depth += 1
+        self._composed += 1
         try:
             if self._depth > MAX_DEPTH:
                 raise YamlLimitError(_too_deep(self.peek_event().start_mark))
+            if self._composed > MAX_NODES:
+                raise _too_many()
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -145,8 +150,8 @@ def _too_deep(mark: Any) -> str:
 
 
 def _too_many() -> YamlLimitError:
-    return YamlLimitError(f"more than {MAX_NODES:,} values once its aliases are expanded, "
-                          "the limit (a file that repeats an anchor this much is an "
+    return YamlLimitError(f"more than {MAX_NODES:,} values, each alias counted as the "
+                          "values it repeats: the limit (an anchor repeated this much is an "
                           "alias bomb, not a configuration)")
 
 

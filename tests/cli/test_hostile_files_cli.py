@@ -72,7 +72,7 @@ def test_an_alias_bomb_is_refused_at_once(tmp_path, home, command):
     bomb = alias_bomb()
     assert len(bomb.encode()) < 600  # the point: tiny text, 9**9 values
     path = write(tmp_path, bomb)
-    refused(gpucloud(*command, path, home=home), path, "aliases", "100,000")
+    refused(gpucloud(*command, path, home=home), path, "more than 100,000 values", "alias")
 
 
 @pytest.mark.parametrize("command", [["submit", "--dry-run", "--provider", "sandbox"],

@@ -47,6 +47,14 @@ def test_reasonable_aliases_still_load():
     assert len(data["a3"]) == 9 and node is not None
 
 
+def test_values_written_out_count_too_and_stop_the_composing_early():
+    text = GOOD + "args: [" + ", ".join(["a"] * 150_000) + "]\n"  # 450 kB, under 1 MiB
+    started = time.monotonic()
+    with pytest.raises(SpecError, match="more than 100,000 values"):
+        loads(text, "job.yaml")
+    assert time.monotonic() - started < 30  # PyYAML composes ~100k nodes a second or two
+
+
 def test_an_alias_holding_itself_is_refused_not_a_recursion_error():
     with pytest.raises(SpecError) as caught:
         loads(GOOD + "args: &loop [*loop]\n", "job.yaml")
