@@ -125,8 +125,7 @@ def load(path: str, context: str | None = None) -> KubeTarget:
     from ...safe_yaml import load_file
 
     try:
-        # Within limits (size, nesting, alias expansion); 4 MiB: certificates inlined.
-        raw = load_file(path, 4 * 1024 * 1024, error=ConfigurationError, what="kubeconfig")
+        raw = load_file(path, 4 << 20, error=ConfigurationError, what="kubeconfig")  # 4 MiB
     except OSError as exc:
         raise ConfigurationError(f"cannot read kubeconfig {path}: {exc.strerror}",
                                  hint="set KUBECONFIG to a readable file") from None
