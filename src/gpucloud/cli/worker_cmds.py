@@ -80,6 +80,10 @@ def worker(
             output.warn(f"queue unreachable, retrying: {data['error']}")
         elif kind == "start":
             output.err(f"task {data['task_id']} (attempt {data['attempt']}) started")
+        elif kind == "lost":
+            output.warn(f"task {data['task_id']}: its result was ignored (exit code "
+                        f"{data['exit_code']}): this worker lost it past the visibility "
+                        "timeout and it was re-delivered or cancelled")
         else:
             ended = "succeeded" if data["exit_code"] == 0 else f"failed: {data['error']}"
             output.err(f"task {data['task_id']} {ended}")
@@ -96,7 +100,9 @@ def worker(
                           "redis": where})
         return
     output.out(f"worker {summary.worker_id}: {summary.succeeded} succeeded, "
-               f"{summary.failed} failed; stopped "
+               f"{summary.failed} failed"
+               + (f", {summary.lost} lost (re-delivered; results ignored)" if summary.lost
+                  else "") + "; stopped "
                + ("by a signal (the running task is left for re-delivery)"
                   if summary.reason == "signal" else f"after {idle} idle"))
     if summary.reason == "signal":
