@@ -42,7 +42,8 @@ def worker(
         help=f"redis:// or rediss:// URL of a shared server (default: ${REDIS_ENV}, "
              "else the embedded Redis under GPUCLOUD_HOME)."),
     idle: str = typer.Option("10m", "--idle", metavar="DURATION",
-                             help="Exit after this long with no task (e.g. 10m, 1h)."),
+                             help="Exit after this long with no task (e.g. 10m, 1h); a lost "
+                                  "Redis connection is waited out this long too."),
     worker_id: Optional[str] = typer.Option(None, "--worker-id", metavar="ID",
                                             help="Name in `queue status` (default: host-pid)."),
     runner: str = typer.Option("auto", "--runner", metavar="auto|docker|direct",

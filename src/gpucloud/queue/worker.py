@@ -58,7 +58,7 @@ class WorkerSummary(BaseModel):
     lost: int = 0              # finished here after the task was re-delivered: result ignored
     interrupted: bool = False  # stopped by a signal; the task it held was not acked
     reason: str = "idle"       # "idle" or "signal"
-    tasks: list[str] = []      # task ids run to an end, in order
+    tasks: list[str] = []      # task ids run to an end and recorded, in order (not the lost)
 
 
 @dataclass
@@ -385,13 +385,16 @@ def _heartbeat(queue: Any, worker_id: str, claim: Any, interval: float,
 
 
 def _flush(queue: Any, claim: Any, lines: _LineBuffer, strict: bool = False) -> None:
-    """Send the lines read so far. Those Redis did not take are kept for the next
-    flush (Redis away: up to LOG_HOLD); `strict` raises the error then."""
+    """Send the lines read so far. While Redis is away they are kept for the next
+    flush (up to LOG_HOLD), and `strict` raises its error; a batch Redis
+    refuses is dropped (logs are best effort; the task's result is not)."""
     batch = lines.take()
     for start in range(0, len(batch), LOG_BATCH):
         try:
             queue.append_log(claim, batch[start:start + LOG_BATCH])
-        except Exception:
+        except Exception as exc:  # noqa: BLE001 - see above
+            if not _transient(exc):
+                continue
             lines.put_back(batch[start:])
             if strict:
                 raise
