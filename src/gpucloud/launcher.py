@@ -119,12 +119,18 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
         # The machine exists: a journal that fails now must not hide it.
         # The ledger first: the budget counts the launch by its intent until its
         # machine is in the ledger, so in this order it is never counted nowhere.
+        # Either failing (a full disk, a database gone read-only) is a warning
+        # that names the repair: reconcile finds the machine by its launch id.
         if instance is not None:
-            ctx.tolerant(f"{instance.ref} is not in the cost ledger", ledger.launched, ctx,
-                         instance, offer, disk_gb, shutdown_at, spec.launch_id)
+            ctx.tolerant(f"{instance.ref} is not in the cost ledger: once the state database "
+                         "is usable, run `gpucloud reconcile`, then `gpucloud list` (the "
+                         "listing records it for `gpucloud costs` and the monthly budget)",
+                         ledger.launched, ctx, instance, offer, disk_gb, shutdown_at,
+                         spec.launch_id)
         ctx.tolerant(f"{made.ref} (launch id {spec.launch_id}) was created but is not "
-                     "journaled as delivered", ctx.journal.mark, spec.launch_id, "delivered",
-                     instance_id=made.id)
+                     "journaled as delivered: once the state database is usable, run "
+                     "`gpucloud reconcile` to record it", ctx.journal.mark, spec.launch_id,
+                     "delivered", instance_id=made.id)
         attempts.append(_attempt(offer, spec.launch_id, outcome, None))
         ctx.report(attempts[-1])
         if instance is not None and instance.shutdown_at is None and shutdown_at is not None:

@@ -87,8 +87,9 @@ def test_ten_create_processes_at_once_make_exactly_the_two_the_budget_fits(tmp_p
     assert len(made) == 2, [r.stderr for r in results]
     assert codes == [0] * 2 + [7] * (RACERS - 2), [r.stderr for r in results]
     # Every refusal counts the two launches admitted, delivered or still in flight:
-    # $19.92, less the seconds between a plan's deadline and its machine's delivery.
-    assert all(PER_MACHINE * 2 - Decimal("0.10") <= h <= PER_MACHINE * 2 for h in held), refusals
+    # $19.92, less the seconds between a plan's deadline and its machine's delivery
+    # (a few cents under load); one of them missing would leave $9.96 at most.
+    assert all(PER_MACHINE * 2 - 1 <= h <= PER_MACHINE * 2 for h in held), refusals
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes")
