@@ -288,7 +288,8 @@ class Journal:
             db.execute(
                 "INSERT INTO launches (launch_id, provider, instance_type, region, name, status,"
                 " price_per_hour, shutdown_at, created_at, updated_at, batch_key, slot,"
-                " ssh_key_path, committed) VALUES (?, ?, ?, ?, ?, 'intent', ?, ?, ?, ?, ?, ?, ?, ?)",
+                " ssh_key_path, committed)"
+                " VALUES (?, ?, ?, ?, ?, 'intent', ?, ?, ?, ?, ?, ?, ?, ?)",
                 (launch_id, provider, instance_type, region, name, price_per_hour,
                  shutdown_at.isoformat() if shutdown_at else None, now, now, batch_key, slot,
                  ssh_key_path, str(committed) if committed is not None else None))

@@ -25,7 +25,7 @@ import pytest
 from gpucloud import AsyncClient, BudgetExceededError, Client
 from gpucloud.config import config_dir, sandbox_db_path
 
-from .test_reconcile_sigkill import cloud_rows, environment
+from .test_reconcile_sigkill import cloud_rows, environment, journal
 
 PER_MACHINE = Decimal("9.96")  # sandbox 8x H100 at $19.92/h for 30 minutes
 BUDGET = '[budget]\nmonthly = "25"\n'  # fits two ($19.92), not three ($29.88)
@@ -40,7 +40,8 @@ def write_budget(home: Path) -> None:
     (home / "config.toml").write_text(BUDGET)
 
 
-def start_all(env: dict[str, str], argv: list[str], n: int) -> list[subprocess.CompletedProcess[str]]:
+def start_all(env: dict[str, str], argv: list[str],
+              n: int) -> list[subprocess.CompletedProcess[str]]:
     """n processes started together (released at once by a barrier of threads)."""
     gate = threading.Barrier(n)
     results: list[subprocess.CompletedProcess[str] | None] = [None] * n
@@ -86,6 +87,8 @@ def test_ten_create_processes_at_once_make_exactly_the_two_the_budget_fits(tmp_p
           f"({time.monotonic() - began:.1f} s)")
     assert len(made) == 2, [r.stderr for r in results]
     assert codes == [0] * 2 + [7] * (RACERS - 2), [r.stderr for r in results]
+    # A refused create journals nothing: the two launches are all there is.
+    assert sorted(status for status, _ in journal(env).values()) == ["delivered"] * 2
     # Every refusal counts the two launches admitted, delivered or still in flight:
     # $19.92, less the seconds between a plan's deadline and its machine's delivery
     # (a few cents under load); one of them missing would leave $9.96 at most.
