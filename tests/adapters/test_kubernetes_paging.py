@@ -10,7 +10,9 @@ like the API server and expires tokens on demand."""
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -58,7 +60,10 @@ class PagedCluster:
         self.expire: set[int] = set()
         self.repeat_token = False
         self.continued = 0
-        router.route(host="k8s.test").mock(side_effect=self)
+        self.on_request: Any = None
+        self.served: weakref.WeakSet[httpx.Response] = weakref.WeakSet()
+        self.router = router
+        self.route = router.route(host="k8s.test").mock(side_effect=self)
 
     def item(self, path: str, index: int) -> dict[str, Any]:
         if path == "/api/v1/nodes":
@@ -71,6 +76,8 @@ class PagedCluster:
         return pod
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
+        if self.on_request is not None:
+            self.on_request()
         path, params = request.url.path, request.url.params
         query = request.url.query.decode()
         self.queries.append(f"{path}?{query}" if query else path)
@@ -87,8 +94,19 @@ class PagedCluster:
         meta: dict[str, Any] = {"resourceVersion": "7"}
         if end < total:
             meta["continue"] = token if self.repeat_token and token else f"{path.rsplit('/', 1)[1]}-{end}"
-        return httpx.Response(200, json={"kind": "List", "apiVersion": "v1", "metadata": meta,
-                                         "items": items})
+        response = httpx.Response(200, json={"kind": "List", "apiVersion": "v1",
+                                             "metadata": meta, "items": items})
+        self.served.add(response)
+        return response
+
+    def client_responses(self) -> int:
+        """Responses alive on the client's side (not ours, not respx's records)."""
+        self.router.calls.clear()
+        self.route.calls.clear()
+        return sum(1 for o in gc.get_objects()
+                   if isinstance(o, httpx.Response) and o not in self.served
+                   and getattr(o, "_request", None) is not None
+                   and o._request.url.host == "k8s.test")
 
 
 @pytest.fixture(name="paged")
@@ -127,6 +145,25 @@ def test_offers_ask_for_pages_of_500_and_follow_continue(paged, kube_path):
     ]
     assert paged.sizes == [500, 500, 1, 500, 500, 300]
     assert ("H100_NVLINK_80GB", 8, True) in whole and ("A100_NVLINK_80GB", 8, True) in whole
+
+
+def test_a_read_page_is_freed_at_once_not_left_to_the_garbage_collector(paged, kube_path):
+    """httpx ties each response to its stream in a reference cycle; left so,
+    every page read would stay in memory until a collection of the oldest
+    generation, and 90 pages of a large cluster pile up first."""
+    provider = make_provider(kube_path)
+    alive: list[int] = []
+    paged.on_request = lambda: alive.append(paged.client_responses())
+    gc.collect()
+    gc.disable()
+    try:
+        offers_of(provider)
+    finally:
+        gc.enable()
+    # When a page is asked for, at most the one before it is still referenced
+    # (the retry policy keeps the last response for its error messages).
+    assert len(alive) == 6 and max(alive) <= 1
+    assert paged.client_responses() == 0
 
 
 def test_an_expired_token_restarts_the_list_and_forgets_the_pages_before(paged, kube_path):

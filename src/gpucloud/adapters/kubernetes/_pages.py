@@ -84,6 +84,11 @@ def _fold_page(lister: Lister, response: httpx.Response, acc: A,
     """Fold one page; its continue token ("" on the last page). Its own function
     so the parsed page is gone when it returns, not kept by the flow's frame."""
     body = lister._body(response)
+    # httpx's Client binds each response's stream to the response (BoundSyncStream:
+    # a reference cycle), so a read page would wait for the cyclic garbage
+    # collector, and tens of pages' bytes pile up before it runs. An empty stream
+    # in its place breaks the cycle: the page's bytes go with the last reference.
+    response.stream = httpx.ByteStream(b"")
     add(acc, wire.items(body))
     token = wire.meta(body).get("continue") or ""
     if not isinstance(token, str):
