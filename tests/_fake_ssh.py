@@ -16,9 +16,15 @@ if log:
     with open(log, "a") as f:
         f.write(json.dumps(sys.argv[1:]) + "\\n")
 time.sleep(float(os.environ.get("FAKE_SSH_SLEEP", "0")))
+code, err = int(os.environ.get("FAKE_SSH_EXIT", "0")), os.environ.get("FAKE_SSH_STDERR", "")
+# FAKE_SSH_RULES: [[remote command prefix, exit code, stderr], ...], first match wins
+for prefix, rule_code, rule_err in json.loads(os.environ.get("FAKE_SSH_RULES", "[]")):
+    if sys.argv[-1].startswith(prefix):
+        code, err = rule_code, rule_err
+        break
 sys.stdout.write("ran: " + " ".join(sys.argv[1:]) + "\\n")
-sys.stderr.write(os.environ.get("FAKE_SSH_STDERR", ""))
-sys.exit(int(os.environ.get("FAKE_SSH_EXIT", "0")))
+sys.stderr.write(err)
+sys.exit(code)
 """
 
 

@@ -44,6 +44,7 @@ class CatalogOffer:
     usage_prices: tuple[Any, ...] = ()  # catalogs hold none; kept for the shape
     as_of: str | None = None
     offer_id: str | None = None
+    notes: tuple[str, ...] = ()  # catalogs hold none; kept for the shape
 
     def to_offer(self) -> Offer:
         from .models import Offer

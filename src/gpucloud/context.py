@@ -19,7 +19,7 @@ from . import config as config_mod
 from .adapters import adapter_class, adapter_names, has_adapter
 from .catalog import ProviderCatalog, load_catalogs
 from .credentials import CredentialStore, env_vars, how_to_set
-from .ops import new_launch_id
+from .launch_ids import new_launch_id
 from .errors import (
     ConfigurationError, CredentialsError, GpuCloudError, SpecError, StateError, option,
 )

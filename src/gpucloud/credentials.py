@@ -14,10 +14,11 @@ Two kinds of credential:
   ``(client_id, client_secret)`` pair or the same ``id:secret`` string.
 * ``kubeconfig`` (Kubernetes, CoreWeave): a kubeconfig file, found at the
   explicit argument (a path), ``GPUCLOUD_<PROVIDER>_KUBECONFIG``, and for
-  ``kubernetes`` only, ``KUBECONFIG`` (its first existing entry) or
-  ``~/.kube/config``: a preset (``coreweave``) needs its own variable, so one
+  ``kubernetes`` only, ``KUBECONFIG`` (all its existing entries, which the
+  adapter merges as kubectl does) or ``~/.kube/config``: a preset (``coreweave``) needs its own variable, so one
   cluster never shows up as two providers (listed, reaped and costed twice). The
-  Credential holds the file's path in ``client_id`` (a path, not a secret);
+  Credential holds the file's path (or paths, joined by os.pathsep) in
+  ``client_id`` (paths, not a secret);
   what the file says (tokens, keys, exec plugins) is read by the adapter.
 """
 
@@ -211,20 +212,24 @@ class CredentialStore:
         """The kubeconfig file in force (never the keyring: the file itself holds, or
         says how to obtain, what authenticates)."""
         if provider in self._explicit:
-            found = [(str(self._explicit[provider]), "argument")]
+            found = [([str(self._explicit[provider])], "argument")]
         else:
             name = env_vars(provider, "kubeconfig")[0]
-            found = [(self._environ.get(name, "").strip(), f"env:{name}")]
+            found = [(self._environ.get(name, "").split(os.pathsep), f"env:{name}")]
             if provider == "kubernetes":
-                found += [(entry, "env:KUBECONFIG")
-                          for entry in self._environ.get("KUBECONFIG", "").split(os.pathsep)]
-                found.append(("~/.kube/config", "~/.kube/config"))
-        for path, source in found:
-            if path and os.path.isfile(os.path.expanduser(path)):
+                found.append((self._environ.get("KUBECONFIG", "").split(os.pathsep),
+                              "env:KUBECONFIG"))
+                found.append((["~/.kube/config"], "~/.kube/config"))
+        for paths, source in found:
+            # A list (as KUBECONFIG) is one configuration: every existing file of
+            # it, joined again with os.pathsep, merged by the adapter as kubectl does.
+            present = [os.path.abspath(os.path.expanduser(p.strip())) for p in paths
+                       if p.strip() and os.path.isfile(os.path.expanduser(p.strip()))]
+            if present:
                 return Credential(provider, _secret(""), source,
-                                  client_id=os.path.abspath(os.path.expanduser(path)))
+                                  client_id=os.pathsep.join(dict.fromkeys(present)))
             if source == "argument":
-                raise CredentialsError(f"{provider}: no kubeconfig file at {path}",
+                raise CredentialsError(f"{provider}: no kubeconfig file at {paths[0]}",
                                        hint=how_to_set(provider, "kubeconfig"))
         return None
 

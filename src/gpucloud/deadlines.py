@@ -6,10 +6,23 @@ The reaper works from the providers alone, so any machine with the same
 credentials enforces every deadline, whoever created the machines:
 
 1. list every provider with credentials;
-2. for each machine gpucloud created (it carries a launch id) whose deadline
+2. for each machine gpucloud created (it carries a launch id of gpucloud's
+   form, launch_ids.py; any other is foreign and never touched) whose deadline
    has passed, read that one machine again: an ``extend`` from another
    machine may have moved its deadline since the listing;
-3. still past its deadline: terminate it (not in a dry run).
+3. still past its deadline: terminate it (not in a dry run), through the
+   adapter's ``delete_expired``: where the provider offers a conditional
+   delete (Kubernetes: a resourceVersion precondition) the deadline is checked
+   once more on the object the delete applies to; elsewhere a plain delete,
+   so an ``extend`` landing between the fresh read and the delete (one
+   request's time) loses, and the extend says so (below).
+
+``extend`` computes its target once, at the precision the provider stores
+(``Provider.deadline_precision``: whole seconds for every real cloud), and
+sends it as an absolute time, so a retry of the same target changes nothing.
+After the update it reads the machine again: a machine that is terminating
+or gone was ended before the extension took hold (InstanceFailedError,
+exit 9), never reported as extended.
 
 A machine that is terminated or terminating is left alone; one that is
 stopped or failed is terminated too (it still exists, and its disk may bill). Deadlines only ever move later, so a
@@ -21,9 +34,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from . import ledger, pricing
+from . import budget, ledger, pricing
 from .adapters.base import format_utc
-from .errors import APIResponseValidationError, GpuCloudError, NotFoundError, SpecError
+from .errors import (
+    APIResponseValidationError, ConflictError, GpuCloudError, InstanceFailedError, NotFoundError,
+    SpecError,
+)
+from .launch_ids import is_gpucloud
+from .limits import MAX_HOURS
 from .models import Instance, InstanceStatus, ReapAction, ReapReport
 from .ops import Call, Gather, Op
 from .state import utcnow
@@ -59,7 +77,26 @@ def future_deadline(value: Any, now: datetime | None = None) -> datetime:
     if moment <= now:
         raise SpecError(f"deadline {format_utc(moment)} is in the past "
                         f"(now {format_utc(now)})", hint="give a time in the future")
+    _within_cap(moment, now)
     return moment
+
+
+def _within_cap(moment: datetime, now: datetime) -> None:
+    """The same bound as a duration (--by, --auto-shutdown): 10 years from now."""
+    if moment - now > timedelta(hours=int(MAX_HOURS)):
+        raise SpecError(f"deadline {format_utc(moment)} is more than 10 years away",
+                        hint="use at most 10 years")
+
+
+def at_precision(moment: datetime, precision: timedelta) -> datetime:
+    """`moment` cut down to what the provider stores (whole seconds, say), so the
+    deadline read back is compared with what could have been written."""
+    step = int(precision / timedelta(microseconds=1))
+    if step <= 1:
+        return moment
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    micros = (moment - epoch) // timedelta(microseconds=1)
+    return epoch + timedelta(microseconds=micros - micros % step)
 
 
 def _extension(by: Any, until: Any) -> tuple[timedelta | None, datetime | None]:
@@ -72,14 +109,16 @@ def _extension(by: Any, until: Any) -> tuple[timedelta | None, datetime | None]:
 
 
 def new_deadline(instance: Instance, by: Any = None, until: Any = None,
-                 now: datetime | None = None) -> datetime:
+                 now: datetime | None = None,
+                 precision: timedelta = timedelta(microseconds=1)) -> datetime:
     """Where `extend` moves a machine's deadline: `until`, or `by` past the current
-    one (from now for a machine with none, or overdue and not reaped yet)."""
+    one (from now for a machine with none, or overdue and not reaped yet), cut
+    to `precision` (what the provider stores)."""
     delta, moment = _extension(by, until)
     if instance.status in ENDED:
         raise SpecError(f"{instance.ref} is {instance.status.value}: there is nothing to extend",
                         hint="`gpucloud list` shows the machines still running")
-    if instance.launch_id is None:
+    if not is_gpucloud(instance.launch_id):
         raise SpecError(f"{instance.ref} was not created by gpucloud: no reaper enforces a "
                         "deadline on it", hint="only machines made with `gpucloud create` "
                                                "carry a deadline the reaper reads")
@@ -87,9 +126,11 @@ def new_deadline(instance: Instance, by: Any = None, until: Any = None,
     current = instance.shutdown_at
     target = max(current or now, now) + delta if delta is not None else moment
     assert target is not None
+    target = at_precision(target, precision)
     if target <= now:
         raise SpecError(f"deadline {format_utc(target)} is in the past",
                         hint="give a time in the future")
+    _within_cap(target, now)
     if current is not None and target < current:
         raise SpecError(
             f"{format_utc(target)} is before the current deadline "
@@ -102,12 +143,24 @@ def extend(engine: Any, ref: Any, by: Any = None, until: Any = None) -> Op:
     """Move a machine's deadline later, everywhere it is kept."""
     _extension(by, until)  # bad arguments are refused before any request
     instance: Instance = yield from engine.get(ref)
-    target = new_deadline(instance, by, until)
     adapter = engine.ctx.adapter(instance.provider)
-    updated: Instance = yield Call(instance.provider, adapter.set_deadline(instance, target))
+    now = utcnow()
+    target = new_deadline(instance, by, until, now, adapter.deadline_precision)
+    budget.check_extension(engine, instance, target, now)
+    retry = f"gpucloud extend {instance.ref} --until {format_utc(target)}"
+    try:
+        yield Call(instance.provider, adapter.set_deadline(instance, target))
+    except (NotFoundError, ConflictError):
+        # The provider refused to update a machine it no longer has (or that has
+        # ended): the read below says which.
+        yield from _still_there(instance, adapter, target)
+        raise
     engine.ctx.tolerant(f"{instance.ref}: the new deadline is on the provider but not in the "
                         "local journal", engine.ctx.journal.set_deadline, instance.provider,
                         instance.id, target)
+    # Read again: a reaper may have ended the machine between our read and the
+    # update, and a provider may accept an update it does not keep.
+    updated = yield from _still_there(instance, adapter, target)
     if updated.shutdown_at is None or updated.shutdown_at < target:
         # The provider answered but does not show the new deadline: the reaper
         # would act on the old one, so this is not an extension.
@@ -115,9 +168,25 @@ def extend(engine: Any, ref: Any, by: Any = None, until: Any = None) -> Op:
             f"{instance.ref}: {instance.provider} accepted the update but reads back deadline "
             f"{_utc(updated.shutdown_at)}, not {_utc(target)}",
             provider=instance.provider,
-            hint=f"`gpucloud get {instance.ref}` shows the deadline the reaper will use; retry "
-                 "the extend")
+            hint=f"`gpucloud get {instance.ref}` shows the deadline the reaper will use; "
+                 f"retry with `{retry}` (the same deadline: a retry never adds more time)")
     return updated
+
+
+def _still_there(instance: Instance, adapter: Any, target: datetime) -> Op:
+    """The machine read again after an update; InstanceFailedError when it has ended."""
+    try:
+        fresh: Instance = yield Call(instance.provider, adapter.get(instance.id))
+    except NotFoundError:
+        fresh = instance.model_copy(update={"status": InstanceStatus.TERMINATED})
+    if fresh.status in GONE:
+        raise InstanceFailedError(
+            f"{instance.ref} is {fresh.status.value}: the reaper ended it before the extension "
+            f"to {format_utc(target)} (its deadline {_utc(instance.shutdown_at)} had passed), "
+            "or it was deleted",
+            hint="its disk and state are gone; `gpucloud create` a new machine with the "
+                 "deadline you want")
+    return fresh
 
 
 def _utc(moment: datetime | None) -> str:
@@ -125,7 +194,7 @@ def _utc(moment: datetime | None) -> str:
 
 
 def overdue(instance: Instance, now: datetime) -> bool:
-    return (instance.launch_id is not None and instance.shutdown_at is not None
+    return (is_gpucloud(instance.launch_id) and instance.shutdown_at is not None
             and instance.shutdown_at <= now and instance.status not in GONE)
 
 
@@ -175,10 +244,12 @@ def reap(engine: Any, dry_run: bool = False, provider: str | None = None) -> Op:
     if dry_run:
         actions.extend(_action(m, "would_terminate", now) for m in doomed)
     else:
-        results = yield Gather([Call(m.provider, ctx.adapter(m.provider).delete(m.id))
+        results = yield Gather([Call(m.provider, ctx.adapter(m.provider).delete_expired(m))
                                 for m in doomed])
         for machine, result in zip(doomed, results):
-            if isinstance(result, NotFoundError):
+            if result is False:  # the provider's own check: the deadline moved since the read
+                actions.append(_action(machine, "extended", now))
+            elif isinstance(result, NotFoundError):
                 actions.append(_action(machine, "gone", now))
             elif isinstance(result, GpuCloudError):
                 actions.append(_action(machine, "failed", now, str(result)))
@@ -191,7 +262,7 @@ def reap(engine: Any, dry_run: bool = False, provider: str | None = None) -> Op:
                 ctx.tolerant(f"{machine.ref}: its end is not in the cost ledger", ledger.ended,
                              ctx, machine.provider, machine.id, "reap")
     return ReapReport(at=now, dry_run=dry_run, providers=tuple(ok),
-                      checked=sum(1 for m in machines if m.launch_id is not None),
+                      checked=sum(1 for m in machines if is_gpucloud(m.launch_id)),
                       actions=tuple(actions), warnings=tuple(warnings))
 
 
@@ -202,4 +273,5 @@ def _action(instance: Instance, action: Any, now: datetime, error: str | None = 
                       overdue_seconds=max(0, int(late.total_seconds())), error=error)
 
 
-__all__ = ["extend", "future_deadline", "new_deadline", "overdue", "parse_deadline", "reap"]
+__all__ = ["at_precision", "extend", "future_deadline", "new_deadline", "overdue",
+           "parse_deadline", "reap"]

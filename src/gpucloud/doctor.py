@@ -1,9 +1,9 @@
-"""`gpucloud doctor`: the seeds' checklist, run on a machine before a long run.
+"""`gpucloud doctor`: the checklist to run on a machine before a long run.
 
 Each check runs one command through an executor (``client.exec`` in the CLI, a
 fake over recorded outputs in the tests) and judges its output: ok, warn or
-fail, with a detail and the fix from the seeds' troubleshooting tables. Pure
-functions over ExecResult; nothing here does I/O of its own.
+fail, with a detail and the fix. Pure functions over ExecResult; nothing here
+does I/O of its own.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import nvidia
-from .gpus import datasheet_tflops, normalize_gpu
+from .gpus import datasheet_tflops, reported_matches
 
 if TYPE_CHECKING:
     from .models import ExecResult, Instance
@@ -37,34 +37,32 @@ MIN_CUDA: dict[str, tuple[int, int]] = {
                      "RTX-A4000", "RTX-A2000", "RTX3090", "RTX3080", "RTX3070",
                      "RTX3060"), (11, 1)),
 }
-# Xids NVIDIA's "Xid Errors" document attributes to hardware, the driver's
-# view of memory, NVLink or the bus (the rest are usually the program's own).
-HARDWARE_XIDS = {48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140}
 
-# The seeds' fixes (English, faithful; "seed §N" names the article's section).
-FIX_NO_GPU = ("check the container runtime and the driver version first (seed: when "
-              "nvidia-smi prints \"No devices were found\" or \"Failed to initialize NVML\"); "
-              "confirm the NVIDIA driver is installed and the container runtime has NVIDIA "
-              "support enabled")
+FIX_NO_GPU = ("check the container runtime and the driver version first (nvidia-smi "
+              "printing \"No devices were found\" or \"Failed to initialize NVML\" means "
+              "the driver sees no GPU); confirm the NVIDIA driver is installed and the "
+              "container runtime has NVIDIA support enabled")
 FIX_CUDA = ("match the image's CUDA base version to the machine's driver, or update the "
-            "driver; keep one shared base image version (seed §5.2: CUDA failure = driver "
-            "and image mismatch); check what your framework was built for with "
+            "driver; keep one shared base image version (a CUDA failure is usually a "
+            "driver and image mismatch); check what your framework was built for with "
             "`python -c \"import torch; print(torch.version.cuda)\"`")
 FIX_RUNTIME = ("the container runtime does not pass the GPUs in: install the NVIDIA "
                "Container Toolkit and enable it for Docker (`nvidia-ctk runtime configure "
-               "--runtime=docker`, then restart docker) (seed: \"cuda available: False\" "
-               "means a PyTorch/driver mismatch or a runtime without GPU support)")
-FIX_HARDWARE = ("do not start a long run on this machine: ask the provider for a "
-                "replacement, or delete it and create another; for the runs you do start, "
-                "set automatic restart and checkpoint recovery (seed §9: a task that dies "
-                "mid-way is a node failure, checked in the system events)")
+               "--runtime=docker`, then restart docker); \"cuda available: False\" means "
+               "a PyTorch/driver mismatch or a runtime without GPU support")
+FIX_HARDWARE = ("the machine is faulty: delete it and take another (or ask the provider "
+                "for a replacement); do not start a long run on it. For the runs you do "
+                "start, set automatic restart and checkpoint recovery: a task that dies "
+                "mid-way is usually a node failure, visible in the system events")
 FIX_TOPOLOGY = ("these GPUs talk over PCIe, not NVLink/NVSwitch: multi-GPU training will "
-                "be slowed by inter-GPU communication (seed §9: training slower than "
-                "expected -> check the network topology); for large multi-GPU jobs pick an "
+                "be slowed by inter-GPU communication; for large multi-GPU jobs pick an "
                 "SXM/NVLink instance type, and confirm NVLink or RDMA bandwidth before "
-                "buying (seed §5.3 checklist)")
+                "buying")
 FIX_DISK = ("free space or attach a larger disk: cache the dataset on local SSD and keep "
-            "images and datasets small (seed §4 and §5.4)")
+            "images and datasets small")
+# The command that tells ssh's own exit 255 from the remote command's: a
+# shell builtin that cannot fail once logged in.
+LOGIN_PROBE = "true"
 FIX_TORCH = ("install PyTorch with CUDA support on the machine (or use an image that has "
              "it), then rerun; or pass --skip-burn")
 
@@ -85,19 +83,28 @@ def _fail(name: str, detail: str, fix: str | None) -> Check:
 
 
 def _first_line(result: ExecResult) -> str:
-    text = (result.stderr or result.stdout).strip()
-    return text.splitlines()[0] if text else f"exit code {result.exit_code}"
+    from .ssh import message_line
+
+    return message_line(result)
 
 
-def check_login(instance: Instance, result: ExecResult) -> Check | None:
-    """A failed check when ssh itself failed on the first command (exit 255: no
-    connection, or the login refused; `nvidia-smi -L` does not exit 255 itself);
-    None when the machine answered."""
+def check_login(instance: Instance, result: ExecResult,
+                execute: Executor | None = None) -> Check | None:
+    """A failed check when ssh itself failed on the first command; None when
+    the machine answered. Exit 255 is ssh's own failure (no connection, the
+    login refused) but also nvidia-smi's ("Failed to initialize NVML: No
+    supported GPUs were found"): with `execute`, a login probe (`true`) tells
+    them apart, and only a probe that fails too is a login failure."""
     from .ssh import LOGIN_HINT, SSH_FAILED
 
     connection = instance.connection
     if connection is None or connection.method != "ssh" or result.exit_code != SSH_FAILED:
         return None
+    if execute is not None:
+        probe = execute(LOGIN_PROBE, 60)
+        if probe.exit_code != SSH_FAILED:
+            return None  # logged in: the 255 was the command's own
+        result = probe
     return _fail("login", f"ssh could not connect or log in: {_first_line(result)}",
                  LOGIN_HINT)
 
@@ -112,7 +119,10 @@ def check_gpus(instance: Instance, result: ExecResult) -> tuple[Check, list[nvid
         return _fail("gpus", f"no GPU visible: {_first_line(result)}", FIX_NO_GPU), listed
     names = sorted({g.name for g in listed})
     seen = f"{len(listed)}x {', '.join(names)}"
-    wrong = [n for n in names if instance.gpu and normalize_gpu(n) != instance.gpu]
+    paid = instance.gpu
+    verdicts = {n: reported_matches(paid, n) for n in names} if paid else {}
+    wrong = [n for n, same in verdicts.items() if same is False]
+    unknown = [n for n, same in verdicts.items() if same is None]
     if wrong:
         return _fail("gpus", f"{seen} visible, but the machine was sold as "
                              f"{instance.gpu_count}x {instance.gpu}",
@@ -123,15 +133,29 @@ def check_gpus(instance: Instance, result: ExecResult) -> tuple[Check, list[nvid
                              f"({seen}); you pay for {instance.gpu_count}",
                      FIX_NO_GPU + "; if one stays missing the hardware is at fault: "
                      + FIX_HARDWARE), listed
+    if unknown:
+        return Check("gpus", "warn", f"{seen}: {', '.join(repr(n) for n in unknown)} is not "
+                                     f"in gpucloud's GPU catalogue, so it was not checked "
+                                     f"against the {paid} paid for",
+                     "compare the name with what you ordered yourself"), listed
     return Check("gpus", "ok", f"{seen} (paid for {instance.gpu_count or '?'}x "
                                 f"{instance.gpu or '?'})"), listed
 
 
-def check_driver(instance: Instance, result: ExecResult) -> Check:
-    """Driver and CUDA version from the `nvidia-smi` header."""
-    versions = nvidia.parse_header(result.stdout)
-    if not result.ok or versions.driver is None:
-        return _fail("driver", f"nvidia-smi failed: {_first_line(result)}", FIX_CUDA)
+def check_driver(instance: Instance, result: ExecResult,
+                 query: ExecResult | None = None) -> Check:
+    """Driver version from `--query-gpu=driver_version` when it answers (`query`),
+    else from the `nvidia-smi` header (`result`), which gives the CUDA version
+    too; every header form from driver 331 to 610 ("KMD Version", "CUDA UMD
+    Version") is read."""
+    versions = nvidia.parse_header(result.stdout) if result.ok else nvidia.Versions(None, None)
+    queried = nvidia.parse_driver_query(query.stdout) if query is not None and query.ok \
+        else None
+    if queried is not None:
+        versions = nvidia.Versions(queried, versions.cuda)
+    if versions.driver is None:
+        failed = result if not result.ok or query is None else query
+        return _fail("driver", f"nvidia-smi failed: {_first_line(failed)}", FIX_CUDA)
     detail = f"driver {versions.driver}, CUDA {versions.cuda or 'unknown'}"
     need = MIN_CUDA.get(instance.gpu or "")
     if versions.cuda is None:
@@ -150,6 +174,11 @@ def check_container(result: ExecResult, visible: int) -> Check:
                      "Kubernetes you are already inside one); otherwise install Docker and "
                      "the NVIDIA Container Toolkit")
     text = result.stderr + result.stdout
+    if "cannot connect to the docker daemon" in text.lower():
+        return Check("container", "warn", "docker is installed but its daemon is not "
+                                          "running: container runtime not checked",
+                     "start it (`sudo systemctl start docker`) if you run containers; "
+                     "nothing to do otherwise")
     if "permission denied" in text.lower() and "docker" in text.lower():
         return Check("container", "warn", "cannot reach the docker daemon: permission "
                                           "denied", "add your user to the docker group "
@@ -200,12 +229,20 @@ def check_xid(result: ExecResult) -> Check:
         return Check("xid", "warn", reason + ": Xid errors not checked",
                      "run `sudo dmesg | grep -i xid` on the machine, or run doctor as root")
     xids = nvidia.parse_xids(result.stdout)
+    faulty = [x for x in xids if x.hardware]
+    drops = nvidia.parse_bus_drops(result.stdout)
+    if drops and not faulty:  # no Xid says it, but the driver does: a hardware failure
+        where = sorted({d.pci for d in drops if d.pci})
+        return _fail("xid", f"a GPU has fallen off the bus"
+                            f"{' (' + ', '.join(where) + ')' if where else ''}: "
+                            f"\"NVRM: {drops[-1].text}\"", FIX_HARDWARE)
     if not xids:
         return Check("xid", "ok", "no Xid errors in the kernel log")
     codes = sorted({x.code for x in xids})
     where = sorted({x.pci for x in xids})
-    detail = f"Xid {', '.join(map(str, codes))} on {', '.join(where)}: {xids[-1].text}"
-    if HARDWARE_XIDS.intersection(codes):
+    shown = faulty[-1] if faulty else xids[-1]
+    detail = f"Xid {', '.join(map(str, codes))} on {', '.join(where)}: {shown.text}"
+    if faulty:
         return _fail("xid", detail, FIX_HARDWARE)
     return Check("xid", "warn", detail, "these Xids are usually raised by a program (bad "
                  "memory access, a killed job): check your own code's logs; if they "
@@ -270,7 +307,7 @@ def check_burn(instance: Instance, result: ExecResult, reported: str | None) -> 
     if ratio < BURN_OK:
         return Check("burn", "warn", detail, "check clocks, temperature and power limits "
                      "(`nvidia-smi -q -d TEMPERATURE,POWER,PERFORMANCE`) and whether "
-                     "another process shares the GPU (seed §2: sharing makes speed vary)")
+                     "another process shares the GPU (sharing makes speed vary)")
     return Check("burn", "ok", detail)
 
 
@@ -300,13 +337,14 @@ def run(instance: Instance, execute: Executor, *, burn_seconds: float | None = 3
             on_check(check)
 
     first = execute(nvidia.LIST_COMMAND, 60)
-    login = check_login(instance, first)
+    login = check_login(instance, first, execute)
     if login is not None:  # nothing else can run: one failed check, not ten
         add(login)
         return Report(instance.ref, checks)
     gpus, listed = check_gpus(instance, first)
     add(gpus)
-    add(check_driver(instance, execute(nvidia.HEADER_COMMAND, 60)))
+    query = execute(nvidia.DRIVER_QUERY_COMMAND, 60)
+    add(check_driver(instance, execute(nvidia.HEADER_COMMAND, 60), query))
     if listed:
         add(check_container(execute(nvidia.container_command(), 600), len(listed)))
         add(check_ecc(execute(nvidia.query_command(nvidia.ECC_FIELDS), 60)))

@@ -53,7 +53,8 @@ GPUS: tuple[GPU, ...] = (
     GPU("V100", "nvidia", 16, ("v10016gb",)),
     GPU("V100-32GB", "nvidia", 32, ("v10032gb",)),
     GPU("RTX-PRO-6000", "nvidia", 96, ("rtxpro6000", "rtxpro6000s", "rtxpro6000ws",
-                                       "rtxpro6000blackwell", "rtxpro6000se")),
+                                       "rtxpro6000blackwell", "rtxpro6000se",
+                                       "rtxpro6000blackwellserveredition")),
     # RTX PRO Blackwell: 24, 32 and 48 GB GDDR7 (NVIDIA datasheets; the 4500
     # Server Edition has the 4500's 32 GB). A 72 GB 5000 exists: not seen in any
     # catalog yet, so a bare "rtx pro 5000" is the 48 GB card.
@@ -71,6 +72,7 @@ GPUS: tuple[GPU, ...] = (
     GPU("RTX2000-ADA", "nvidia", 16, ("rtx2000ada", "rtx2000adageneration")),
     GPU("RTX5090", "nvidia", 32),
     GPU("RTX4090", "nvidia", 24),
+    GPU("RTX4080", "nvidia", 16, ("rtx4080super", "rtx4080s")),
     GPU("RTX3090", "nvidia", 24, ("rtx3090ti",)),
     GPU("RTX3080", "nvidia", 10, ("rtx3080ti",)),
     GPU("RTX3070", "nvidia", 8, ("rtx3070ti",)),
@@ -110,7 +112,8 @@ def _split(raw: str) -> tuple[str, int | None]:
     text = raw.lower().replace("(", " ").replace(")", " ").replace(",", " ")
     # "80 GB" -> "80gb" so memory is one token.
     text = re.sub(r"(\d+)\s*(gb|gib)\b", r"\1gb", text)
-    tokens = [t for t in re.split(r"[\s_/]+", text) if t]
+    # nvidia-smi joins words with hyphens: "A100-SXM4-80GB", "A100-PCIE-40GB".
+    tokens = [t for t in re.split(r"[\s_/-]+", text) if t]
     memory = None
     model: list[str] = []
     for token in tokens:
@@ -153,6 +156,32 @@ def normalize_gpu(raw: str) -> str:
     """Canonical name for what a provider reports; the raw string when unknown."""
     gpu = _lookup(raw.strip()) if raw and raw.strip() else None
     return gpu.name if gpu else raw.strip()
+
+
+def reported_matches(paid: str, reported: str) -> bool | None:
+    """Whether the GPU a machine reports (nvidia-smi's name, e.g. "NVIDIA
+    A100-SXM4-80GB") is the model paid for (a canonical name, or a provider's
+    raw one). None when the reported name is not in the catalogue, so nothing
+    can be said. A paid name without memory ("A100") accepts any memory
+    variant of its model; a canonical one with memory ("A100-40GB") does not."""
+    seen = _lookup(reported.strip()) if reported.strip() else None
+    if seen is None:
+        return None
+    wanted = _lookup(paid.strip()) if paid.strip() else None
+    if wanted is None:
+        return False
+    if wanted is seen:
+        return True
+    if _MEMORY_IN_NAME.search(paid) or _split(paid)[1] is not None:
+        return False
+    return _family(wanted.name) == _family(seen.name)
+
+
+_MEMORY_IN_NAME = re.compile(r"\d+\s*(gb|g|gib)\b", re.IGNORECASE)
+
+
+def _family(canonical: str) -> str:
+    return re.sub(r"-\d+GB$", "", canonical)
 
 
 def suggest(name: str, limit: int = 3) -> list[str]:

@@ -1,7 +1,8 @@
 """Launching a planned machine: failover on definite refusals, reconcile on
 ambiguous failures, a journal entry for every attempt.
 
-* The launch intent is journaled before the request, the outcome after.
+* The launch intent is journaled before the request, the outcome after; the
+  intent only once admitted against the monthly budget (budget.admit).
 * No capacity / quota exceeded are definite refusals: nothing was created, so
   the next offer is tried — first the same instance type in another region of
   the same provider, then other providers, cheapest first. A quota refusal
@@ -13,6 +14,12 @@ ambiguous failures, a journal entry for every attempt.
   new machines can take a moment to appear) and a machine carrying this
   launch id is adopted. Not found: the error is raised with the launch id.
 * Anything else (auth, bad request, a connect error that never left) stops.
+* A create reply is taken as the machine only when its id has the form the
+  provider documents (``Provider.id_format``): a reply like
+  ``{"id": "<html>"}`` is as ambiguous as no reply, so
+  the machine is looked for by launch id and adopted if found, else the
+  APIResponseValidationError is raised with the launch id (reconcile repairs
+  the journal later). Only then is the launch journaled delivered.
 * A job (``job=``, a JobRun) is launched the same way through the adapter's
   ``submit_job``, with a job launch id; its secret values are registered for
   redaction before the request exists. It returns the Job.
@@ -24,7 +31,7 @@ from typing import Any
 
 from .adapters.base import Sleep
 from .context import ssh_key_file
-from . import ledger
+from . import budget, ledger
 from .ops import Call, Op
 from .errors import (
     APIConnectionError, APIError, APIResponseValidationError, GpuCloudError,
@@ -61,11 +68,13 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
                                  disk_gb=disk_gb, shutdown_at=shutdown_at, job=job)
         if job is not None:
             register_secrets(job.secret_env.values())
-        ctx.journal.record_intent(
+        # Admitted against the monthly budget and journaled in one transaction,
+        # with what it commits (budget.py); ended before the request is sent.
+        budget.admit(ctx, plan, offer, lambda committed: ctx.journal.record_intent(
             launch_id=spec.launch_id, provider=offer.provider, instance_type=offer.instance_type,
             region=offer.region, name=spec.name, price_per_hour=str(offer.price_per_hour),
-            shutdown_at=shutdown_at, ssh_key_path=ssh_key_file(ssh_key),
-            **({} if slot is None else {"batch_key": batch_key, "slot": index}))
+            shutdown_at=shutdown_at, ssh_key_path=ssh_key_file(ssh_key), committed=committed,
+            **({} if slot is None else {"batch_key": batch_key, "slot": index})))
         # In flight until its outcome is known: an interrupt (Ctrl-C) now
         # leaves a machine that may exist, and the caller must be able to say so.
         launching = _attempt(offer, spec.launch_id, "launching", None)
@@ -74,6 +83,7 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
         try:
             if job is None:
                 instance = yield Call(offer.provider, adapter.create(spec))
+                _check_id(adapter, offer.provider, instance)
             else:
                 submitted = yield Call(offer.provider, adapter.submit_job(spec))
                 instance = submitted.instance
@@ -114,12 +124,20 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
         _settle(ctx, launching)
         made = instance if instance is not None else submitted  # a job without a machine
         # The machine exists: a journal that fails now must not hide it.
-        ctx.tolerant(f"{made.ref} (launch id {spec.launch_id}) was created but is not "
-                     "journaled as delivered", ctx.journal.mark, spec.launch_id, "delivered",
-                     instance_id=made.id)
+        # The ledger first: the budget counts the launch by its intent until its
+        # machine is in the ledger, so in this order it is never counted nowhere.
+        # Either failing (a full disk, a database gone read-only) is a warning
+        # that names the repair: reconcile finds the machine by its launch id.
         if instance is not None:
-            ctx.tolerant(f"{instance.ref} is not in the cost ledger", ledger.launched, ctx,
-                         instance, offer, disk_gb, shutdown_at)
+            ctx.tolerant(f"{instance.ref} is not in the cost ledger: once the state database "
+                         "is usable, run `gpucloud reconcile`, then `gpucloud list` (the "
+                         "listing records it for `gpucloud costs` and the monthly budget)",
+                         ledger.launched, ctx, instance, offer, disk_gb, shutdown_at,
+                         spec.launch_id)
+        ctx.tolerant(f"{made.ref} (launch id {spec.launch_id}) was created but is not "
+                     "journaled as delivered: once the state database is usable, run "
+                     "`gpucloud reconcile` to record it", ctx.journal.mark, spec.launch_id,
+                     "delivered", instance_id=made.id)
         attempts.append(_attempt(offer, spec.launch_id, outcome, None))
         ctx.report(attempts[-1])
         if instance is not None and instance.shutdown_at is None and shutdown_at is not None:
@@ -179,6 +197,16 @@ def _attempt(offer: Offer, launch_id: str, outcome: str, exc: GpuCloudError | No
                    region=offer.region, outcome=outcome,  # type: ignore[arg-type]
                    error=str(exc) if exc else None, error_code=exc.code if exc else None,
                    launch_id=launch_id)
+
+
+def _check_id(adapter: Any, provider: str, instance: Any) -> None:
+    """The machine a create reply names, when its id has the provider's form; any
+    other id is an unreadable reply (the caller then looks for the launch id)."""
+    pattern = getattr(adapter, "id_format", None)
+    if pattern is not None and not pattern.fullmatch(str(instance.id)):
+        raise APIResponseValidationError(
+            f"{provider}: the create reply names machine id {str(instance.id)[:40]!r}, "
+            "which is not an id of this provider's form", provider=provider)
 
 
 def _find_launch(ctx: Any, provider: str, launch_id: str, job: bool = False) -> Op:

@@ -81,6 +81,9 @@ class Offer(_Model):
     # The provider's id for this very offer, where it sells hosts one by one
     # (a Vast.ai ask id); None where instance_type + region say it all.
     offer_id: str | None = None
+    # What the provider's own figures say that the fields above cannot, e.g. a
+    # quoted price that its parts do not add up to. Estimates repeat them.
+    notes: tuple[str, ...] = ()
 
 
 class CostLine(_Model):

@@ -4,7 +4,9 @@ The commands `gpucloud doctor` and `gpucloud top` run on a machine, and pure
 parsers for their output (nvidia-smi, dmesg, df, the matmul burn), so the
 checks run against recorded outputs in the tests as well as on a real machine.
 Formats follow NVIDIA's nvidia-smi documentation (`nvidia-smi --help-query-gpu`,
-`topo -m` legend) and the Linux kernel log's NVRM lines.
+`topo -m` legend) and the Linux kernel log's NVRM lines; the tests read outputs
+published by users of every driver series from 331 to 610
+(tests/fixtures/nvidia-smi/SOURCE.txt).
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ import re
 import shlex
 from dataclasses import dataclass
 
-# The seed's §8.3 query, plus power: what `top` shows.
+# Utilisation, memory and temperature per GPU, plus power: what `top` shows.
 TOP_FIELDS = ("index", "name", "utilization.gpu", "memory.used", "memory.total",
               "temperature.gpu", "power.draw", "power.limit")
 ECC_FIELDS = ("index", "ecc.mode.current", "ecc.errors.corrected.volatile.total",
               "ecc.errors.uncorrected.volatile.total")
 # nvidia-smi is injected into any container run with --gpus by the NVIDIA
-# Container Toolkit; the image is the seed's CUDA base image.
+# Container Toolkit; a small CUDA base image, pulled once per machine.
 CONTAINER_IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
 BURN_MARKER = "gpucloud-burn"
 
@@ -70,6 +72,9 @@ def container_command() -> str:
 
 
 LIST_COMMAND = "nvidia-smi -L"
+# The driver's own answer, unchanged by the R610 header relabelling ("Driver
+# Version" -> "KMD Version"): read first, the header is the fallback.
+DRIVER_QUERY_COMMAND = "nvidia-smi --query-gpu=driver_version --format=csv,noheader"
 HEADER_COMMAND = "nvidia-smi"
 TOPO_COMMAND = "nvidia-smi topo -m"
 KERNEL_LOG_COMMAND = "dmesg"
@@ -131,10 +136,30 @@ class Versions:
     cuda: str | None  # the newest CUDA the driver supports, not the toolkit installed
 
 
+# The header line of the `nvidia-smi` table. Drivers up to 396 print only
+# "Driver Version: 390.116"; 410 to 600 add "CUDA Version: 12.4"; from R610
+# they read "KMD Version: 610.43.02" and "CUDA UMD Version: 13.3" (NVIDIA's
+# nvidia-smi documentation: "deprecated Driver Version and CUDA Version in
+# favor of KMD Version and CUDA UMD Version").
+_HEADER_DRIVER = re.compile(r"(?:Driver|KMD) Version:\s*([0-9][0-9.]*)")
+_HEADER_CUDA = re.compile(r"CUDA (?:UMD )?Version:\s*([0-9][0-9.]*)")
+_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)+")
+
+
 def parse_header(text: str) -> Versions:
-    driver = re.search(r"Driver Version:\s*([0-9][0-9.]*)", text)
-    cuda = re.search(r"CUDA Version:\s*([0-9][0-9.]*)", text)
+    driver = _HEADER_DRIVER.search(text)
+    cuda = _HEADER_CUDA.search(text)
     return Versions(driver.group(1) if driver else None, cuda.group(1) if cuda else None)
+
+
+def parse_driver_query(text: str) -> str | None:
+    """`--query-gpu=driver_version --format=csv,noheader`: one version per GPU
+    (all the same); None when the answer is not a version."""
+    for line in text.splitlines():
+        value = line.strip()
+        if value:
+            return value if _VERSION.fullmatch(value) else None
+    return None
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
@@ -163,11 +188,44 @@ def parse_topology(text: str) -> dict[tuple[int, int], str]:
     return links
 
 
+# NVIDIA's "Xid Errors" catalogue (https://docs.nvidia.com/deploy/xid-errors/,
+# "Analyzing Xid Errors with the Xid Catalog") attributes these to the GPU, its
+# memory or the bus rather than to the program: they mean a faulty machine.
+XID_CATALOGUE = "https://docs.nvidia.com/deploy/xid-errors/"
+HARDWARE_XIDS: dict[int, str] = {
+    48: "double bit ECC error",
+    61: "internal micro-controller breakpoint/warning",
+    62: "internal micro-controller halt",
+    63: "row remapping / page retirement event",
+    64: "row remapping / page retirement failure",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+    140: "unrecovered ECC error",
+    154: "GPU recovery action changed (reset or reboot required)",
+}
+# NVLink Xids 144-150 (Blackwell) carry their severity in the line: "Fatal"
+# is a broken link, "Nonfatal" one the link recovered from.
+NVLINK_XIDS = range(144, 151)
+_FATAL = re.compile(r"\bFatal\b")
+
+
 @dataclass(frozen=True)
 class Xid:
     pci: str
     code: int
     text: str
+
+    @property
+    def hardware(self) -> bool:
+        """A fault of the machine, per the catalogue (NVLink: only when Fatal)."""
+        if self.code in NVLINK_XIDS:
+            return bool(_FATAL.search(self.text))
+        return self.code in HARDWARE_XIDS
 
 
 _XID = re.compile(r"NVRM: Xid \((PCI:[0-9A-Fa-f:.]+)\): (\d+),\s*(.*)$")
@@ -181,6 +239,45 @@ def parse_xids(text: str) -> list[Xid]:
         match = _XID.search(line)
         if match:
             out.append(Xid(match.group(1), int(match.group(2)), match.group(3).strip()))
+    return out
+
+
+@dataclass(frozen=True)
+class BusDrop:
+    pci: str | None
+    text: str  # the driver's message, its continuation lines joined
+
+
+_NVRM = re.compile(r"NVRM:\s?(.*)$")
+_PCI_ADDRESS = re.compile(r"\b[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\b")
+
+
+def parse_bus_drops(text: str) -> list[BusDrop]:
+    """NVRM messages that a GPU "has fallen off the bus" with no Xid line (the
+    driver prints them when it loads, or when the GPU stops answering), e.g.
+    `NVRM: GPU at 0000:01:00.0 has fallen off the bus.` or, from driver 570, a
+    message over three lines: `NVRM: The NVIDIA GPU 0000:b3:00.0` / `NVRM: (PCI
+    ID: 10de:26b5) installed in this system has` / `NVRM: fallen off the bus
+    and is not responding to commands.` Xid 79 lines are parse_xids' own."""
+    out: list[BusDrop] = []
+    message: list[str] = []  # NVRM lines since the last one that named a GPU
+    for line in text.splitlines():
+        match = _NVRM.search(line)
+        if match is None or _XID.search(line):
+            message = []
+            continue
+        body = match.group(1).strip()
+        if _PCI_ADDRESS.search(body):
+            message = [body]
+        elif message and len(message) < 4:
+            message.append(body)
+        else:
+            message = [body]
+        if "fallen off the bus" in body:
+            joined = " ".join(message)
+            pci = _PCI_ADDRESS.search(joined)
+            out.append(BusDrop(pci.group(0) if pci else None, joined))
+            message = []
     return out
 
 

@@ -5,13 +5,12 @@ adapters.base), and the small pure helpers every operation shares."""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import pricing
-from .adapters.flow import JOB_PREFIX, Flow, Sleep
+from .adapters.flow import Flow, Sleep
 from .errors import SpecError, option
 
 if TYPE_CHECKING:
@@ -47,10 +46,6 @@ class Concurrent:
     so what they record there must be per launch (launcher.py)."""
     ops: list[Op] = field(default_factory=list)
     limit: int = 8
-
-
-def new_launch_id(job: bool = False) -> str:
-    return (JOB_PREFIX if job else "gc-") + secrets.token_hex(5)
 
 
 def check_count(count: int) -> int:
@@ -90,4 +85,4 @@ def split_ref(ref: Any) -> tuple[str, str]:
 
 
 __all__ = ["Call", "Concurrent", "DEFAULT_CONCURRENCY", "Gather", "MAX_FALLBACKS", "Op", "Sleep", "check_count",
-           "new_launch_id", "sort_offers", "split_ref"]
+           "sort_offers", "split_ref"]

@@ -92,7 +92,8 @@ def estimate(offer: Any, hours: Any = 1, *, disk_gb: int | None = None) -> Any:
     if hours_d <= 0:
         raise SpecError(f"hours must be positive, got {hours}",
                         hint="e.g. hours=72 (CLI: --hours 72h)")
-    notes: list[str] = []
+    # What the offer itself says about its price (a quote its parts do not add up to).
+    notes: list[str] = list(getattr(offer, "notes", ()))
     unknown = unknown_parts(offer, disk_gb)
     machine = machine_price(offer)
     disk_line = None

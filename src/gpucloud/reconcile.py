@@ -20,7 +20,10 @@ carrying a launch id from this journal that the journal never recorded as
 delivered (its entry says failed, or deleted while the machine still runs, or
 another machine was delivered for that launch). ``terminate_orphans``
 terminates them. Machines with a launch id this journal never issued are
-*foreign* (a colleague's, another laptop's): reported, never touched.
+*foreign* (a colleague's, another laptop's): reported, never touched. So is
+a machine whose launch id is not of gpucloud's form (launch_ids.py: blank,
+cut short, edited): it is never adopted nor terminated, whatever the journal
+holds.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .deadlines import ENDED
 from .errors import GpuCloudError, NotFoundError
+from .launch_ids import is_gpucloud
 from .models import Instance
 from .ops import Call, Gather, Op
 from .state import LaunchRecord, utcnow
@@ -135,7 +139,8 @@ def reconcile(engine: Any, terminate_orphans: TerminateOrphans = False,
                 ctx.warn(f"{record.provider}: launch {record.launch_id} stays unresolved: {why}")
             pending.append(_intent(record, why))
             continue
-        carrying = [m for m in machines[record.provider] if m.launch_id == record.launch_id]
+        carrying = [m for m in machines[record.provider]
+                    if is_gpucloud(m.launch_id) and m.launch_id == record.launch_id]
         if carrying:
             # Two machines for one launch would be a provider's bug; the one
             # still alive is adopted and any other is reported as an orphan.
@@ -170,6 +175,9 @@ def _unrecorded(machines: dict[str, list[Instance]], records: list[LaunchRecord]
     foreign: list[Instance] = []
     for machine in (m for listing in machines.values() for m in listing):
         if machine.launch_id is None or machine.status in ENDED:
+            continue
+        if not is_gpucloud(machine.launch_id):
+            foreign.append(machine)  # a look-alike mark: not ours to act on
             continue
         record = known.get(machine.launch_id)
         if record is None:

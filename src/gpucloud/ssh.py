@@ -190,7 +190,11 @@ def ssh_args(instance: Instance, *, identity: str | None = None, batch: bool = T
     args += ["-o", "StrictHostKeyChecking=accept-new",
              "-o", f"HostKeyAlias={host_key_alias(instance)}"]
     if batch:
-        args += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}"]
+        # LogLevel=ERROR: ssh's own notices ("Warning: Permanently added ... to the
+        # list of known hosts.", logged at INFO) stay out of the command's stderr;
+        # its errors (a refused key, a changed host key) do not.
+        args += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}",
+                 "-o", "LogLevel=ERROR"]
     args.append(f"{connection.user}@{connection.host}")
     if command:
         args += ["--", *command]
@@ -222,9 +226,33 @@ def run_ssh(instance: Instance, command: str, timeout: float, *,
                                hint="raise timeout= or run it in the background "
                                     "(nohup ... &)") from exc
     return ExecResult(command=command, exit_code=done.returncode, stdout=done.stdout,
-                      stderr=done.stderr)
+                      stderr=ssh_notices_removed(done.stderr))
+
+
+# OpenSSH's own INFO-level notice, removed as well in case an `ssh` wrapper on
+# PATH prints it despite LogLevel=ERROR.
+_SSH_NOTICE = re.compile(r"^Warning: Permanently added .* to the list of known hosts\.\r?$")
+
+
+def ssh_notices_removed(stderr: str) -> str:
+    """The remote command's stderr without ssh's own host-key notices."""
+    if "Warning: Permanently added" not in stderr:
+        return stderr
+    return "".join(line for line in stderr.splitlines(keepends=True)
+                   if not _SSH_NOTICE.match(line.rstrip("\n")))
+
+
+def message_line(result: ExecResult) -> str:
+    """The line that explains a failed command: the first of its stderr (else
+    stdout) that says something. OpenSSH frames its loudest errors ("REMOTE HOST
+    IDENTIFICATION HAS CHANGED") in lines of `@`: the frame says nothing."""
+    for line in (result.stderr or result.stdout).splitlines():
+        words = line.strip().strip("@").strip()
+        if words:
+            return words
+    return f"exit code {result.exit_code}"
 
 
 __all__ = ["CONNECT_TIMEOUT", "default_identity", "host_key_alias", "identity_file",
-           "login_identity", "pick_identity", "remembered_key", "remembered_keys", "run_ssh",
+           "login_identity", "message_line", "pick_identity", "remembered_key", "remembered_keys", "run_ssh",
            "shell_line", "ssh_args", "ssh_binary"]

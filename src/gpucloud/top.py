@@ -44,8 +44,9 @@ class GpuSample:
 def read_sample(result: ExecResult) -> list[GpuSample]:
     """The GPUs in one answer to COMMAND; ValueError when it is not one."""
     if not result.ok:
-        text = (result.stderr or result.stdout).strip()
-        raise ValueError(text.splitlines()[0] if text else f"exit code {result.exit_code}")
+        from .ssh import message_line
+
+        raise ValueError(message_line(result))
     out = []
     for row in nvidia.parse_query(result.stdout, nvidia.TOP_FIELDS):
         n = nvidia.number

@@ -138,11 +138,14 @@ def launch_routes(api: FakeVerda, *answers: Any) -> tuple[respx.Route, respx.Rou
     return launch, get
 
 
-def offer_routes(api: FakeVerda) -> tuple[respx.Route, respx.Route]:
+def offer_routes(api: FakeVerda) -> tuple[respx.Route, respx.Route, respx.Route]:
+    """Types, availability and locations (asked for only when a priced type has
+    no capacity anywhere and is not in the catalog)."""
     types = api.on("GET", "/instance-types", reply(200, body("list_instance_types_200")))
     avail = api.on("GET", "/instance-availability",
                    reply(200, body("list_instance_availability_200")))
-    return types, avail
+    locations = api.on("GET", "/locations", reply(200, body("list_locations_200")))
+    return types, avail, locations
 
 
 def by_key(offers: list[Offer]) -> dict[tuple[str, str], Offer]:

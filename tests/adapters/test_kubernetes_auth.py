@@ -197,6 +197,7 @@ def test_a_failing_plugin_is_a_credentials_error_with_its_message(cluster, tmp_p
 def test_a_missing_plugin_shows_its_install_hint(cluster, tmp_path):
     path = kubeconfig(tmp_path, user={"exec": {"apiVersion": "client.authentication.k8s.io/v1",
                                                 "command": "no-such-plugin-xyz",
+                                                "interactiveMode": "Never",
                                                 "installHint": "brew install no-such-plugin"}})
     provider = make_provider(path, KubernetesProvider)
     with pytest.raises(CredentialsError, match="not installed") as info:

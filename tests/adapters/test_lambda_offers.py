@@ -124,7 +124,7 @@ def test_offer_fields(api, run, provider):
         "memory_gb": 1800, "disk_gb": 20480, "price_per_hour": Decimal("14.32"), "spot": False,
         "available": True, "source": "live", "simulated": False,
         "disk_price_per_gb_month": None, "as_of": None, "offer_id": None,
-        "disk_billed_apart": False, "hours_per_month": None, "usage_prices": (),
+        "disk_billed_apart": False, "hours_per_month": None, "usage_prices": (), "notes": (),
     }
 
 

@@ -22,10 +22,11 @@ from tests.adapters._runpod_support import (  # noqa: F401 (fixtures)
 )
 
 PAST = "2020-01-01T00:00:00Z"
-FUTURE = "2099-01-01T00:00:00Z"
+FUTURE = "2034-01-01T00:00:00Z"  # within the 10 years a deadline may reach
+OURS = "gc-3a1a2245a7"  # a launch id of gpucloud's form (launch_ids.py)
 
 
-def env(launch_id: str | None = "gc-1", deadline: str | None = PAST) -> dict[str, str]:
+def env(launch_id: str | None = OURS, deadline: str | None = PAST) -> dict[str, str]:
     out = {"MODEL_NAME": "llama-3"}
     if launch_id:
         out["GPUCLOUD_LAUNCH_ID"] = launch_id
@@ -59,16 +60,18 @@ def test_extend_twice_replaces_the_marker(api, run, provider):
 
 
 def test_client_extend_sends_exactly_this_request(api):
-    api.on("GET", POD, reply(200, pod(deadline=FUTURE)))
-    route = api.on("PATCH", POD, reply(200, pod(name="train-a gc-until:21000101T000000Z",
-                                                 deadline=FUTURE)))
+    renamed = pod(name="train-a gc-until:20350101T000000Z", deadline=FUTURE)
+    api.on("GET", POD, reply(200, pod(deadline=FUTURE)), reply(200, renamed))
+    route = api.on("PATCH", POD, reply(200, renamed))
     client = Client(["runpod"], credentials={"runpod": KEY}, use_keyring=False,
                     sleep=lambda s: None)
-    updated = client.extend(f"runpod/{POD_ID}", until="2100-01-01T00:00Z")
-    assert [(r.method, r.url.path) for r in api.requests] == [("GET", POD), ("PATCH", POD)]
+    updated = client.extend(f"runpod/{POD_ID}", until="2035-01-01T00:00Z")
+    # The read after the update: a reaper may have ended the pod in between.
+    assert [(r.method, r.url.path) for r in api.requests] == [
+        ("GET", POD), ("PATCH", POD), ("GET", POD)]
     assert json.loads(route.calls.last.request.content) == {
-        "name": "train-a gc-until:21000101T000000Z"}
-    assert updated.shutdown_at == datetime(2100, 1, 1, tzinfo=timezone.utc)
+        "name": "train-a gc-until:20350101T000000Z"}
+    assert updated.shutdown_at == datetime(2035, 1, 1, tzinfo=timezone.utc)
 
 
 def test_stale_env_and_a_later_marker_read_as_the_later(api, run, provider):
@@ -100,6 +103,9 @@ def reap_routes(api):
         pod("future", deadline=FUTURE),
         pod("moved"),  # extended from elsewhere: only the fresh GET shows it
         pod("foreign", launch_id=None),
+        # Look-alike marks (an env anyone with the account can edit): never ours.
+        pod("short", launch_id="gc-1"),
+        pod("html", launch_id="gc-<html>"),
         pod("gone", status="TERMINATED"),
     ]}
     api.on("GET", "/v2/pods", reply(200, listing))

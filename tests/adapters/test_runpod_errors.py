@@ -225,3 +225,66 @@ def test_a_refused_candidate_fails_over_to_the_next(monkeypatch, refusal):
     assert [(a.region, a.outcome, a.error_code) for a in client.last_attempts] == [
         ("EU-RO-1", "failed", "offer_refused"), ("US-KS-2", "created", None)]
     assert machine.provider == "runpod" and len(created) == 2
+
+
+H100 = {"id": "NVIDIA H100 80GB HBM3", "name": "H100 SXM", "pool": "HOPPER_80",
+        "manufacturer": "NVIDIA", "memory": 80, "secure": True, "community": False,
+        "price": {"secure": 3.5, "community": None}, "maxCount": {"secure": 8, "community": 0},
+        "availability": "HIGH", "dataCenters": [
+            {"id": "US-KS-2", "name": "US Kansas 2", "availability": "HIGH"}]}
+
+
+def lying_runpod(reply_id: str, keep: bool = True):
+    """A RunPod that creates pod 953f3b4034 and answers the create with another id
+    (a proxy's page parsed into {"id": ...}); `keep`: whether the pod exists."""
+    pods: list[dict] = []
+
+    def api(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path == "/v2/catalog/gpus":
+            return httpx.Response(200, json={"gpus": [H100]})
+        if request.method == "POST" and path == "/v2/pods":
+            sent = json.loads(request.content)
+            pod = {**body("v2_create_pod_201_pod"), "id": "953f3b4034", "name": sent["name"],
+                   "env": sent["env"], "gpu": sent["gpu"], "dataCenterId": "US-KS-2"}
+            if keep:
+                pods.append(pod)
+            return httpx.Response(201, json={**pod, "id": reply_id})
+        if request.method == "GET" and path == "/v2/pods":
+            return httpx.Response(200, json={"pods": pods})
+        found = [p for p in pods if path == f"/v2/pods/{p['id']}"]
+        if request.method == "GET" and found:
+            return httpx.Response(200, json=found[0])
+        return httpx.Response(404, json=body("v2_error_404_notFound"))
+    return api
+
+
+def test_a_create_reply_with_an_id_of_the_wrong_form_is_found_by_launch_id(monkeypatch):
+    from gpucloud import Client
+    from gpucloud.config import state_db_path
+    from gpucloud.state import Journal
+
+    monkeypatch.setenv("GPUCLOUD_RUNPOD_API_KEY", KEY)
+    with respx.mock(assert_all_called=False) as router:
+        router.route(host="api.runpod.io").mock(side_effect=lying_runpod("<html>"))
+        client = Client(providers=["runpod"], sleep=lambda s: None)
+        machine = client.create(gpu="h100", count=8, image="runpod/pytorch:2.4")
+    assert machine.id == "953f3b4034"  # the pod that exists, not the reply's "<html>"
+    assert [a.outcome for a in client.last_attempts] == ["adopted"]
+    record = Journal(state_db_path()).get(client.last_attempts[0].launch_id)
+    assert record is not None and (record.status, record.instance_id) == (
+        "delivered", "953f3b4034")
+
+
+def test_a_create_reply_naming_no_machine_keeps_the_launch_id(monkeypatch):
+    from gpucloud import APIResponseValidationError, Client
+
+    monkeypatch.setenv("GPUCLOUD_RUNPOD_API_KEY", KEY)
+    with respx.mock(assert_all_called=False) as router:
+        # An id of the wrong form, and no pod carries the launch id.
+        router.route(host="api.runpod.io").mock(side_effect=lying_runpod("<html>", False))
+        client = Client(providers=["runpod"], sleep=lambda s: None)
+        with pytest.raises(APIResponseValidationError) as caught:
+            client.create(gpu="h100", count=8, image="runpod/pytorch:2.4")
+    assert caught.value.launch_id is not None and caught.value.launch_id.startswith("gc-")
+    assert caught.value.launch_id in (caught.value.hint or "")

@@ -145,7 +145,7 @@ def test_offer_fields(api, run, provider):
         "memory_gb": None, "disk_gb": None, "price_per_hour": Decimal("11.12"), "spot": False,
         "available": True, "source": "live", "simulated": False,
         "disk_price_per_gb_month": None, "as_of": None, "offer_id": None,
-        "disk_billed_apart": False, "hours_per_month": None, "usage_prices": (),
+        "disk_billed_apart": False, "hours_per_month": None, "usage_prices": (), "notes": (),
     }
 
 

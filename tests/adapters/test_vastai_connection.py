@@ -25,6 +25,21 @@ def test_the_list_example_maps_22_tcp_directly(api, run, provider):
                                              user="root")
 
 
+def test_direct_first_then_the_proxy_the_runtype_also_asked_for(api, run, provider):
+    # The list example was created with direct SSH and the proxy as fallback
+    # (image_runtype "ssh ssh_direc ssh_proxy") and has both endpoints.
+    data = page([7], None)
+    assert data["instances"][0]["image_runtype"] == "ssh ssh_direc ssh_proxy"
+    api.on("GET", LIST, reply(200, data))
+    [instance] = run(provider.list_instances())
+    assert (instance.connection.host, instance.connection.port) == ("192.0.2.45", 20000)
+    # No 22/tcp mapping (the direct port is not there): the proxy.
+    del data["instances"][0]["ports"]["22/tcp"]
+    api.on("GET", LIST, reply(200, data))
+    [instance] = run(provider.list_instances())
+    assert (instance.connection.host, instance.connection.port) == ("ssh123.vast.ai", 10600)
+
+
 def test_the_show_example_has_no_mapping_so_the_proxy(api, run, provider):
     api.on("GET", f"/api/v0/instances/{SHOWN}/", reply(200, show()))
     assert run(provider.get(SHOWN)).connection == Connection(

@@ -50,7 +50,7 @@ def test_create_rents_the_ask_with_exactly_this_body(api, run, provider):
     assert sent(put) == {
         "image": "vastai/pytorch", "disk": DEFAULT_DISK_GB,
         "label": "gpucloud:lid-7f3a9c gpucloud-h100-lid-7f3a9c",
-        "env": {"GPUCLOUD_LAUNCH_ID": "lid-7f3a9c"}, "runtype": "ssh_direct",
+        "env": {"GPUCLOUD_LAUNCH_ID": "lid-7f3a9c"}, "runtype": "ssh_direc ssh_proxy",
         "onstart": onstart(),
     }
     assert put.call_count == 1 and get.call_count == 1
@@ -58,6 +58,17 @@ def test_create_rents_the_ask_with_exactly_this_body(api, run, provider):
         NEW, "lid-7f3a9c", "gpucloud-h100-lid-7f3a9c", InstanceStatus.PENDING)
     # No key given: nothing registered.
     assert [r.url.path for r in api.requests] == [f"/api/v0/asks/{ASK}/", f"/api/v0/instances/{NEW}/"]
+
+
+def test_create_asks_for_direct_ssh_with_the_proxy_as_fallback(api, run, provider):
+    # Exactly what vast-cli's get_runtype sends for `create instance --ssh --direct`
+    # (vast-ai/vast-python vast.py), its "ssh_direc" spelling included; the spec's
+    # list example reads it back as image_runtype "ssh ssh_direc ssh_proxy".
+    put, _ = create_routes(api)
+    run(provider.create(make_spec()))
+    assert sent(put)["runtype"] == "ssh_direc ssh_proxy"
+    runtype = body("list_instances_v1_200_from_schema_examples")["instances"][0]["image_runtype"]
+    assert runtype.split()[1:] == sent(put)["runtype"].split()
 
 
 def test_create_with_disk_deadline_and_default_image(api, run, provider):

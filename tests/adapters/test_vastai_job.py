@@ -56,7 +56,7 @@ def test_job_instance_sends_exactly_the_golden_request(api, run, provider):
     script = unpacked(body["onstart"])
     assert body["onstart"] == compressed(script) and len(script) > ONSTART_MAX
     assert_golden("vastai", {**body, "onstart": script}, ("onstart",))
-    assert body["image"] == make_job().image and body["runtype"] == "ssh_direct"
+    assert body["image"] == make_job().image and body["runtype"] == "ssh_direc ssh_proxy"
     assert body["env"]["HF_TOKEN"] == SECRET and body["env"]["CHECKPOINT_DIR"] == "/checkpoints"
     assert len(body["onstart"]) <= ONSTART_MAX
     # The guard first (backgrounded), then the runner, started in the background too.

@@ -73,6 +73,17 @@ def test_spec_create_env_is_an_object_or_a_string(env, ok):
     assert (request_errors(SPEC, request) == []) is ok
 
 
+@pytest.mark.parametrize("runtype,ok", [
+    ("ssh_direc ssh_proxy", True),  # vast-cli's --ssh --direct, added to the trimmed spec
+    ("ssh_direct", True), ("ssh_proxy", True),
+    ("ssh_direct ssh_proxy", False), ("ssh direct", False),
+])
+def test_spec_create_runtype(runtype, ok):
+    request = httpx.Request("PUT", f"{API}/api/v0/asks/{ASK}/", headers={"Authorization": "Bearer x"},
+                            json={"image": "vastai/pytorch", "runtype": runtype})
+    assert (request_errors(SPEC, request) == []) is ok
+
+
 @pytest.mark.parametrize("name,method,path,status", [
     ("search_offers_200_wrapped_list", "POST", "/api/v0/bundles/", 200),
     ("create_instance_200_from_schema_examples", "PUT", f"/api/v0/asks/{ASK}/", 200),
@@ -149,12 +160,16 @@ def test_search_names_and_memory_per_gpu(gpu, names, ram):
 
 def test_offer_fields_from_the_spec_example(api, run, provider):
     [offer], _ = search(api, run, provider, [example_offer()])
-    assert offer.model_dump() == {
+    # The example's figures are placeholders that do not add up: dph_total
+    # 0.234567 against dph_base 0.123456 + 0.987654 x 32 GB / 720 = 0.167352.
+    [note] = offer.notes
+    assert "$0.234567/h (dph_total)" in note and "$0.167352/h" in note
+    assert offer.model_dump(exclude={"notes"}) == {
         "provider": "vastai", "instance_type": "4x-Imaginary_RTX_9999",
         "region": "AT", "gpu": "Imaginary RTX 9999", "gpu_count": 4, "gpu_memory_gb": 24,
         "vcpus": 32, "memory_gb": 64, "disk_gb": DEFAULT_DISK_GB,
-        # dph_total for the disk asked for: dph_base + storage_cost x GB / 720.
-        "price_per_hour": Decimal("0.123456") + Decimal("0.987654") * DEFAULT_DISK_GB / 720,
+        # Vast's own quote for the disk asked for, never the sum of its parts.
+        "price_per_hour": Decimal("0.234567"),
         "spot": False, "available": True,
         "source": "live", "simulated": False, "disk_price_per_gb_month": Decimal("0.987654"),
         "as_of": None, "offer_id": ASK, "disk_billed_apart": True, "hours_per_month": 720,
@@ -166,26 +181,67 @@ def test_offer_fields_from_the_spec_example(api, run, provider):
 
 
 def test_prices_are_exact_decimals(api, run, provider):
-    [offer], _ = search(api, run, provider, [example_offer(dph_base=1.1, storage_cost=0.36)])
-    # 1.1 + 0.36 * 32 / 720 = 1.116, exactly: no float on the way.
+    [offer], _ = search(api, run, provider, [example_offer(dph_base=1.1, storage_cost=0.36,
+                                                           dph_total=1.116)])
     assert offer.price_per_hour == Decimal("1.116") and str(offer.price_per_hour) == "1.116"
     assert str(offer.disk_price_per_gb_month) == "0.36"
+    assert offer.notes == ()  # 1.1 + 0.36 * 32 / 720 = 1.116: the quote adds up
+
+
+def test_the_price_is_vasts_quote_and_a_disagreement_is_noted(api, run, provider):
+    # dph_base 2 + storage_cost 0.45 x 32 GB / 720 = 2.02, but Vast quotes 2.5.
+    [offer], _ = search(api, run, provider, [example_offer(
+        dph_base=2, storage_cost=0.45, dph_total=2.5, inet_up_cost=None, inet_down_cost=None)])
+    assert offer.price_per_hour == Decimal("2.5")
+    [note] = offer.notes
+    assert note.startswith("Vast quotes $2.5/h (dph_total) for this ask with 32 GB of disk, "
+                           "but its parts add up to $2.020000/h")
+    assert offer.model_dump(mode="json")["notes"] == [note]  # what --json shows
+    # The estimate keeps Vast's total; storage_cost only says which part is disk.
+    estimate = pricing.estimate(offer, hours=10)
+    machine, disk = estimate.breakdown
+    assert (machine.price_per_hour, disk.price_per_hour) == (Decimal("2.48"), Decimal("0.02"))
+    assert estimate.price_per_hour == Decimal("2.5") and estimate.total == Decimal("25.00")
+    assert note in estimate.notes
+
+
+@pytest.mark.parametrize("quote,noted", [
+    (2.02005, False),  # below the 4th decimal vast-cli shows: rounding
+    (2.01995, False),
+    (2.0202, True),
+    (2.0198, True),
+])
+def test_only_a_gap_beyond_rounding_is_noted(api, run, provider, quote, noted):
+    [offer], _ = search(api, run, provider, [example_offer(
+        dph_base=2, storage_cost=0.45, dph_total=quote)])
+    assert offer.price_per_hour == Decimal(str(quote))
+    assert bool(offer.notes) is noted
+
+
+def test_without_dph_total_the_parts_are_the_price(api, run, provider):
+    raw = example_offer(dph_base=1.1, storage_cost=0.36)
+    del raw["dph_total"]
+    [offer], _ = search(api, run, provider, [raw])
+    assert offer.price_per_hour == Decimal("1.116") and offer.notes == ()
 
 
 def test_the_price_follows_dph_total_of_the_spec_example(api, run, provider):
     # The spec's instance example: dph_base 1.0, storage_cost 0.14933.. for 10 GB
     # gives dph_total 1.0020740740740741 (720-hour months).
     [offer], route = search(api, run, provider, [example_offer(
-        dph_base=1.0, storage_cost=0.14933333333333335)], disk_gb=10)
-    assert abs(offer.price_per_hour - Decimal("1.0020740740740741")) < Decimal("1e-15")
+        dph_base=1.0, storage_cost=0.14933333333333335, dph_total=1.0020740740740741)],
+        disk_gb=10)
+    assert offer.price_per_hour == Decimal("1.0020740740740741") and offer.notes == ()
     assert offer.disk_gb == 10
     assert sent(route)["allocated_storage"] == 10 and sent(route)["disk_space"] == {"gte": 10}
 
 
 def test_the_disk_asked_for_is_searched_and_priced(api, run, provider):
-    [small], _ = search(api, run, provider, [example_offer(dph_base=2, storage_cost=0.18)])
-    [big], route = search(api, run, provider, [example_offer(dph_base=2, storage_cost=0.18)],
-                          disk_gb=400)
+    # Vast prices each ask for the allocated_storage searched with.
+    [small], _ = search(api, run, provider, [example_offer(dph_base=2, storage_cost=0.18,
+                                                           dph_total=2.008)])
+    [big], route = search(api, run, provider, [example_offer(dph_base=2, storage_cost=0.18,
+                                                             dph_total=2.1)], disk_gb=400)
     assert sent(route)["allocated_storage"] == 400
     assert big.price_per_hour - small.price_per_hour == Decimal("0.18") * (400 - 32) / 720
     assert big.price_per_hour == Decimal("2.1")
@@ -193,7 +249,7 @@ def test_the_disk_asked_for_is_searched_and_priced(api, run, provider):
 
 def test_the_estimate_lists_bandwidth_by_the_gb(api, run, provider):
     [offer], _ = search(api, run, provider, [example_offer(
-        dph_base=2, storage_cost=0.18, inet_up_cost=0.02, inet_down_cost=0)])
+        dph_base=2, storage_cost=0.18, dph_total=2.008, inet_up_cost=0.02, inet_down_cost=0)])
     estimate = pricing.estimate(offer, hours=10)
     lines = {line.component: line for line in estimate.breakdown}
     assert set(lines) == {"GPU instance", f"disk ({DEFAULT_DISK_GB} GB)", "egress"}
@@ -214,22 +270,28 @@ def test_without_a_storage_price_the_disk_is_unknown(api, run, provider):
     assert estimate.total is None and estimate.price_per_hour is None
 
 
-def test_price_falls_back_to_the_search_breakdown(api, run, provider):
-    raw = example_offer(search={"gpuCostPerHour": 2.5, "diskHour": 0.01, "totalHour": 2.51})
+def test_the_base_falls_back_to_the_search_breakdown(api, run, provider):
+    raw = example_offer(search={"gpuCostPerHour": 2.5, "diskHour": 0.01, "totalHour": 2.51},
+                        dph_total=2.6)
     del raw["dph_base"]
+    [offer], _ = search(api, run, provider, [raw])
+    assert offer.price_per_hour == Decimal("2.6")
+    [note] = offer.notes
+    assert "dph_base $2.5/h" in note
+    del raw["dph_total"]
     [offer], _ = search(api, run, provider, [raw])
     assert offer.price_per_hour == Decimal("2.5") + Decimal("0.987654") * DEFAULT_DISK_GB / 720
 
 
 def test_the_estimate_splits_machine_and_disk(api, run, provider):
     [offer], _ = search(api, run, provider, [example_offer(
-        dph_base=2, storage_cost=0.15, inet_up_cost=None, inet_down_cost=None)])
+        dph_base=2, storage_cost=0.45, dph_total=2.02, inet_up_cost=None, inet_down_cost=None)])
     estimate = pricing.estimate(offer, hours=10)
     machine, disk = estimate.breakdown
     assert (machine.component, machine.price_per_hour) == ("GPU instance", Decimal(2))
     assert disk.component == f"disk ({DEFAULT_DISK_GB} GB)"
     # Vast's months are 720 hours, not the usual 730.
-    assert disk.price_per_hour == Decimal("0.15") * DEFAULT_DISK_GB / 720
+    assert disk.price_per_hour == Decimal("0.45") * DEFAULT_DISK_GB / 720 == Decimal("0.02")
     assert estimate.price_per_hour == offer.price_per_hour
     assert estimate.total == pricing.money((Decimal(2) + disk.price_per_hour) * 10)
     assert any("720 h months" in n for n in estimate.notes)

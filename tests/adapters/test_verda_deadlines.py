@@ -28,13 +28,14 @@ from tests.adapters._verda_support import (  # noqa: F401 (fixtures)
 )
 
 PAST = "2020-01-01T00:00:00Z"
-FUTURE = "2099-01-01T00:00:00Z"
+FUTURE = "2034-01-01T00:00:00Z"  # within the 10 years a deadline may reach
+OURS = "gc-3a1a2245a7"  # a launch id of gpucloud's form (launch_ids.py)
 PATH = f"/instances/{INSTANCE_ID}"
 TARGET = datetime(2026, 12, 1, 18, tzinfo=timezone.utc)
 
 
 def machine(ident: str = INSTANCE_ID, deadline: str | None = "2026-11-30T10:00:00Z",
-            tags: dict[str, str] | None = None, launch_id: str | None = "gc-1",
+            tags: dict[str, str] | None = None, launch_id: str | None = OURS,
             status: str = "running") -> dict:
     description = "gpucloud " + "; ".join(
         ([f"launch_id={launch_id}"] if launch_id else [])
@@ -108,15 +109,15 @@ def test_a_409_for_our_own_value_is_success_any_other_is_refused(api, run, provi
 def test_client_extend_sends_exactly_these_requests(api):
     api.on("GET", PATH, reply(200, machine(deadline=FUTURE)), reply(200, machine(
         deadline=FUTURE)), reply(200, machine(deadline=FUTURE, tags={
-            "gpucloud-until-a": "2100-01-01T00:00:00Z"})))
+            "gpucloud-until-a": "2035-01-01T00:00:00Z"})))  # the last: the adapter's and extend's
     api.on("POST", f"{PATH}/tags", reply(201, {"id": "t", "key": "gpucloud-until-a",
-                                               "value": "2100-01-01T00:00:00Z"}))
+                                               "value": "2035-01-01T00:00:00Z"}))
     client = Client(["verda"], credentials={"verda": f"{CLIENT_ID}:{CLIENT_SECRET}"},
                     use_keyring=False, sleep=lambda s: None)
-    updated = client.extend(f"verda/{INSTANCE_ID}", until="2100-01-01T00:00Z")
+    updated = client.extend(f"verda/{INSTANCE_ID}", until="2035-01-01T00:00Z")
     assert [c for c in calls(api) if c[0] != "GET"] == [
-        ("POST", f"{PATH}/tags", {"key": "gpucloud-until-a", "value": "2100-01-01T00:00:00Z"})]
-    assert updated.shutdown_at == datetime(2100, 1, 1, tzinfo=timezone.utc)
+        ("POST", f"{PATH}/tags", {"key": "gpucloud-until-a", "value": "2035-01-01T00:00:00Z"})]
+    assert updated.shutdown_at == datetime(2035, 1, 1, tzinfo=timezone.utc)
 
 
 def test_a_stale_description_and_a_later_tag_read_as_the_later(api, run, provider):
@@ -133,7 +134,7 @@ def test_garbage_tags_are_ignored(api, run, provider):
         raw["tags"] = tags
         api.on("GET", PATH, reply(200, raw))
         instance = run(provider.get(INSTANCE_ID))
-        assert instance.shutdown_at == stale and instance.launch_id == "gc-1", tags
+        assert instance.shutdown_at == stale and instance.launch_id == OURS, tags
 
 
 # -- the reaper, through Client --------------------------------------------------------

@@ -53,7 +53,7 @@ from tests.adapters._verda_support import (  # noqa: F401 (fixtures)
 
 
 def test_offers_join_prices_and_availability(api, run, provider):
-    types, avail = offer_routes(api)
+    types, avail, _ = offer_routes(api)
     offers = by_key(run(provider.offers(OfferQuery())))
     a6000 = offers[("2A6000.20V", "FIN-01")]
     assert a6000.model_dump() == {
@@ -62,6 +62,7 @@ def test_offers_join_prices_and_availability(api, run, provider):
         "disk_gb": None, "price_per_hour": Decimal("1.98"), "spot": False, "available": True,
         "source": "live", "simulated": False, "disk_price_per_gb_month": None, "as_of": None,
         "offer_id": None, "disk_billed_apart": False, "hours_per_month": None, "usage_prices": (),
+        "notes": (),
     }
     v100 = offers[("1V100.6V", "FIN-01")]
     assert isinstance(v100.price_per_hour, Decimal) and str(v100.price_per_hour) == "0.89"
@@ -71,12 +72,45 @@ def test_offers_join_prices_and_availability(api, run, provider):
     assert params["is_spot"] == "false" and params["isSpot"] == "false"
 
 
-def test_offers_skip_cpu_types_and_types_sold_nowhere(api, run, provider):
+def test_offers_skip_cpu_types(api, run, provider):
     offer_routes(api)
     offers = run(provider.offers(OfferQuery()))
-    assert all(o.gpu_count > 0 for o in offers)
-    # 1H100.80S.30V is neither available anywhere nor in the bundled catalog.
-    assert {o.instance_type for o in offers} == {"2A6000.20V", "1V100.6V"}
+    assert offers and all(o.gpu_count > 0 for o in offers)
+    assert "CPU.120V.480G" not in {o.instance_type for o in offers}
+
+
+def test_a_priced_type_with_no_capacity_anywhere_is_offered_unavailable(api, run, provider):
+    # 1H100.80S.30V is priced in /instance-types, listed in no location of
+    # /instance-availability and not named in providers/verda.toml: it is still
+    # an offer, unavailable, in every location /locations lists.
+    _, _, locations = offer_routes(api)
+    offers = by_key(run(provider.offers(OfferQuery())))
+    h100 = {k: o for k, o in offers.items() if k[0] == "1H100.80S.30V"}
+    assert sorted(h100) == [("1H100.80S.30V", "FIN-01"), ("1H100.80S.30V", "FIN-02"),
+                            ("1H100.80S.30V", "ICE-01")]
+    assert all(o.available is False and o.source == "live" for o in h100.values())
+    assert h100[("1H100.80S.30V", "FIN-02")].price_per_hour == Decimal("3.95")
+    assert h100[("1H100.80S.30V", "FIN-02")].gpu == "H100"
+    assert locations.call_count == 1
+    # Spot: the same, at Verda's spot price.
+    spot = by_key(run(provider.offers(OfferQuery(spot=True, region="FIN-02"))))
+    assert spot[("1H100.80S.30V", "FIN-02")].price_per_hour == Decimal("1.70")
+    assert spot[("1H100.80S.30V", "FIN-02")].available is False
+
+
+def test_locations_are_asked_for_only_when_a_type_has_nowhere_to_be(api, run, provider):
+    _, _, locations = offer_routes(api)
+    offers = run(provider.offers(OfferQuery(gpu="V100")))
+    assert [(o.instance_type, o.region, o.available) for o in offers] == [
+        ("1V100.6V", "FIN-01", True)]
+    assert locations.call_count == 0
+
+
+def test_malformed_locations_raise_validation_error(api, run, provider):
+    offer_routes(api)
+    api.on("GET", "/locations", reply(200, [{"name": "Finland 1"}]))
+    with pytest.raises(APIResponseValidationError):
+        run(provider.offers(OfferQuery()))
 
 
 def test_catalog_locations_without_capacity_are_unavailable_offers(api):
@@ -107,7 +141,7 @@ def test_catalog_locations_without_capacity_are_unavailable_offers(api):
 
 
 def test_spot_offers_use_spot_prices_and_spot_availability(api, run, provider):
-    _, avail = offer_routes(api)
+    _, avail, _ = offer_routes(api)
     offers = by_key(run(provider.offers(OfferQuery(spot=True))))
     assert offers[("1V100.6V", "FIN-01")].price_per_hour == Decimal("0.25")
     assert offers[("2A6000.20V", "FIN-01")].price_per_hour == Decimal("0.70")
@@ -119,7 +153,7 @@ def test_spot_offers_use_spot_prices_and_spot_availability(api, run, provider):
     (OfferQuery(gpu="V100"), {("1V100.6V", "FIN-01")}),
     (OfferQuery(count=2), {("2A6000.20V", "FIN-01")}),
     (OfferQuery(gpu="V100", count=2), set()),
-    (OfferQuery(region="ICE-01"), set()),
+    (OfferQuery(region="ICE-01"), {("1H100.80S.30V", "ICE-01")}),  # unavailable there
     (OfferQuery(gpu="RTX-A6000", region="FIN-01"), {("2A6000.20V", "FIN-01")}),
 ])
 def test_offers_filter(api, run, provider, query, expected):

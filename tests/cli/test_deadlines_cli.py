@@ -196,3 +196,37 @@ def test_reap_covers_every_provider_whatever_the_config_default_list(cli, monkey
     time.sleep(1.2)
     report = as_json(cli("reap", "--json"))
     assert [a["instance"]["id"] for a in report["actions"]] == [overdue["id"]]
+
+
+def gpucloud(*args: str):
+    """The CLI in a process of its own, on this test's GPUCLOUD_HOME."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "src"
+    env = os.environ | {"PYTHONPATH": str(src)}
+    return subprocess.run([sys.executable, "-m", "gpucloud", *args], capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def test_extend_keeps_the_monthly_budget_in_another_process(cli):
+    # The sandbox's 1x H100 costs $2.49/h: 1 h is committed, 400 h more is not affordable.
+    made = create(cli, "--auto-shutdown", "1h")["instance"]
+    write_config('[budget]\nmonthly = "100"\n')
+    over = gpucloud("extend", made["ref"], "--by", "400h", "--yes")
+    assert over.returncode == 7, over.stderr
+    assert "over the monthly budget $100.00" in over.stderr and "this extension $" in over.stderr
+    assert at(Client(providers=["sandbox"]).get(made["ref"]).shutdown_at.isoformat()) == \
+        at(made["shutdown_at"])  # nothing moved
+    near = gpucloud("extend", made["ref"], "--by", "32h", "--yes")  # about 82 %
+    assert near.returncode == 0, near.stderr
+    assert "of the monthly budget" in near.stderr and "extended" in near.stdout
+
+
+def test_extend_until_has_the_ten_year_cap_in_another_process(cli):
+    made = create(cli, "--auto-shutdown", "1h")["instance"]
+    far = (datetime.now(timezone.utc) + timedelta(days=3660)).strftime("%Y-%m-%dT%H:%MZ")
+    result = gpucloud("extend", made["ref"], "--until", far, "--yes")
+    assert result.returncode == 2 and "more than 10 years away" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr

@@ -33,7 +33,8 @@ def test_doctor_says_the_login_failed_and_how_to_fix_it(vm, monkeypatch):  # noq
     assert check["name"] == "login" and check["status"] == "fail"
     assert check["detail"] == f"ssh could not connect or log in: {REFUSED}"
     assert "--identity PATH" in check["fix"]
-    assert len(_fake_ssh.calls(log)) == 1
+    # the failed `nvidia-smi -L`, then the login probe that tells ssh's 255 apart
+    assert [args[-1] for args in _fake_ssh.calls(log)] == ["nvidia-smi -L", "true"]
 
     text = invoke("doctor", REF)
     assert text.exit_code == 9 and "no GPU visible" not in text.output
@@ -74,3 +75,34 @@ def test_255_from_a_command_run_through_an_exec_api_is_the_commands_own():
     ssh = machine()
     assert check_login(ssh, ExecResult(command="nvidia-smi -L", exit_code=255)) is not None
     assert check_login(ssh, ExecResult(command="nvidia-smi -L", exit_code=0)) is None
+
+
+NVML = "Failed to initialize NVML: No supported GPUs were found"
+ADDED = "Warning: Permanently added '198.51.100.2' (ED25519) to the list of known hosts.\n"
+
+
+def test_nvidia_smis_own_255_is_no_gpu_in_doctor_not_a_login_failure(vm, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("FAKE_SSH_RULES", json.dumps([["nvidia-smi", 255, NVML + "\n"]]))
+    result = invoke("doctor", REF, "--json", "--skip-burn")
+    assert result.exit_code == 9, result.output
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    assert "login" not in checks
+    assert checks["gpus"]["status"] == "fail"
+    assert checks["gpus"]["detail"] == f"no GPU visible: {NVML}"
+
+
+def test_nvidia_smis_own_255_ends_top_as_no_gpu_not_ssh_failed(vm, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("FAKE_SSH_RULES", json.dumps([["nvidia-smi", 255, NVML + "\n"]]))
+    result = invoke("top", REF, "--count", "1", "--json")
+    assert result.exit_code == 9, result.output
+    error = json.loads(result.stdout)["error"]
+    assert error["code"] == "machine_failed" and error["code"] != "ssh_failed"
+    assert error["message"].startswith("no GPU visible on ") and NVML in error["message"]
+
+
+def test_ssh_notices_stay_out_of_doctors_explanation(vm, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("FAKE_SSH_EXIT", "255")
+    monkeypatch.setenv("FAKE_SSH_STDERR", ADDED + REFUSED + "\n")
+    [check] = json.loads(invoke("doctor", REF, "--json").stdout)["checks"]
+    assert check["detail"] == f"ssh could not connect or log in: {REFUSED}"
+    assert "Permanently added" not in json.dumps(check)

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from gpucloud import Client, Instance
 from gpucloud.config import state_db_path
-from gpucloud.ops import new_launch_id
+from gpucloud.launch_ids import new_launch_id
 from gpucloud.state import Journal, utcnow
 
 

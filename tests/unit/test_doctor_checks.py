@@ -1,5 +1,7 @@
-"""doctor's checks over recorded nvidia-smi outputs (tests/fixtures/nvidia-smi,
-constructed to the documented formats), through a fake executor: no GPU needed."""
+"""doctor's checks over recorded nvidia-smi outputs through a fake executor: no
+GPU needed. tests/fixtures/nvidia-smi/*.txt describe one constructed 8x H100
+machine; tests/fixtures/nvidia-smi/real/ holds outputs published by users of
+real machines (sources in SOURCE.txt)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from gpucloud.gpus import datasheet_tflops
 from gpucloud.models import ExecResult, Instance, InstanceStatus
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
+REAL = FIXTURES / "real"
 
 
 def text(name: str) -> str:
@@ -28,6 +31,7 @@ def machine(gpu="H100", count=8) -> Instance:
 
 HEALTHY = {
     nvidia.LIST_COMMAND: (0, "h100x8_list.txt"),
+    nvidia.DRIVER_QUERY_COMMAND: (0, "h100x8_driver_version.txt"),
     nvidia.HEADER_COMMAND: (0, "h100x8_nvidia-smi.txt"),
     nvidia.container_command(): (0, "h100x8_list.txt"),
     nvidia.query_command(nvidia.ECC_FIELDS): (0, "h100x8_ecc.txt"),
@@ -77,7 +81,7 @@ def test_a_healthy_8x_h100_passes_every_check():
                                                                         "ok"}
 
 
-def test_a_missing_gpu_fails_with_the_seeds_fix():
+def test_a_missing_gpu_fails_with_its_fix():
     report = doctor.run(machine(), FakeMachine(LIST_COMMAND=(0, "h100x8_missing_gpu_list.txt")))
     gpus = check(report, "gpus")
     assert not report.ok and gpus.status == "fail"
@@ -119,7 +123,7 @@ def test_an_unreadable_kernel_log_warns_that_it_needs_root():
     assert xid.status == "warn" and "needs root" in xid.detail and "sudo dmesg" in xid.fix
 
 
-def test_an_old_cuda_warns_with_the_seeds_fix():
+def test_an_old_cuda_warns_with_its_fix():
     report = doctor.run(machine(), FakeMachine(
         HEADER_COMMAND=(0, "h100x8_old_driver_nvidia-smi.txt")))
     driver = check(report, "driver")

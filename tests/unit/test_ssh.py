@@ -3,6 +3,8 @@ and the runner against a fake `ssh` on PATH (no network)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpucloud import Connection, ExecResult, Instance
@@ -247,3 +249,21 @@ def test_percent_in_a_key_path_or_a_host_is_written_literally(tmp_path):
     text = entry.render()
     assert "    HostName fe80::1%%eth0\n" in text
     assert f'    IdentityFile "{tmp_path}/100%%key"\n' in text
+
+
+PERMANENTLY_ADDED = (Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi" / "real" /
+                     "ssh_permanently_added_stderr.txt").read_text()
+
+
+def test_batch_ssh_keeps_its_own_notices_out_and_interactive_ssh_does_not():
+    assert "LogLevel=ERROR" in ssh_args(machine(), command=["true"])
+    assert "LogLevel=ERROR" not in ssh_args(machine(), batch=False)
+
+
+def test_ssh_notices_are_not_the_commands_stderr_but_errors_are(tmp_path, monkeypatch):
+    _fake_ssh.install(tmp_path / "bin", monkeypatch)
+    monkeypatch.setenv("FAKE_SSH_EXIT", "255")
+    monkeypatch.setenv("FAKE_SSH_STDERR", PERMANENTLY_ADDED
+                       + "ubuntu@198.51.100.2: Permission denied (publickey).\n")
+    result = run_ssh(machine(), "nvidia-smi -L", 10)
+    assert result.stderr == "ubuntu@198.51.100.2: Permission denied (publickey).\n"

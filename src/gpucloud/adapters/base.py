@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+import re
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..errors import APIError, APIResponseValidationError, APIStatusError
@@ -66,6 +67,14 @@ class Provider:
     # driver paces every flow of one account in the process to them
     # (ratelimit.py) and slows further when 429s say the real limit is tighter.
     rate_limits: ClassVar[Mapping[str, RateLimit]] = {}
+    # What the provider keeps of a deadline: every real cloud here stores it as
+    # text to the second (format_utc, the name marker), so extend aims at a
+    # whole second and compares what it reads back at that precision.
+    deadline_precision: ClassVar[timedelta] = timedelta(seconds=1)
+    # The form of a machine id as the provider's API documents it; a create
+    # reply whose id does not match is not taken as the machine (launcher.py
+    # then looks for it by launch id). None: no documented form to check.
+    id_format: ClassVar[re.Pattern[str] | None] = None
 
     def __init__(self, catalog: ProviderCatalog, credential: Credential | None = None) -> None:
         self.catalog = catalog
@@ -193,6 +202,17 @@ class Provider:
 
     def delete(self, instance_id: str) -> Flow[None]:
         raise NotImplementedError
+
+    def delete_expired(self, instance: Instance) -> Flow[bool]:
+        """Terminate a machine the reaper has just read (`instance`) past its
+        deadline. False: not terminated, its deadline moved since that read.
+
+        This default is a plain delete: the provider offers no delete
+        conditional on the machine's state, so an extend landing between the
+        reaper's read and this request loses (and says so, deadlines.py). An
+        adapter whose provider has such a delete overrides this."""
+        yield from self.delete(instance.id)
+        return True
 
     def stop(self, instance_id: str) -> Flow[Instance]:
         """Power off, keeping the disk (only where capabilities.stop_start)."""

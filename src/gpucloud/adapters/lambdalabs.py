@@ -26,6 +26,8 @@ What shapes this adapter:
 
 from __future__ import annotations
 
+import re
+
 import hashlib
 import logging
 from datetime import datetime
@@ -57,6 +59,9 @@ log = logging.getLogger("gpucloud.lambda")
 
 class LambdaProvider(Provider):
     name = "lambda"
+    # Instance ids: 32 lowercase letters and digits ("0920582c7ff041399e34823a0be62549"
+    # in the Cloud API's OpenAPI examples).
+    id_format = re.compile(r"[0-9a-z]{32}")
     capabilities = Capabilities(spot=False, stop_start=False, custom_disk=False,
                                 needs_ssh_key=True, native_shutdown=False)
     # Spec 1.8.3 (CONTRACTS.md "Rate limits"): "generally limited to one request

@@ -40,6 +40,7 @@ What shapes this adapter:
 from __future__ import annotations
 
 import logging
+import re
 from datetime import datetime
 from typing import Any
 
@@ -76,6 +77,9 @@ log = logging.getLogger("gpucloud.runpod")
 
 class RunPodProvider(Provider):
     name = "runpod"
+    # Pod ids: lowercase letters and digits ("xedezhzb9la3ye", "30zmvf89kd" in the
+    # REST API's OpenAPI examples).
+    id_format = re.compile(r"[a-z0-9]{8,32}")
     capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
                                 needs_ssh_key=False, native_shutdown=False)
     # No static limits: the quota is per user in minute/hour/day windows that

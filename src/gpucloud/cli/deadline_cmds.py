@@ -38,8 +38,11 @@ def extend(
 
     client = Client()
     instance = client.get(ref)
-    target = new_deadline(instance, by, until)
     now = output.utcnow()
+    # The absolute target, computed once at the provider's precision and sent
+    # as --until: a retry of this command moves nothing twice.
+    precision = client._ctx.adapter(instance.provider).deadline_precision
+    target = new_deadline(instance, by, until, now, precision)
     start = max(instance.shutdown_at or now, now)
     extra = pricing.duration_hours(target - start)
     if instance.shutdown_at is None:
@@ -50,6 +53,8 @@ def extend(
         cost = (f"adds {output.span(target - start)}, about "
                 f"{output.usd(instance.price_per_hour * extra)} at "
                 f"{output.usd(instance.price_per_hour)}/h")
+    if instance.shutdown_at is not None and instance.shutdown_at <= now:
+        cost += f"; it was {output.span(now - instance.shutdown_at)} overdue, so from now"
     if not json_output:
         output.err(f"{instance.ref}: deadline {output.iso(instance.shutdown_at) or 'none'} -> "
                    f"{output.iso(target)} ({cost})")
@@ -64,8 +69,10 @@ def extend(
     for warning in client.warnings:
         output.warn(warning)
     left = output.time_left(updated) or "-"
+    was = ("had no deadline" if instance.shutdown_at is None
+           else "was overdue" if instance.shutdown_at <= now else "")
     output.out(f"extended {updated.ref}: deadline {output.iso(updated.shutdown_at)} "
-               f"(in {left})")
+               f"(in {left})" + (f"; it {was}" if was else ""))
 
 
 def _report_text(report: Any) -> None:

@@ -1,4 +1,4 @@
-"""Commands on the machine itself: doctor (the seeds' checklist) and top."""
+"""Commands on the machine itself: doctor (the checklist before a long run) and top."""
 
 from __future__ import annotations
 
@@ -132,7 +132,10 @@ def top(
             instance = client.get(ref)
             result = client.exec(instance, sampling.COMMAND, timeout=max(30.0, seconds),
                                  identity=identity)
-            login = check_login(instance, result)
+            login = check_login(
+                instance, result,
+                lambda command, timeout: client.exec(instance, command, timeout=timeout,
+                                                     identity=identity))
             if login is not None:  # the machine failed to answer: exit 9, as below
                 fail(EXIT_CHECK_FAILED, "ssh_failed", f"{instance.ref}: {login.detail}",
                      login.fix, json_output)
@@ -140,7 +143,7 @@ def top(
                 gpus = sampling.read_sample(result)
             except ValueError as exc:
                 fail(EXIT_CHECK_FAILED, "machine_failed",
-                     f"nvidia-smi failed on {instance.ref}: {exc}",
+                     f"no GPU visible on {instance.ref}: nvidia-smi failed: {exc}",
                      f"run `gpucloud doctor {instance.ref}` to see what is wrong", json_output)
             history.append(gpus)
             now = output.utcnow()

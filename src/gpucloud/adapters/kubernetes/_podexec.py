@@ -61,6 +61,10 @@ class Cluster(Protocol):
 
     def _verify(self) -> Any: ...
 
+    def proxy(self) -> str | None: ...
+
+    def identity_headers(self) -> list[tuple[str, str]]: ...
+
     def map_error(self, response: httpx.Response) -> APIError: ...
 
 
@@ -163,12 +167,16 @@ def run(provider: Cluster, pod: str, command: str, timeout: float) -> ExecResult
     ws_url = "ws" + http_url[len("http"):]  # http -> ws, https -> wss
     context = _ssl(provider._verify()) if ws_url.startswith("wss:") else None
     signer = _Signer(provider.auth(), http_url)
-    headers = signer.headers()
+    # Impersonation and the proxy as on the REST calls (websockets would
+    # otherwise read the proxy environment by its own rules).
+    identity = provider.identity_headers()
+    proxy = provider.proxy()
+    headers = [*signer.headers().items(), *identity]
     where = f"{provider.name}: exec on {http_url.split('?')[0]}"
     for attempt in range(2):
         try:
             with connect(ws_url, ssl=context, subprotocols=list(PROTOCOLS),  # type: ignore
-                         additional_headers=headers, compression=None,
+                         additional_headers=headers, compression=None, proxy=proxy,
                          open_timeout=max(0.1, min(MAX_OPEN_TIMEOUT, deadline - time.monotonic())),
                          ping_interval=None, close_timeout=CLOSE_TIMEOUT, max_size=MAX_OUTPUT,
                          logger=_ws_log, user_agent_header="gpucloud") as connection:
@@ -182,7 +190,7 @@ def run(provider: Cluster, pod: str, command: str, timeout: float) -> ExecResult
             status = exc.response.status_code
             renewed = signer.after_401() if status == 401 and attempt == 0 else None
             if renewed is not None:
-                headers = renewed
+                headers = [*renewed.items(), *identity]
                 continue
             raise _refused(provider, exc.response, http_url) from None
         except InvalidHandshake as exc:
@@ -191,6 +199,11 @@ def run(provider: Cluster, pod: str, command: str, timeout: float) -> ExecResult
                                      sent=True, hint="a proxy between you and the cluster may "
                                                      "not pass WebSocket upgrades") from None
         except ssl.SSLError as exc:
+            target = getattr(provider, "target", None)
+            if target is not None:
+                from ._transport import tls_failure
+
+                raise tls_failure(target, exc) from None
             raise APIConnectionError(f"{where}: TLS failed: {exc.reason or type(exc).__name__}",
                                      provider=provider.name,
                                      hint="check the kubeconfig's certificate-authority(-data)"

@@ -29,6 +29,7 @@ from ...errors import (
     BadRequestError,
     CredentialsError,
     InsufficientCapacityError,
+    PermissionDeniedError,
     QuotaExceededError,
     SpecError,
 )
@@ -36,7 +37,7 @@ from ...gpus import gpu_info
 from ...models import Connection, ExecResult, Instance, InstanceSpec, InstanceStatus
 from ...models import Offer
 from ..base import JOB_PREFIX, Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
-from . import _kubeconfig, _settings
+from . import _kubeconfig, _pages, _settings
 from . import _wire as wire
 from ._jobs import SELECTOR, KubernetesJobs
 from ._manifests import pod_manifest
@@ -55,12 +56,15 @@ class KubernetesProvider(KubernetesJobs, Provider):
     # server limit.
     rate_limits = {}
     default_gpu_labels: tuple[str, ...] = _settings.DEFAULT_GPU_LABELS
+    # Items per list request (`limit`); None lists everything in one response.
+    page_size: int | None = _pages.PAGE_SIZE
 
     def __init__(self, catalog: Any, credential: Any = None) -> None:
         super().__init__(catalog, credential)
         self._target: _kubeconfig.KubeTarget | None = None
         self._settings: _settings.Settings | None = None
         self._auth: httpx.Auth | None = None
+        self._ssl: Any = None
 
     # -- configuration -----------------------------------------------------------
 
@@ -79,6 +83,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
 
                 raise CredentialsError(f"no kubeconfig for {self.name}",
                                        hint=how_to_set(self.name, "kubeconfig"))
+            # The path(s) KUBECONFIG lists, merged as kubectl merges them.
             self._target = _kubeconfig.load(path, self.settings.context)
         return self._target
 
@@ -94,10 +99,12 @@ class KubernetesProvider(KubernetesJobs, Provider):
         if self._auth is None:
             target = self.target
             if target.exec is not None:
-                from ...tokens import RefreshingTokenAuth
-                from ._exec import ExecTokenSource
+                from ._exec import ExecAuth, ExecTokenSource
 
-                self._auth = RefreshingTokenAuth(ExecTokenSource(target.exec))
+                secure = self.base_url.startswith("https:")
+                self._auth = ExecAuth(ExecTokenSource(
+                    target.exec, target=target,
+                    on_certificate=self._use_client_certificate if secure else None))
             else:
                 token = target.static_token()
                 if token is not None:
@@ -106,14 +113,43 @@ class KubernetesProvider(KubernetesJobs, Provider):
                     self._auth = BearerAuth(token)
         return self._auth
 
+    def _use_client_certificate(self, cert: bytes, key: bytes) -> None:
+        """An exec plugin's certificate: presented by every new connection from now
+        (one SSLContext serves all this adapter's clients)."""
+        _kubeconfig.load_cert_chain(self._verify(), (None, cert), (None, key),
+                                    what="the exec plugin's")
+
     def _verify(self) -> Any:
-        return self.target.ssl_context() if self.base_url.startswith("https:") else True
+        if not self.base_url.startswith("https:"):
+            return True
+        if self._ssl is None:
+            self._ssl = self.target.ssl_context()
+        return self._ssl
+
+    def proxy(self) -> str | None:
+        """The proxy to the API server: proxy-url, else the environment (_transport.py)."""
+        import os
+
+        from ._transport import proxy_for
+
+        return proxy_for(self.target, os.environ)
+
+    def identity_headers(self) -> list[tuple[str, str]]:
+        """Impersonate-* headers for the kubeconfig's ``as`` (none without it)."""
+        from ._transport import impersonation_headers
+
+        who = self.target.impersonate
+        return impersonation_headers(who) if who is not None else []
 
     def transport(self) -> httpx.BaseTransport | None:
-        return httpx.HTTPTransport(verify=self._verify())
+        from ._transport import KubeTransport
+
+        return KubeTransport(self.target, self._verify(), self.proxy())
 
     def async_transport(self) -> httpx.AsyncBaseTransport | None:
-        return httpx.AsyncHTTPTransport(verify=self._verify())
+        from ._transport import AsyncKubeTransport
+
+        return AsyncKubeTransport(self.target, self._verify(), self.proxy())
 
     def redact(self, text: str) -> str:
         text = super().redact(text)  # the kubeconfig credential and any job secret
@@ -166,14 +202,20 @@ class KubernetesProvider(KubernetesJobs, Provider):
         region = self.target.context
         if query.spot or (query.region is not None and query.region != region):
             return []
-        nodes = wire.items(self._body((yield self.request("GET", "/api/v1/nodes"))))
-        response = yield self.request("GET", "/api/v1/pods",
-                                      params={"fieldSelector": LIVE_PHASES})
-        # A namespaced account may not list every pod: then what is free is unknown.
-        pods = None if response.status_code == 403 else wire.items(self._body(response))
+        # Each page of nodes and pods is folded into per-node figures and dropped:
+        # a cluster of thousands of nodes is never held as a whole list (_pages.py).
+        labels = self.settings.gpu_labels
+        nodes: dict[str, tuple[str, int]] = yield from _pages.fold(
+            self, "/api/v1/nodes", {}, dict, lambda acc, page: _add_gpu_nodes(acc, page, labels))
+        used: dict[str, int] | None
+        try:
+            used = yield from _pages.fold(self, "/api/v1/pods", {"fieldSelector": LIVE_PHASES},
+                                          dict, wire.add_pod_gpus)
+        except PermissionDeniedError:
+            used = None  # a namespaced account may not list every pod: free is unknown
         models: dict[str, tuple[int, int | None]] = {}
-        for model, allocatable, free in wire.node_free_gpus(nodes, pods,
-                                                            self.settings.gpu_labels):
+        for name, (model, allocatable) in nodes.items():
+            free = None if used is None else max(0, allocatable - used.get(name, 0))
             best, best_free = models.get(model, (0, 0))
             models[model] = (max(best, allocatable),
                              None if free is None or best_free is None else max(best_free, free))
@@ -233,14 +275,15 @@ class KubernetesProvider(KubernetesJobs, Provider):
          ["nodeSelectorTerms"]) = terms
 
     def list_instances(self) -> Flow[list[Instance]]:
-        response = yield self.request("GET", "/api/v1" + self._ns("/pods"),
-                                      params={"labelSelector": SELECTOR})
-        pods = wire.items(self._body(response))
+        return (yield from _pages.fold(self, "/api/v1" + self._ns("/pods"),
+                                       {"labelSelector": SELECTOR}, list, self._add_machines))
+
+    def _add_machines(self, machines: list[Instance], pods: list[dict[str, Any]]) -> None:
         # A job's pods belong to its Job (jobs list them): deleting one as a
         # "machine" would only make the Job controller start another.
-        return [self._instance(p) for p in pods
-                if not wire.labels(p).get(wire.LAUNCH_ID, "").startswith(JOB_PREFIX)
-                and wire.JOB_NAME not in wire.labels(p)]
+        machines.extend(self._instance(p) for p in pods
+                        if not wire.labels(p).get(wire.LAUNCH_ID, "").startswith(JOB_PREFIX)
+                        and wire.JOB_NAME not in wire.labels(p))
 
     def get(self, instance_id: str) -> Flow[Instance]:
         response = yield self.request("GET", "/api/v1" + self._ns(f"/pods/{quote(instance_id)}"))
@@ -250,6 +293,34 @@ class KubernetesProvider(KubernetesJobs, Provider):
         response = yield self.request("DELETE",
                                       "/api/v1" + self._ns(f"/pods/{quote(instance_id)}"))
         self.raise_for_error(response)
+
+    def delete_expired(self, instance: Instance) -> Flow[bool]:
+        """Delete a pod only as it was when its deadline was checked: the pod is
+        read, its deadline annotation checked again, and the DELETE carries
+        DeleteOptions.preconditions.resourceVersion of that read, so an extend
+        (a PATCH, which changes resourceVersion) landing in between makes the
+        apiserver refuse the delete with 409 Conflict instead of the pod dying
+        (Kubernetes API reference, DeleteOptions: "Must be fulfilled before a
+        deletion is carried out. If not possible, a 409 Conflict status will
+        be returned.")."""
+        from ...state import utcnow
+
+        response = yield self.request("GET", "/api/v1" + self._ns(f"/pods/{quote(instance.id)}"))
+        pod = self._body(response)
+        deadline = self._instance(pod).shutdown_at
+        if deadline is None or deadline > utcnow():
+            return False
+        meta = wire.meta(pod)
+        options = {"kind": "DeleteOptions", "apiVersion": "v1",
+                   "preconditions": {"uid": meta.get("uid"),
+                                     "resourceVersion": meta.get("resourceVersion")}}
+        request = self.request("DELETE", "/api/v1" + self._ns(f"/pods/{quote(instance.id)}"),
+                               json=options)
+        response = yield request
+        if response.status_code == 409:
+            return False  # changed since the read: the next pass reads it again
+        self.raise_for_error(response)
+        return True
 
     def exec_command(self, instance_id: str, command: str, timeout: float) -> ExecResult:
         """`command` in the pod's main container through the exec API (_podexec.py)."""
@@ -318,6 +389,16 @@ class KubernetesProvider(KubernetesJobs, Provider):
 
     def verify(self) -> Flow[None]:
         yield from self.list_instances()
+
+
+def _add_gpu_nodes(nodes: dict[str, tuple[str, int]], page: list[dict[str, Any]],
+                   labels: tuple[str, ...]) -> None:
+    """Keep (GPU label value, allocatable) per usable GPU node of a page."""
+    for node in page:
+        found = wire.gpu_node(node, labels)
+        if found is not None:
+            name, model, allocatable = found
+            nodes[name] = (model, allocatable)
 
 
 def _counts(allocatable: int) -> list[int]:

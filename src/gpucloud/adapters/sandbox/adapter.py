@@ -7,9 +7,11 @@ the SQLite-backed SandboxCloud instead of the network. No account is needed.
 
 from __future__ import annotations
 
+import re
+
 import os
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -52,6 +54,10 @@ class SandboxProvider(Provider):
     """The simulated cloud. ``db_path``/``knobs``/``cloud`` override the defaults (tests)."""
 
     name = "sandbox"
+    # "sbx-" and 12 hex digits (server.py makes them).
+    id_format = re.compile(r"sbx-[0-9a-f]{12}")
+    # The simulated cloud keeps deadlines to the microsecond (server.py).
+    deadline_precision = timedelta(microseconds=1)
     capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
                                 needs_ssh_key=False, native_shutdown=True)
 

@@ -67,6 +67,11 @@ VAST_GPU_RAM_MB: dict[str, dict[str, int]] = {
 # storage_cost * GB / 720 (the spec's instance example: 1.0 + 0.14933 * 10 / 720
 # = 1.0020740...). Recorded as hours_per_month in providers/vastai.toml too.
 HOURS_PER_MONTH = 720
+# vast-cli shows dph_total to four decimals (vast.py's offer display fields,
+# "{:0.4f}"): a smaller gap between Vast's quote and the sum of its parts is
+# rounding, a larger one is worth saying.
+QUOTE_TOLERANCE = Decimal("0.0001")
+_SIX_PLACES = Decimal("0.000001")
 
 _PENDING = {None, "created", "loading", "restarting", "rebooting"}
 # The spec: once exited, unknown or offline, it "will never reach running".
@@ -89,7 +94,7 @@ def search_body(query: OfferQuery) -> dict[str, Any]:
     disk = disk_of(query)
     body: dict[str, Any] = {
         "verified": {"eq": True}, "rentable": {"eq": True}, "rented": {"eq": False},
-        # ssh_direct needs an open port on the host; the disk must fit.
+        # Direct SSH (RUNTYPE) needs an open port on the host; the disk must fit.
         "direct_port_count": {"gte": 1}, "disk_space": {"gte": disk},
         # The spec's enum says "ondemand"; its example and vast-cli send "on-demand".
         "type": "on-demand", "limit": SEARCH_LIMIT,
@@ -107,6 +112,43 @@ def search_body(query: OfferQuery) -> dict[str, Any]:
     if query.region is not None:
         body["geolocation"] = {"in": [query.region]}
     return body
+
+
+def ask_price(raw: dict[str, Any], disk: int) -> tuple[Decimal, Decimal | None, tuple[str, ...]]:
+    """(price per hour, storage USD per GB-month, notes) of an ask found by a
+    search with ``allocated_storage`` = `disk`.
+
+    The price is Vast's own quote for that disk, ``dph_total`` (what vast-cli's
+    search shows as "$/hr"). ``dph_base`` + ``storage_cost`` x GB / 720 is only
+    how an estimate splits it into machine and disk; when the two disagree
+    beyond rounding, a note says so, and the quote still stands: a sum Vast
+    never quoted is not shown as its price. Without ``dph_total`` the sum is
+    the price; without ``storage_cost`` the machine is priced alone (``dph_base``)
+    and the disk is an unknown part, as for catalog rows."""
+    search = raw.get("search")
+    if not isinstance(search, dict):
+        search = {}
+    base_raw = raw["dph_base"] if raw.get("dph_base") is not None \
+        else search.get("gpuCostPerHour")
+    base = money(base_raw) if base_raw is not None else None
+    storage = money(raw["storage_cost"]) if raw.get("storage_cost") is not None else None
+    quote = money(raw["dph_total"]) if raw.get("dph_total") is not None else None
+    if storage is None or quote is None:
+        if base is None:
+            raise KeyError("dph_base")
+        if storage is None:
+            return base, None, ()
+        return base + storage * disk / HOURS_PER_MONTH, storage, ()
+    if base is None:
+        return quote, storage, ()
+    parts = base + storage * disk / HOURS_PER_MONTH
+    if abs(quote - parts) <= QUOTE_TOLERANCE:
+        return quote, storage, ()
+    return quote, storage, (
+        f"Vast quotes ${quote}/h (dph_total) for this ask with {disk} GB of disk, but its "
+        f"parts add up to ${parts.quantize(_SIX_PLACES)}/h (dph_base ${base}/h + storage_cost "
+        f"${storage}/GB-month x {disk} GB / {HOURS_PER_MONTH} h); the price shown is "
+        "Vast's quote: an estimate bills the disk at storage_cost and the machine as the rest",)
 
 
 def instance_type_name(count: Any, gpu_name: Any) -> str:
@@ -198,12 +240,20 @@ def checked_id(instance_id: str) -> str:
 
 
 SSH_USER = "root"  # the spec's and vast-cli's `root@host -p port`
+# The runtype vast-cli sends for `create instance --ssh --direct` (vast.py
+# get_runtype): direct SSH with Vast's SSH proxy set up as well, so a host whose
+# direct port cannot be reached still has the proxy endpoint connection_of falls
+# back to. The spec's createInstance enum lists only single words (ssh_direct
+# alone would not ask for the proxy); its own instance example shows this very
+# string read back ("image_runtype": "ssh ssh_direc ssh_proxy"). "ssh_direc" is
+# vast-cli's spelling, sent as is.
+RUNTYPE = "ssh_direc ssh_proxy"
 
 
 def connection_of(raw: dict[str, Any]) -> Connection | None:
     """Where to ssh, the way vast-cli's `ssh-url` reads an instance: the host
-    port mapped to 22/tcp on `public_ipaddr` (direct: create asks for runtype
-    ssh_direct), else the proxy `ssh_host`:`ssh_port` (one more for jupyter
+    port mapped to 22/tcp on `public_ipaddr` (direct: create asks for it, see
+    RUNTYPE), else the proxy `ssh_host`:`ssh_port` (one more for jupyter
     runtypes, as vast-cli does). `ports` is {"22/tcp": [{"HostPort": "20000"}]}
     in the spec's v1 list; its show example prints a bare list, which maps
     nothing. None while Vast has assigned neither (the spec: wait for

@@ -13,8 +13,10 @@ What shapes this adapter:
   live offers and providers/vastai.toml read alike.
 * Prices are comparable with other clouds': the search asks for hosts with
   room for the requested disk and prices them for it (``allocated_storage``);
-  an offer's price is ``dph_total`` for that disk, i.e. ``dph_base`` +
-  ``storage_cost`` (USD per GB-month) x GB / 720. Bandwidth (``inet_up_cost``,
+  an offer's price is Vast's quote for that disk, ``dph_total`` (what vast-cli
+  shows). ``dph_base`` + ``storage_cost`` (USD per GB-month) x GB / 720 only
+  splits it into machine and disk in estimates; a quote its parts do not add
+  up to gets a note (_wire.ask_price). Bandwidth (``inet_up_cost``,
   ``inet_down_cost``, USD per GB) is billed by use: usage prices of the offer,
   separate estimate lines, never folded into the hourly price.
 * ``frozen`` (``actual_status`` or ``cur_state``) is a paused contract, a
@@ -32,6 +34,8 @@ What shapes this adapter:
 """
 
 from __future__ import annotations
+
+import re
 
 import logging
 from collections.abc import Mapping
@@ -63,6 +67,7 @@ from ._guard import onstart
 from ._job import job_onstart
 from ._wire import (
     BILLING_HINT,
+    ask_price,
     LABEL_MAX,
     DEFAULT_DISK_GB,
     ENV_LAUNCH_ID,
@@ -70,6 +75,7 @@ from ._wire import (
     ENV_SHUTDOWN_AT,
     MAX_PAGES,
     PAGE_LIMIT,
+    RUNTYPE,
     as_int,
     as_str,
     checked_id,
@@ -97,6 +103,8 @@ log = logging.getLogger("gpucloud.vastai")
 
 class VastProvider(Provider):
     name = "vastai"
+    # Instance ids are integers (new_contract in the create reply, OpenAPI examples).
+    id_format = re.compile(r"[1-9][0-9]{0,18}")
     # spot: interruptible instances are bid-priced; a bid machine is stopped as
     # soon as someone outbids it, and the engine has no bid support yet.
     # self_guard: the onstart guard (_guard.py) destroys a machine past its
@@ -170,8 +178,8 @@ class VastProvider(Provider):
             "disk": spec.disk_gb or offer.disk_gb or DEFAULT_DISK_GB,
             "label": make_label(spec.launch_id, deadline, spec.name),
             "env": env,
-            "runtype": "ssh_direct",
-            # runs in ssh_direct mode, on every container start (the guard re-arms)
+            "runtype": RUNTYPE,  # direct SSH, the proxy as fallback (see _wire.RUNTYPE)
+            # runs in the ssh modes, on every container start (the guard re-arms)
             "onstart": script,
         }
         response = yield self.request("PUT", f"/api/v0/asks/{offer.offer_id}/", json=body,
@@ -334,13 +342,7 @@ class VastProvider(Provider):
         gpu_name = raw["gpu_name"]
         if not isinstance(gpu_name, str) or not gpu_name.strip():
             raise ValueError("no gpu_name")
-        search = raw.get("search") if isinstance(raw.get("search"), dict) else {}
-        base = money(raw["dph_base"] if raw.get("dph_base") is not None
-                     else search["gpuCostPerHour"])
-        storage = money(raw["storage_cost"]) if raw.get("storage_cost") is not None else None
-        # dph_total semantics for the disk asked for, computed the way Vast does,
-        # so that the estimate can split it back into machine and disk exactly.
-        price = base + storage * disk / HOURS_PER_MONTH if storage is not None else base
+        price, storage, notes = ask_price(raw, disk)
         usage = tuple(
             UsagePrice(component=component, price=money(raw[key]), unit="GB")
             for key, component in (("inet_up_cost", "egress"), ("inet_down_cost", "ingress"))
@@ -357,6 +359,7 @@ class VastProvider(Provider):
             price_per_hour=price, spot=False, available=True, source="live",
             disk_price_per_gb_month=storage, disk_billed_apart=True,
             hours_per_month=HOURS_PER_MONTH, usage_prices=usage, offer_id=str(ask),
+            notes=notes,
         )
 
     def _instance(self, response: httpx.Response, raw: Any) -> Instance:

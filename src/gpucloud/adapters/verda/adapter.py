@@ -11,7 +11,10 @@ What shapes this adapter:
   expiry, once under concurrency; see gpucloud.tokens).
 * Offers join ``/instance-types`` (prices) with ``/instance-availability``
   (where each type can be launched now); spot is a separate availability
-  list and ``spot_price``. Create sends ``is_spot`` accordingly.
+  list and ``spot_price``. Create sends ``is_spot`` accordingly. A type Verda
+  prices is never dropped for want of capacity: with none anywhere it is
+  offered, unavailable, in the bundled catalog's locations for it, else in
+  every location ``/locations`` lists (fetched only then).
 * ``POST /instances`` answers with the new id as plain text. There is no
   idempotency key, so the launch id and the deadline travel in the
   instance description, where ``list_instances`` reads them back. The
@@ -29,6 +32,8 @@ What shapes this adapter:
 """
 
 from __future__ import annotations
+
+import re
 
 import hashlib
 import logging
@@ -56,6 +61,8 @@ MIN_OS_VOLUME_GB = 50  # dstack: Verda images need 50 GB
 
 class VerdaProvider(Provider):
     name = "verda"
+    # Instance ids are UUIDs (the API reference's examples).
+    id_format = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
     capabilities = Capabilities(spot=True, stop_start=False, custom_disk=True,
                                 needs_ssh_key=True, native_shutdown=False)
     # None documented (CONTRACTS.md section 4, "Rate limits: none documented";
@@ -111,14 +118,44 @@ class VerdaProvider(Provider):
                 raise self.invalid(response, "an availability entry without location_code "
                                              "or availabilities")
             live.setdefault(location, set()).update(n for n in names if isinstance(n, str))
-        out: list[Offer] = []
+        # (offer without a region, locations with capacity, catalog locations)
+        shapes: list[tuple[Offer, list[str], list[str]]] = []
         for item in types:
             try:
-                out.extend(self._offers_of(item, query, live))
+                shape = self._offer_of(item, query)
             except (AttributeError, KeyError, TypeError, ValueError, ArithmeticError) as exc:
                 name = item.get("instance_type") if isinstance(item, dict) else None
                 raise self.invalid(response, f"instance type {name!r}: {exc}") from exc
+            if shape is not None:
+                name = shape.instance_type
+                # Catalog locations the type is sold in but has no capacity in
+                # right now are still offers, shown as unavailable.
+                catalog = [r for t in self.catalog.types_named(name) for r in t.regions
+                           if not query.spot or t.spot_price is not None]
+                shapes.append((shape, sorted(loc for loc, names in live.items()
+                                             if name in names), catalog))
+        everywhere: list[str] = []
+        if any(not here and not catalog for _, here, catalog in shapes):
+            # Priced, yet no capacity anywhere and not in the catalog: still an
+            # offer (unavailable) in each location Verda lists, never missing.
+            everywhere = yield from self._locations(live)
+        out: list[Offer] = []
+        for shape, here, catalog in shapes:
+            for region in dict.fromkeys([*here, *catalog] or everywhere):
+                if query.region is None or region == query.region:
+                    out.append(shape.model_copy(update={"region": region,
+                                                        "available": region in here}))
         return out
+
+    def _locations(self, live: dict[str, set[str]]) -> Flow[list[str]]:
+        """Every location code: ``/locations`` (the SDK's locations.get()), then
+        any the availability listing named that it does not."""
+        response = yield self.request("GET", "/locations")
+        codes = [wire.text(entry.get("code")) if isinstance(entry, dict) else None
+                 for entry in self._body(response, list)]
+        if None in codes:
+            raise self.invalid(response, "a location without a code")
+        return list(dict.fromkeys([*(c for c in codes if c), *sorted(live)]))
 
     def create(self, spec: InstanceSpec) -> Flow[Instance]:
         offer = spec.offer
@@ -251,7 +288,9 @@ class VerdaProvider(Provider):
             raise self.invalid(response, f"the body is not a JSON {expected.__name__}")
         return body
 
-    def _offers_of(self, item: Any, query: OfferQuery, live: dict[str, set[str]]) -> list[Offer]:
+    def _offer_of(self, item: Any, query: OfferQuery) -> Offer | None:
+        """The offer an instance type makes for `query`, its region still to be set;
+        None when the type is not sold that way."""
         name = wire.text(item["instance_type"])
         if name is None:
             raise ValueError("no instance_type")
@@ -259,31 +298,23 @@ class VerdaProvider(Provider):
         if gpu_count is None:
             raise TypeError("gpu.number_of_gpus is not an integer")
         if gpu_count == 0 or (query.count is not None and gpu_count != query.count):
-            return []  # CPU-only types, or another count
+            return None  # CPU-only types, or another count
         total_memory = wire.size_gb(item.get("gpu_memory"))
         per_gpu = total_memory // gpu_count if total_memory else None
         gpu = _gpu_name(item, per_gpu)
         if query.gpu is not None and gpu != query.gpu:
-            return []
+            return None
         price = wire.money(item.get("spot_price") if query.spot else item.get("price_per_hour"))
         if price is None or price == 0:
-            return []  # not sold this way (no spot price for this type)
-        here = [loc for loc, names in live.items() if name in names]
-        # Catalog locations the type is sold in but has no capacity in right
-        # now are still offers, shown as unavailable.
-        catalog = [r for t in self.catalog.types_named(name) for r in t.regions
-                   if not query.spot or t.spot_price is not None]
+            return None  # not sold this way (no spot price for this type)
         info = gpu_info(gpu)
-        return [
-            Offer(provider=self.name, instance_type=name, region=region, gpu=gpu,
-                  gpu_count=gpu_count, gpu_memory_gb=per_gpu or (info.memory_gb if info else None),
-                  vcpus=wire.integer((item.get("cpu") or {}).get("number_of_cores")),
-                  memory_gb=wire.size_gb(item.get("memory")),
-                  disk_gb=wire.size_gb(item.get("storage")), price_per_hour=price,
-                  spot=query.spot, available=region in here, source="live")
-            for region in dict.fromkeys([*sorted(here), *catalog])
-            if query.region is None or region == query.region
-        ]
+        return Offer(provider=self.name, instance_type=name, region="", gpu=gpu,
+                     gpu_count=gpu_count,
+                     gpu_memory_gb=per_gpu or (info.memory_gb if info else None),
+                     vcpus=wire.integer((item.get("cpu") or {}).get("number_of_cores")),
+                     memory_gb=wire.size_gb(item.get("memory")),
+                     disk_gb=wire.size_gb(item.get("storage")), price_per_hour=price,
+                     spot=query.spot, available=False, source="live")
 
     def _ssh_key_id(self, name: str | None, public_key: str | None) -> Flow[str]:
         """The id of a registered key: found by key text (or by name/id), else registered."""
