@@ -17,6 +17,18 @@ Checked at the end of every plan (so ``create``, ``create --dry-run`` and
   a warning naming them;
 * the fallback offers create may try are kept only where they fit too.
 
+The plan's check is advice (a dry run shows it; a prompt may wait between
+plan and launch). What keeps the budget is the admission of each launch
+(``admit``, called by launcher.py for every machine, batch slot and job):
+in one exclusive transaction of the home's state database (SQLite BEGIN
+IMMEDIATE, so one admission at a time per GPUCLOUD_HOME, across processes,
+threads and tasks) the figures are read again and the launch intent is
+journaled with what it commits this month. Committed therefore includes the
+launches journaled and not yet in the ledger (``Ledger.in_flight``): ten
+creates started at once admit what fits, and every refusal quotes a
+committed figure counting the ones admitted before it. The transaction ends
+before the launch request is sent.
+
 ``extend`` is checked the same way (``check_extension``): this request is the
 extra time at the machine's price, counted from where the ledger already
 counts the machine (its current deadline, or the end of the month when it has
@@ -25,6 +37,7 @@ none) to the new deadline, within this month.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -32,7 +45,7 @@ from typing import Any
 from . import pricing
 from .costs import compute, month_bounds
 from .errors import BudgetExceededError
-from .ledger import Ledger
+from .ledger import SCHEMA as LEDGER_SCHEMA, Ledger
 from .models import Instance, Offer, Plan
 from .state import utcnow
 
@@ -47,34 +60,19 @@ def check(engine: Any, plan: Plan) -> Plan:
     if limit is None:
         return plan
     now = utcnow()
-    month, _, end = month_bounds(None, now)
+    month, start, end = month_bounds(None, now)
     # No tolerance here: a budget that cannot be read cannot be kept (StateError, exit 3).
-    report = compute(Ledger(ctx.journal).rows(), month, "instance", now=now)
-    spent, committed = report.spent_known, report.projected_known
+    spent, committed, unsettled = _standing(ctx, month, start, now, warn=True)
     request = _request(plan, plan.offer, now, end)
     if request is None:
-        o = plan.offer
-        raise BudgetExceededError(
-            f"cannot keep the monthly budget ${pricing.money(limit)}: the price of "
-            f"{' and '.join(plan.estimate.unknown) or 'the machine'} for {o.provider} "
-            f"{o.instance_type} is unknown",
-            hint="pick another provider or GPU (`gpucloud offers`), or remove [budget] from "
-                 f"{ctx.config.path}")
+        raise _unknown_price(ctx, plan, plan.offer, limit)
     total = spent + committed + request
     figures = (f"monthly budget ${pricing.money(limit)} ({month}): spent ${spent}, committed "
-               f"${committed}, this request ${pricing.money(request)}, together "
-               f"${pricing.money(total)} ({_percent(total, limit)})")
-    if report.unknown:
-        ctx.warn(f"monthly budget: running machines of unknown price are not counted: "
-                 f"{', '.join(report.unknown)}")
+               f"${committed}{_in_flight(unsettled)}, this request "
+               f"${pricing.money(request)}, together ${pricing.money(total)} "
+               f"({_percent(total, limit)})")
     if total > limit:
-        raise BudgetExceededError(
-            f"this create would bring {month} to ${pricing.money(total)}, over the monthly "
-            f"budget ${pricing.money(limit)} (spent ${spent}, committed ${committed}, this "
-            f"request ${pricing.money(request)})",
-            hint="set a shorter --auto-shutdown, fewer machines or a cheaper GPU; delete "
-                 "machines you no longer need (`gpucloud costs` shows what runs); or raise "
-                 f"[budget] monthly in {ctx.config.path}")
+        raise _over(ctx, month, limit, spent, committed, unsettled, request)
     if total >= limit * WARN_AT:
         ctx.warn(f"this create brings {month} to {_percent(total, limit)} of the monthly "
                  f"budget: {figures}")
@@ -91,7 +89,7 @@ def check_extension(engine: Any, instance: Instance, target: datetime, now: date
     limit: Decimal | None = ctx.config.budget_monthly
     if limit is None:
         return
-    month, _, end = month_bounds(None, now)
+    month, start, end = month_bounds(None, now)
     counted_to = min(instance.shutdown_at or end, end)
     extra = min(target, end) - max(counted_to, now)
     hours = max(Decimal(0), Decimal(int(extra.total_seconds())) / Decimal(3600))
@@ -103,8 +101,7 @@ def check_extension(engine: Any, instance: Instance, target: datetime, now: date
             f"{instance.ref} is unknown", hint=f"`gpucloud delete {instance.ref}` and create "
                                                f"a machine of known price, or remove [budget] "
                                                f"from {ctx.config.path}")
-    report = compute(Ledger(ctx.journal).rows(), month, "instance", now=now)
-    spent, committed = report.spent_known, report.projected_known
+    spent, committed, _ = _standing(ctx, month, start, now, warn=False)
     request = instance.price_per_hour * hours
     total = spent + committed + request
     if total > limit:
@@ -120,8 +117,82 @@ def check_extension(engine: Any, instance: Instance, target: datetime, now: date
                  f"this extension ${pricing.money(request)}")
 
 
-def _request(plan: Plan, offer: Offer, now: datetime, end: datetime) -> Decimal | None:
-    """What the plan's machines cost this month on `offer`; None: price unknown."""
+def admit(ctx: Any, plan: Plan, offer: Offer, record: Callable[[Decimal | None], None]) -> None:
+    """Journal one machine's launch intent (`record`, given what it commits this
+    month) only if it fits the monthly budget with everything spent, running and
+    in flight; BudgetExceededError otherwise, with nothing journaled. The check
+    and the record are one exclusive transaction of the state database.
+
+    It blocks the calling thread while another writer of the same home holds
+    the database (an admission: a read of the ledger and one insert,
+    milliseconds). Under AsyncClient that is a short blocking wait on the event
+    loop, not a thread: operations run as generators on the loop, and every
+    journal write there already blocks it for as long."""
+    now = utcnow()
+    month, start, end = month_bounds(None, now)
+    cost = _request(plan, offer, now, end, machines=1)
+    limit: Decimal | None = ctx.config.budget_monthly
+    if limit is None:
+        record(cost)  # counted should a budget be set while it is in flight
+        return
+    if cost is None:
+        raise _unknown_price(ctx, plan, offer, limit)
+    with ctx.journal.exclusive(LEDGER_SCHEMA):
+        spent, committed, unsettled = _standing(ctx, month, start, now, warn=False)
+        if spent + committed + cost > limit:
+            raise _over(ctx, month, limit, spent, committed, unsettled, cost)
+        record(cost)
+
+
+def _standing(ctx: Any, month: str, start: datetime, now: datetime,
+              warn: bool) -> tuple[Decimal, Decimal, list[Decimal]]:
+    """(spent, committed, the in-flight launches' part of committed) this month."""
+    ledger = Ledger(ctx.journal)
+    report = compute(ledger.rows(), month, "instance", now=now)
+    unsettled = ledger.in_flight(start)
+    if warn and report.unknown:
+        ctx.warn(f"monthly budget: running machines of unknown price are not counted: "
+                 f"{', '.join(report.unknown)}")
+    committed = pricing.money(report.projected_known + sum(unsettled, Decimal(0)))
+    return report.spent_known, committed, unsettled
+
+
+def _in_flight(unsettled: list[Decimal]) -> str:
+    if not unsettled:
+        return ""
+    n = len(unsettled)
+    return f" with {n} launch{'es' if n > 1 else ''} in flight"
+
+
+def _over(ctx: Any, month: str, limit: Decimal, spent: Decimal, committed: Decimal,
+          unsettled: list[Decimal], request: Decimal) -> BudgetExceededError:
+    total = spent + committed + request
+    stale = (" (a launch left in flight by a crash counts until `gpucloud reconcile` "
+             "settles it)" if unsettled else "")
+    return BudgetExceededError(
+        f"this create would bring {month} to ${pricing.money(total)}, over the monthly "
+        f"budget ${pricing.money(limit)} (spent ${spent}, committed ${committed}"
+        f"{_in_flight(unsettled)}, this request ${pricing.money(request)})",
+        hint="set a shorter --auto-shutdown, fewer machines or a cheaper GPU; delete "
+             "machines you no longer need (`gpucloud costs` shows what runs); or raise "
+             f"[budget] monthly in {ctx.config.path}{stale}")
+
+
+def _unknown_price(ctx: Any, plan: Plan, offer: Offer, limit: Decimal) -> BudgetExceededError:
+    unknown = plan.estimate.unknown if offer is plan.offer else ()
+    return BudgetExceededError(
+        f"cannot keep the monthly budget ${pricing.money(limit)}: the price of "
+        f"{' and '.join(unknown) or 'the machine'} for {offer.provider} "
+        f"{offer.instance_type} is unknown",
+        hint="pick another provider or GPU (`gpucloud offers`), or remove [budget] from "
+             f"{ctx.config.path}")
+
+
+def _request(plan: Plan, offer: Offer, now: datetime, end: datetime,
+             machines: int | None = None) -> Decimal | None:
+    """What the plan's machines (or `machines` of them) cost this month on
+    `offer`; None: price unknown."""
+    n = plan.instances if machines is None else machines
     if offer is plan.offer:
         per_hour = plan.estimate.price_per_hour
     else:  # a fallback: its own price (the plan's disk size is not kept; the offer's is)
@@ -132,10 +203,10 @@ def _request(plan: Plan, offer: Offer, now: datetime, end: datetime) -> Decimal 
         hours = plan.estimate.hours  # the plan's own window: the figure the plan shows
     else:  # no deadline, or one next month: counted to the end of this month
         hours = max(Decimal(0), Decimal(int((end - now).total_seconds())) / Decimal(3600))
-    cost = per_hour * hours * plan.instances
+    cost = per_hour * hours * n
     if plan.hours_basis == "max_cost" and plan.max_cost is not None:
         # Each machine's deadline is when its share of the cap is spent, on any offer.
-        cost = min(cost, plan.max_cost)
+        cost = min(cost, plan.max_cost * n / plan.instances)
     return cost
 
 
@@ -143,4 +214,4 @@ def _percent(total: Decimal, limit: Decimal) -> str:
     return f"{(total * 100 / limit).quantize(Decimal('0.1'))} %"
 
 
-__all__ = ["WARN_AT", "check", "check_extension"]
+__all__ = ["WARN_AT", "admit", "check", "check_extension"]

@@ -36,6 +36,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 APP = "gpucloud"
+CONFIG_MAX_DEPTH = 32  # tables and arrays within each other; a real config.toml has 3
 
 
 def config_dir() -> Path:
@@ -92,11 +93,22 @@ def load_config(path: Path | None = None) -> Config:
     path = path or config_dir() / "config.toml"
     if not path.is_file():
         return Config(path=path)
+    from .file_limits import MIB, InputLimitError, depth_of, read_limited
+
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_limited(path, MIB))
+        depth_of(data, CONFIG_MAX_DEPTH)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigurationError(f"cannot read {path}: {exc}",
                                  hint="fix the file or move it away") from exc
+    except (InputLimitError, RecursionError) as exc:
+        # tomllib parses arrays and inline tables by recursion: thousands of
+        # nested brackets end in RecursionError, refused like any other limit.
+        reason = str(exc) if isinstance(exc, InputLimitError) else \
+            f"nested deeper than {CONFIG_MAX_DEPTH} levels, the limit"
+        raise ConfigurationError(f"{path} is refused: {reason}",
+                                 hint=f"config.toml is at most 1 MiB and {CONFIG_MAX_DEPTH} "
+                                      "levels deep; fix the file or move it away") from None
     defaults, sandbox = data.get("defaults", {}), data.get("sandbox", {})
     for section, value in (("defaults", defaults), ("sandbox", sandbox)):
         if not isinstance(value, dict):

@@ -217,9 +217,12 @@ class CredentialStore:
             name = env_vars(provider, "kubeconfig")[0]
             found = [(self._environ.get(name, "").split(os.pathsep), f"env:{name}")]
             if provider == "kubernetes":
-                found.append((self._environ.get("KUBECONFIG", "").split(os.pathsep),
-                              "env:KUBECONFIG"))
-                found.append((["~/.kube/config"], "~/.kube/config"))
+                # client-go's loading rules: a set KUBECONFIG is the whole chain;
+                # ~/.kube/config is read only when KUBECONFIG lists nothing.
+                listed = [p for p in self._environ.get("KUBECONFIG", "").split(os.pathsep)
+                          if p.strip()]
+                found.append((listed, "env:KUBECONFIG") if listed
+                             else (["~/.kube/config"], "~/.kube/config"))
         for paths, source in found:
             # A list (as KUBECONFIG) is one configuration: every existing file of
             # it, joined again with os.pathsep, merged by the adapter as kubectl does.

@@ -13,9 +13,10 @@ import re
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
 
 from .errors import SpecError
 
@@ -28,6 +29,39 @@ class _Spec(BaseModel):
     # be repeated by pydantic's own message either.
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True,
                               defer_build=True)  # built on first use: CLI start-up
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_nul(cls, value: Any, info: ValidationInfo) -> Any:
+        # A NUL cannot travel in a process argument, an environment variable or
+        # a path (the C strings of execve(2)): refused here, where the field is
+        # known, not when a machine or a worker fails to start the job. A
+        # nested model (checkpoint) checks its own fields, to name them.
+        field = cls.model_fields.get(info.field_name or "")
+        nested = field is not None and get_origin(field.annotation) is not dict
+        if isinstance(value, dict) and nested:
+            return value
+        where = _nul_in(value)
+        if where is not None:
+            raise ValueError(f"contains a NUL character (\\0){where}: no command, "
+                             "environment variable or path can hold one")
+        return value
+
+
+def _nul_in(value: Any) -> Optional[str]:
+    """None, or where in a field's raw value a NUL is (" in item 2", " in a key")."""
+    if isinstance(value, str):
+        return "" if "\0" in value else None
+    if isinstance(value, (list, tuple)):
+        return next((f" in item {i}" for i, v in enumerate(value)
+                     if isinstance(v, str) and "\0" in v), None)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and "\0" in key:
+                return " in a key"
+            if isinstance(item, str) and "\0" in item:
+                return f" in the value of {key!r}" if isinstance(key, str) else " in a value"
+    return None
 
 
 class SecretRef(_Spec):
@@ -230,25 +264,36 @@ def schema() -> dict[str, Any]:
 
 def load(path: Union[str, Path]) -> JobSpec:
     """A JobSpec from a YAML file; SpecError naming the file, line and field."""
+    from .file_limits import MIB, InputLimitError, read_limited
+
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_limited(path, MIB)
     except FileNotFoundError:
         raise SpecError(f"no job file {path}", hint="give the path of a job YAML file") from None
+    except InputLimitError as exc:
+        raise SpecError(f"job file {path} is {exc}", hint=_limits_hint()) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"cannot read job file {path}: {exc}") from None
     return loads(text, str(path))
 
 
+def _limits_hint() -> str:
+    from .safe_yaml import limits_text
+
+    return f"a job file is {limits_text()}"
+
+
 def loads(text: str, where: str = "<job>") -> JobSpec:
     import yaml  # type: ignore[import-untyped]  # PyYAML ships no types
 
-    from ._yaml_lines import Loader, lines_of
+    from ._yaml_lines import Loader, line_of
+    from .safe_yaml import YamlLimitError, compose_and_load
 
-    loader = Loader(text)
     try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
+        node, data = compose_and_load(text, Loader)
+    except YamlLimitError as exc:
+        raise SpecError(f"{where}: refused: {exc}", hint=_limits_hint()) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""
@@ -256,28 +301,24 @@ def loads(text: str, where: str = "<job>") -> JobSpec:
                         hint="check the indentation and quoting on that line") from None
     except (yaml.YAMLError, ValueError) as exc:
         raise SpecError(f"{where}: not valid YAML: {exc}") from None
-    finally:
-        loader.dispose()
     if not isinstance(data, dict):
         raise SpecError(f"{where}:1: a job file is a mapping (name:, image:, resources:, ...)",
                         hint="`gpucloud schema job` prints every field")
     try:
         return JobSpec.model_validate(data)
     except ValidationError as exc:
-        lines = lines_of(node)
-        raise SpecError(_first_error(exc, lines, where),
+        raise SpecError(_first_error(exc, lambda loc: line_of(node, loc), where),
                         hint=_more(exc) or "`gpucloud schema job` prints every field") from None
 
 
-def _first_error(exc: ValidationError, lines: dict[tuple[Any, ...], int] | None,
+def _first_error(exc: ValidationError, line_of: Callable[[tuple[Any, ...]], int] | None,
                  where: str) -> str:
     error = exc.errors(include_url=False, include_input=False)[0]
     loc = tuple(error["loc"])
     field = ".".join(str(p) for p in loc) or "(top)"
-    if lines is None:
+    if line_of is None:
         return f"{where}: {field}: {_message(error)}"
-    line = next((lines[loc[:n]] for n in range(len(loc), -1, -1) if loc[:n] in lines), 1)
-    return f"{where}:{line}: {field}: {_message(error)}"
+    return f"{where}:{line_of(loc)}: {field}: {_message(error)}"
 
 
 def _message(error: Any) -> str:

@@ -1,7 +1,8 @@
 """Launching a planned machine: failover on definite refusals, reconcile on
 ambiguous failures, a journal entry for every attempt.
 
-* The launch intent is journaled before the request, the outcome after.
+* The launch intent is journaled before the request, the outcome after; the
+  intent only once admitted against the monthly budget (budget.admit).
 * No capacity / quota exceeded are definite refusals: nothing was created, so
   the next offer is tried — first the same instance type in another region of
   the same provider, then other providers, cheapest first. A quota refusal
@@ -40,7 +41,7 @@ from typing import Any
 
 from .adapters.base import Sleep
 from .context import ssh_key_file
-from . import ledger
+from . import budget, ledger
 from .ops import Call, Op
 from .errors import (
     APIConnectionError, APIError, APIResponseValidationError, GpuCloudError,
@@ -78,11 +79,13 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
                                  disk_gb=disk_gb, shutdown_at=shutdown_at, job=job)
         if job is not None:
             register_secrets(job.secret_env.values())
-        ctx.journal.record_intent(
+        # Admitted against the monthly budget and journaled in one transaction,
+        # with what it commits (budget.py); ended before the request is sent.
+        budget.admit(ctx, plan, offer, lambda committed: ctx.journal.record_intent(
             launch_id=spec.launch_id, provider=offer.provider, instance_type=offer.instance_type,
             region=offer.region, name=spec.name, price_per_hour=str(offer.price_per_hour),
-            shutdown_at=shutdown_at, ssh_key_path=ssh_key_file(ssh_key),
-            **({} if slot is None else {"batch_key": batch_key, "slot": index}))
+            shutdown_at=shutdown_at, ssh_key_path=ssh_key_file(ssh_key), committed=committed,
+            **({} if slot is None else {"batch_key": batch_key, "slot": index})))
         # In flight until its outcome is known: an interrupt (Ctrl-C) now
         # leaves a machine that may exist, and the caller must be able to say so.
         launching = _attempt(offer, spec.launch_id, "launching", None)
@@ -136,12 +139,20 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
         _settle(ctx, launching)
         made = instance if instance is not None else submitted  # a job without a machine
         # The machine exists: a journal that fails now must not hide it.
-        ctx.tolerant(f"{made.ref} (launch id {spec.launch_id}) was created but is not "
-                     "journaled as delivered", ctx.journal.mark, spec.launch_id, "delivered",
-                     instance_id=made.id)
+        # The ledger first: the budget counts the launch by its intent until its
+        # machine is in the ledger, so in this order it is never counted nowhere.
+        # Either failing (a full disk, a database gone read-only) is a warning
+        # that names the repair: reconcile finds the machine by its launch id.
         if instance is not None:
-            ctx.tolerant(f"{instance.ref} is not in the cost ledger", ledger.launched, ctx,
-                         instance, offer, disk_gb, shutdown_at)
+            ctx.tolerant(f"{instance.ref} is not in the cost ledger: once the state database "
+                         "is usable, run `gpucloud reconcile`, then `gpucloud list` (the "
+                         "listing records it for `gpucloud costs` and the monthly budget)",
+                         ledger.launched, ctx, instance, offer, disk_gb, shutdown_at,
+                         spec.launch_id)
+        ctx.tolerant(f"{made.ref} (launch id {spec.launch_id}) was created but is not "
+                     "journaled as delivered: once the state database is usable, run "
+                     "`gpucloud reconcile` to record it", ctx.journal.mark, spec.launch_id,
+                     "delivered", instance_id=made.id)
         attempts.append(_attempt(offer, spec.launch_id, outcome, None))
         ctx.report(attempts[-1])
         if instance is not None and instance.shutdown_at is None and shutdown_at is not None:

@@ -51,6 +51,8 @@ SCHEMA = (
     simulated     INTEGER NOT NULL DEFAULT 0
 )""",
     "CREATE INDEX IF NOT EXISTS ledger_machine ON ledger (provider, instance_id, seq)",
+    # in_flight: is a launch's machine in the ledger yet?
+    "CREATE INDEX IF NOT EXISTS ledger_launch ON ledger (launch_id)",
 )
 
 RUNNING, STOPPED, ENDED = "running", "stopped", "ended"
@@ -123,6 +125,20 @@ class Ledger:
                 f"INSERT INTO ledger ({', '.join(_COLUMNS)}) VALUES "
                 f"({', '.join('?' for _ in _COLUMNS)})",
                 [_values(_carry(r, latest)) for r in rows])
+
+    def in_flight(self, since: datetime) -> list[Decimal]:
+        """What each launch journaled since `since` commits while its machine is
+        not in the ledger yet: sent or about to be (intent), or unanswered
+        (ambiguous, until reconcile settles it). A delivered launch's machine is
+        written here before the journal marks it delivered, so every launch
+        counts in one place or the other, never in neither."""
+        with self._db() as db:
+            found = db.execute(
+                "SELECT committed FROM launches WHERE status IN ('intent', 'ambiguous')"
+                " AND created_at >= ? AND committed IS NOT NULL AND NOT EXISTS"
+                " (SELECT 1 FROM ledger WHERE ledger.launch_id = launches.launch_id)",
+                (since.isoformat(),)).fetchall()
+        return [Decimal(r[0]) for r in found]
 
     def latest(self, machines: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Row]:
         with self._db() as db:
@@ -297,8 +313,9 @@ def _row(values: tuple[Any, ...]) -> Row:
 # -- the hooks: one call each from launcher, engine and deadlines -------------------
 
 def launched(ctx: Any, instance: Instance, offer: Any, disk_gb: int | None,
-             shutdown_at: datetime | None) -> None:
-    """A launch delivered or adopted: billing starts now at the offer's full price."""
+             shutdown_at: datetime | None, launch_id: str | None = None) -> None:
+    """A launch delivered or adopted: billing starts now at the offer's full price.
+    `launch_id`: the journal's, for a machine whose provider does not echo it."""
     from . import pricing
 
     estimate = pricing.estimate(offer, 1, disk_gb=disk_gb)
@@ -308,7 +325,7 @@ def launched(ctx: Any, instance: Instance, offer: Any, disk_gb: int | None,
         stopped_price_per_hour=_stopped_price(offer, estimate),
         shutdown_at=instance.shutdown_at or shutdown_at, name=instance.name,
         instance_type=instance.instance_type or offer.instance_type,
-        region=instance.region or offer.region, launch_id=instance.launch_id,
+        region=instance.region or offer.region, launch_id=instance.launch_id or launch_id,
         simulated=instance.simulated or offer.simulated)])
 
 

@@ -46,6 +46,26 @@ def scrub(text: str, extra: Any = ()) -> str:
     return text
 
 
+def secret_forms(values: Any) -> set[str]:
+    """Each secret value (of at least MIN_SECRET characters) as a program may
+    print it: itself and its base64 in the standard and the URL-safe
+    alphabets, with and without the ``=`` padding (RFC 4648, sections 4 and 5).
+    A task that logs ``base64(token)`` for an Authorization header must not
+    put the token in the queue's logs in a form anyone can decode."""
+    import base64
+
+    forms: set[str] = set()
+    for value in values:
+        text = value.get_secret_value() if hasattr(value, "get_secret_value") else str(value)
+        if len(text) < MIN_SECRET:
+            continue
+        forms.add(text)
+        raw = text.encode()
+        for encoded in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
+            forms.update((encoded.decode(), encoded.decode().rstrip("=")))
+    return forms
+
+
 def redact_request(request: object) -> httpx.Request | None:
     """A copy of an httpx.Request without credentials in headers, query or body;
     None for anything else (what cannot be cleaned is not kept)."""

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from decimal import Decimal
 from pathlib import Path
 
 from .errors import StateError
@@ -44,8 +45,10 @@ CREATE INDEX IF NOT EXISTS launches_unresolved ON launches (created_at)
 # a batch's key and the slot (0..N-1) a launch fills, so a restarted batch
 # knows which machines an earlier run made (batch.py); the path of the public
 # key file create sent (a path only, never key text), so ssh logs in with its
-# private half (ssh.py).
-ADDED_COLUMNS = {"batch_key": "TEXT", "slot": "INTEGER", "ssh_key_path": "TEXT"}
+# private half (ssh.py); what the launch commits of this month's budget (a
+# Decimal as text; budget.py counts it until the machine is in the ledger).
+ADDED_COLUMNS = {"batch_key": "TEXT", "slot": "INTEGER", "ssh_key_path": "TEXT",
+                 "committed": "TEXT"}
 
 
 def utcnow() -> datetime:
@@ -91,6 +94,9 @@ class _Shared:
         self.conn: sqlite3.Connection | None = None
         self.schemas: set[str] = set()
         self.stamp: tuple[int, ...] | None = None
+        # True while this process holds the file's write lock (Journal.exclusive):
+        # statements of the thread holding `lock` then join that transaction.
+        self.held = False
 
     def connection(self, create: bool = True) -> sqlite3.Connection | None:
         """The connection; None when the file does not exist and `create` is false."""
@@ -208,6 +214,12 @@ class Journal:
         """As _db; None instead when the file is missing and `create` is false."""
         shared = _shared(self.path)
         with shared.lock:
+            if shared.held and shared.conn is not None:
+                # Inside exclusive() on this thread (the lock is reentrant, so no
+                # other thread is here): part of its transaction, committed by it.
+                shared.ensure(schema)
+                yield shared.conn
+                return
             try:
                 conn = shared.connection(create)
                 if conn is None:
@@ -221,6 +233,38 @@ class Journal:
                     shared.stamp = _stamp(self.path)
             except (sqlite3.Error, OSError) as exc:
                 shared.drop()  # a damaged file is looked at afresh next time
+                raise self._unusable(exc) from exc
+
+    @contextmanager
+    def exclusive(self, schema: tuple[str, ...] = ()) -> Iterator[sqlite3.Connection]:
+        """One write transaction taken before anything is read (BEGIN IMMEDIATE):
+        what is read inside it cannot change until it commits, in this process or
+        any other using the file, so a decision and the record it leads to are
+        one step (the budget's admission of a launch). Journal and ledger calls
+        made inside it, by this thread, join it. Keep it short: every other
+        writer of the home waits (busy_timeout) until it ends."""
+        shared = _shared(self.path)
+        with shared.lock:
+            try:
+                conn = shared.connection(True)
+                assert conn is not None  # created when missing
+                shared.ensure(schema)
+                conn.execute("BEGIN IMMEDIATE")
+                shared.held = True
+                try:
+                    yield conn
+                except BaseException:
+                    try:
+                        conn.rollback()
+                    except sqlite3.Error:
+                        pass  # the connection is dropped below when it failed
+                    raise
+                finally:
+                    shared.held = False
+                conn.commit()
+                shared.stamp = _stamp(self.path)
+            except (sqlite3.Error, OSError) as exc:
+                shared.drop()
                 raise self._unusable(exc) from exc
 
     def _unusable(self, exc: BaseException) -> StateError:
@@ -238,16 +282,17 @@ class Journal:
     def record_intent(self, *, launch_id: str, provider: str, instance_type: str, region: str,
                       name: str | None, price_per_hour: str, shutdown_at: datetime | None,
                       batch_key: str | None = None, slot: int | None = None,
-                      ssh_key_path: str | None = None) -> None:
+                      ssh_key_path: str | None = None, committed: Decimal | None = None) -> None:
         now = utcnow().isoformat()
         with self._db() as db:
             db.execute(
                 "INSERT INTO launches (launch_id, provider, instance_type, region, name, status,"
                 " price_per_hour, shutdown_at, created_at, updated_at, batch_key, slot,"
-                " ssh_key_path) VALUES (?, ?, ?, ?, ?, 'intent', ?, ?, ?, ?, ?, ?, ?)",
+                " ssh_key_path, committed)"
+                " VALUES (?, ?, ?, ?, ?, 'intent', ?, ?, ?, ?, ?, ?, ?, ?)",
                 (launch_id, provider, instance_type, region, name, price_per_hour,
                  shutdown_at.isoformat() if shutdown_at else None, now, now, batch_key, slot,
-                 ssh_key_path))
+                 ssh_key_path, str(committed) if committed is not None else None))
 
     def mark(self, launch_id: str, status: str, *, instance_id: str | None = None,
              error: str | None = None) -> None:

@@ -174,6 +174,24 @@ def test_the_usual_multi_cluster_setup_works_through_KUBECONFIG(tmp_path, monkey
         assert len(emulator.requests) > before
 
 
+def test_a_set_kubeconfig_is_the_whole_chain_as_in_client_go(tmp_path, monkeypatch):
+    """client-go's ClientConfigLoadingRules: with KUBECONFIG set, ~/.kube/config
+    is not read, even when every file listed is missing (kubectl then has no
+    configuration; it never falls back to another cluster)."""
+    from gpucloud.credentials import CredentialStore
+
+    home = Path(os.environ["HOME"])
+    write(home / ".kube" / "config", config(
+        clusters=[("home", {"server": "https://home.invalid:6443"})],
+        users=[("me", {"token": "home-token"})],
+        contexts=[("home", {"cluster": "home", "user": "me"})], current="home"))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing.yaml"))
+    assert CredentialStore().find("kubernetes", "kubeconfig") is None
+    monkeypatch.setenv("KUBECONFIG", "")
+    found = CredentialStore().find("kubernetes", "kubeconfig")
+    assert found is not None and found.source == "~/.kube/config"
+
+
 # -- proxies ------------------------------------------------------------------------------------
 
 

@@ -198,6 +198,7 @@ def test_worker_json_summary_of_an_idle_worker(tmp_path: Path) -> None:
         assert result.stderr == ""
         doc = json.loads(result.stdout)
         assert doc["worker"] == {"worker_id": "idle-1", "succeeded": 0, "failed": 0,
-                                 "interrupted": False, "reason": "idle", "tasks": []}
+                                 "lost": 0, "interrupted": False, "reason": "idle",
+                                 "tasks": []}
     finally:
         server.shutdown()

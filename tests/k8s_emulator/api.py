@@ -14,6 +14,7 @@ import time
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
+from . import chunks
 from .cluster import Cluster
 from .objects import (
     ApiError, bad_request, failure, field_matcher, invalid, label_matcher, merge_patch, not_found,
@@ -182,15 +183,20 @@ class Api:
         return Reply(200, {"kind": "APIVersions", "versions": ["v1"],
                            "serverAddressByClientCIDRs": []})
 
-    def _list(self, kind: str, api: str, items: list[dict[str, Any]]) -> Reply:
+    def _list(self, kind: str, api: str, items: list[dict[str, Any]], query: dict[str, str]
+              ) -> Reply:
+        if query.get("continue") and self.cluster.knobs.expire_continue > 0:
+            self.cluster.knobs.expire_continue -= 1
+            self.cluster.compact()
+        selected = bool(query.get("labelSelector") or query.get("fieldSelector"))
+        items, meta = chunks.page(items, query, self.cluster._rv, self.cluster.compacted_rv,
+                                  selected)
         stripped = []
         for item in items:
             item = copy.deepcopy(item)
             item.pop("kind", None), item.pop("apiVersion", None)  # as real lists
             stripped.append(item)
-        return Reply(200, {"kind": kind, "apiVersion": api,
-                           "metadata": {"resourceVersion": str(self.cluster._rv)},
-                           "items": stripped})
+        return Reply(200, {"kind": kind, "apiVersion": api, "metadata": meta, "items": stripped})
 
     def _filter(self, items: Any, query: dict[str, str], fields: Any, supported: set[str]
                 ) -> list[dict[str, Any]]:
@@ -201,7 +207,8 @@ class Api:
 
     def list_nodes(self, query: dict[str, str], **_: Any) -> Reply:
         nodes = [{"kind": "Node", "apiVersion": "v1", **n} for n in self.cluster.nodes.values()]
-        return self._list("NodeList", "v1", self._filter(nodes, query, _node_fields, NODE_FIELDS))
+        return self._list("NodeList", "v1", self._filter(nodes, query, _node_fields, NODE_FIELDS),
+                          query)
 
     def get_node(self, name: str, **_: Any) -> Reply:
         node = self.cluster.nodes.get(name)
@@ -213,7 +220,8 @@ class Api:
         pods = sorted((p for (space, _n), p in self.cluster.pods.items()
                        if ns is None or space == ns),
                       key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]))
-        return self._list("PodList", "v1", self._filter(pods, query, _pod_fields, POD_FIELDS))
+        return self._list("PodList", "v1", self._filter(pods, query, _pod_fields, POD_FIELDS),
+                          query)
 
     def create_pod(self, ns: str, body: Any, **_: Any) -> Reply:
         pod = self._typed(body, "Pod", "v1")
@@ -281,7 +289,7 @@ class Api:
                        if ns is None or space == ns),
                       key=lambda j: (j["metadata"]["namespace"], j["metadata"]["name"]))
         return self._list("JobList", "batch/v1",
-                          self._filter(jobs, query, _job_fields, JOB_FIELDS))
+                          self._filter(jobs, query, _job_fields, JOB_FIELDS), query)
 
     def create_job(self, ns: str, body: Any, **_: Any) -> Reply:
         job = self._typed(body, "Job", "batch/v1")

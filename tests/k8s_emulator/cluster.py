@@ -46,6 +46,9 @@ class Knobs:
     # race, e.g. another tenant's pod taking the GPUs between plan and create.
     admission: Callable[[Any, dict[str, Any]], None] | None = None
     # The exec subprotocols the API server speaks (an older server: no v5).
+    # The next this many list requests with a continue token find it compacted
+    # away (410 Expired), as when paging took longer than etcd's compaction interval.
+    expire_continue: int = 0
     exec_protocols: tuple[str, ...] = ("v5.channel.k8s.io", "v4.channel.k8s.io",
                                        "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io")
 
@@ -104,6 +107,7 @@ class Cluster:
         self.deletions: list[dict[str, Any]] = []   # every DELETE, with its policy
         self.failures_left = self.knobs.job_failures
         self._rv = 1000
+        self.compacted_rv = 0  # continue tokens from before this are gone (410 Expired)
         self._ips = 0
         self._last = self.clock()
         from .jobs import JobController
@@ -120,6 +124,12 @@ class Cluster:
         meta.setdefault("creationTimestamp", rfc3339(self.clock()))
         meta["resourceVersion"] = self.next_rv() if hasattr(self, "_rv") else "1"
         return obj
+
+    def compact(self) -> None:
+        """What etcd's periodic compaction does to lists in progress: every
+        continue token issued so far is too old (after some writes: bump the rv)."""
+        with self.lock:
+            self.compacted_rv = int(self.next_rv())
 
     def touch(self, obj: dict[str, Any]) -> None:
         obj["metadata"]["resourceVersion"] = self.next_rv()

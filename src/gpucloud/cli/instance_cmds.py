@@ -99,6 +99,7 @@ def create(
     plan = client.plan(gpu=gpu, count=count, provider=provider, region=region, disk_gb=disk_gb,
                        auto_shutdown=auto_shutdown, max_cost=max_cost, spot=spot, n=instances,
                        until=until)
+    shown = set(client.warnings)
     if not json_output:
         for warning in client.warnings:
             output.err(f"warning: {warning}")
@@ -139,6 +140,10 @@ def create(
     for instance in made:
         output.out(f"created {instance.ref} ({instance.status.value})")
         output.out(output.instance_text(instance))
+    # What the launch itself warned of (a journal or ledger write that failed).
+    for warning in client.warnings:
+        if warning not in shown:
+            output.warn(warning)
     output.out(f"delete with: gpucloud delete {' '.join(i.ref for i in made)}")
 
 

@@ -48,6 +48,7 @@ def submit(
     resolve_secrets(spec)  # a missing secret stops here, before any prompt (exit 3)
     client = Client(on_attempt=None if json_output else _show_attempt)
     plan = client.plan_job(spec, provider=provider, region=region)
+    shown = set(client.warnings)
     if not json_output:
         for warning in client.warnings:
             output.warn(warning)
@@ -75,6 +76,9 @@ def submit(
         return
     output.out(f"submitted {job.ref} ({job.status.value})")
     output.out(job_text(job))
+    for warning in client.warnings:  # the launch's own (a journal write that failed)
+        if warning not in shown:
+            output.warn(warning)
     output.out(f"follow with: gpucloud jobs logs -f {job.ref}")
 
 

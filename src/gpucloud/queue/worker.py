@@ -6,6 +6,17 @@ another worker after the visibility timeout. That is also why SIGTERM acks
 nothing: the task is left as it is, re-delivered, and resumes from its
 CHECKPOINT_DIR (a per-task directory, the same for every attempt of a task id).
 
+A lost connection to Redis (a restart of the server, a network blip) is
+waited out within ``idle``: every call is retried with backoff, reconnecting
+first (the embedded server comes back on a new socket). A finished task's
+result waits for Redis as long; a worker that was away longer than the
+visibility timeout finds its task re-delivered, and its late result is
+ignored (the queue's scripts refuse a stale claim) and reported as lost.
+
+What the worker sends to Redis (log lines, errors) never holds the task's
+secret values, nor their base64: they are replaced with ``[redacted]`` before
+they leave the machine, as everywhere else gpucloud keeps text.
+
 The runner decides how a task's process is started (``docker run --gpus all``
 where docker exists, the task's command directly elsewhere); tests plug their
 own.
@@ -25,24 +36,29 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Protocol
+from typing import Any, Optional, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 LOG_BATCH = 200          # lines per append_log call at most
 LOG_FLUSH_SECONDS = 1.0  # a quiet task's lines still reach Redis this soon
+LOG_HOLD = 10_000        # lines kept for Redis while it is away (the log stream's cap)
+RETRY_FIRST = 0.1        # seconds before the first retry of a failed Redis call
+RETRY_MAX = 1.0          # ... doubling up to this: a restarted server is found within it
 KILL_GRACE = 10.0        # seconds between TERM and KILL of a task on shutdown
 _PARAM = re.compile(r"[^A-Za-z0-9_]")
 _WORKER_ONLY = {"GPUCLOUD_REDIS_URL"}
+T = TypeVar("T")
 
 
 class WorkerSummary(BaseModel):
     worker_id: str
     succeeded: int = 0
     failed: int = 0
+    lost: int = 0              # finished here after the task was re-delivered: result ignored
     interrupted: bool = False  # stopped by a signal; the task it held was not acked
     reason: str = "idle"       # "idle" or "signal"
-    tasks: list[str] = []      # task ids run to an end, in order
+    tasks: list[str] = []      # task ids run to an end and recorded, in order (not the lost)
 
 
 @dataclass
@@ -173,6 +189,7 @@ def run_worker(queue: Any, worker_id: Optional[str] = None, idle: float = 600,
     stop = stop or threading.Event()
     summary = WorkerSummary(worker_id=worker_id)
     emit = on_event or (lambda kind, data: None)
+    persist = _Persist(queue, stop, emit, idle)
     restore = _on_signals(stop)
     try:
         last_work = time.monotonic()
@@ -187,8 +204,9 @@ def run_worker(queue: Any, worker_id: Optional[str] = None, idle: float = 600,
                     raise
                 # Redis restarting or a network blip: wait it out, within `idle`.
                 emit("retry", {"error": str(exc)})
-                stop.wait(min(2.0, max(left, 0.05)))
+                persist.pause(left)
                 continue
+            persist.reset()
             if claim is None:
                 continue
             if stop.is_set():  # not started: left for re-delivery
@@ -196,24 +214,77 @@ def run_worker(queue: Any, worker_id: Optional[str] = None, idle: float = 600,
                 break
             emit("start", {"task_id": claim.task_id, "attempt": claim.attempt})
             try:
-                code, error = _run_task(queue, worker_id, claim, runner, work_dir, stop)
+                code, error = _run_task(queue, worker_id, claim, runner, work_dir, stop,
+                                        persist)
+                if code == 0:
+                    recorded = persist(lambda: queue.succeed(claim, exit_code=0))
+                else:
+                    recorded = persist(lambda: queue.fail(claim, error, exit_code=code))
             except _Stopped:
                 summary.interrupted = True
                 break
+            last_work = time.monotonic()
+            if recorded is False:  # a stale claim: the task is another worker's now
+                summary.lost += 1
+                emit("lost", {"task_id": claim.task_id, "exit_code": code, "error": error})
+                continue
             if code == 0:
-                queue.succeed(claim, exit_code=0)
                 summary.succeeded += 1
             else:
-                queue.fail(claim, error, exit_code=code)
                 summary.failed += 1
             summary.tasks.append(str(claim.task_id))
             emit("end", {"task_id": claim.task_id, "exit_code": code, "error": error})
-            last_work = time.monotonic()
     finally:
         restore()
     if stop.is_set():
         summary.reason = "signal"
     return summary
+
+
+class _Persist:
+    """Calls to Redis retried through a lost connection: reconnect, then wait
+    with doubling pauses, for at most ``window`` seconds from the first
+    failure (the worker's ``idle``). Past it the error is raised."""
+
+    def __init__(self, queue: Any, stop: threading.Event,
+                 emit: Callable[[str, dict[str, Any]], None], window: float) -> None:
+        self.queue, self.stop, self.emit, self.window = queue, stop, emit, window
+        self.delay = RETRY_FIRST
+
+    def reset(self) -> None:
+        self.delay = RETRY_FIRST
+
+    def pause(self, at_most: float) -> None:
+        """Wait before the next try, reconnecting first where the queue can."""
+        if _reconnect(self.queue):
+            self.delay = RETRY_FIRST
+            return
+        self.stop.wait(max(0.01, min(self.delay, at_most)))
+        self.delay = min(RETRY_MAX, self.delay * 2)
+
+    def __call__(self, call: Callable[[], T]) -> T:
+        give_up = time.monotonic() + self.window
+        self.reset()
+        while True:
+            try:
+                return call()
+            except Exception as exc:
+                left = give_up - time.monotonic()
+                if not _transient(exc) or left <= 0:
+                    raise
+                if self.stop.is_set():  # not reported: re-delivered, as on any signal
+                    raise _Stopped from None
+                self.emit("retry", {"error": str(exc)})
+                self.pause(left)
+
+
+def _reconnect(queue: Any) -> bool:
+    """True when the queue reached its server again (a Queue can; fakes need not)."""
+    reconnect = getattr(queue, "reconnect", None)
+    try:
+        return bool(reconnect()) if reconnect is not None else False
+    except Exception:  # noqa: BLE001 - a failed reconnect is one more wait
+        return False
 
 
 def _transient(exc: BaseException) -> bool:
@@ -236,9 +307,11 @@ def _on_signals(stop: threading.Event) -> Callable[[], None]:
 
 
 def _run_task(queue: Any, worker_id: str, claim: Any, runner: Runner, work_dir: Path,
-              stop: threading.Event) -> tuple[Optional[int], str]:
-    """(exit code, error); raises _Stopped when a signal stopped the task."""
+              stop: threading.Event, persist: _Persist) -> tuple[Optional[int], str]:
+    """(exit code, error), both free of the task's secrets; raises _Stopped
+    when a signal stopped the task."""
     from ..errors import GpuCloudError
+    from ..redaction import scrub, secret_forms
 
     try:
         launch = runner(claim, checkpoint_dir(work_dir, claim.task_id))
@@ -250,9 +323,11 @@ def _run_task(queue: Any, worker_id: str, claim: Any, runner: Runner, work_dir: 
         proc = subprocess.Popen(launch.argv, env=launch.env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 text=True, errors="replace", bufsize=1)
-    except OSError as exc:
-        return None, f"cannot start {launch.argv[0]!r}: {exc.strerror or exc}"
-    lines = _LineBuffer()
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in argv or env ("embedded null byte")
+        return None, f"cannot start {launch.argv[0]!r}: {getattr(exc, 'strerror', None) or exc}"
+    # The values the task was given as secrets, whatever runner gave them.
+    hidden = secret_forms(launch.env[name] for name in claim.spec.secrets if name in launch.env)
+    lines = _LineBuffer(lambda text: scrub(text, hidden))
     pump = threading.Thread(target=lines.read, args=(proc.stdout,), daemon=True)
     pump.start()
     beating = threading.Event()
@@ -275,13 +350,14 @@ def _run_task(queue: Any, worker_id: str, claim: Any, runner: Runner, work_dir: 
                 _flush(queue, claim, lines)
                 last_flush = time.monotonic()
         pump.join(timeout=5)
-        _flush(queue, claim, lines)
+        # Every line before the result: a dead letter's log tail is read from them.
+        persist(lambda: _flush(queue, claim, lines, strict=True))
     finally:
         beating.set()
         beat.join(timeout=5)
     if code == 0:
         return 0, ""
-    tail = lines.last
+    tail = lines.last[-200:]  # cut after the secrets are out: no piece of one is left
     reason = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
     return code, reason + (f": {tail}" if tail else "")
 
@@ -303,33 +379,50 @@ def _heartbeat(queue: Any, worker_id: str, claim: Any, interval: float,
     while not done.wait(interval):
         try:
             queue.heartbeat(worker_id, claim)
-        except Exception:  # noqa: BLE001 - a blip must not end the task; the next beat retries
-            pass
+        except Exception as exc:  # noqa: BLE001 - a blip must not end the task
+            if _transient(exc):  # find a restarted server now, not at the task's end
+                _reconnect(queue)
 
 
-def _flush(queue: Any, claim: Any, lines: _LineBuffer) -> None:
+def _flush(queue: Any, claim: Any, lines: _LineBuffer, strict: bool = False) -> None:
+    """Send the lines read so far. While Redis is away they are kept for the next
+    flush (up to LOG_HOLD), and `strict` raises its error; a batch Redis
+    refuses is dropped (logs are best effort; the task's result is not)."""
     batch = lines.take()
     for start in range(0, len(batch), LOG_BATCH):
         try:
             queue.append_log(claim, batch[start:start + LOG_BATCH])
-        except Exception:  # noqa: BLE001 - logs are best effort; the task's result is not
-            pass
+        except Exception as exc:  # noqa: BLE001 - see above
+            if not _transient(exc):
+                continue
+            lines.put_back(batch[start:])
+            if strict:
+                raise
+            return
 
 
 class _LineBuffer:
-    def __init__(self) -> None:
+    """The task's output lines, each with the task's secrets replaced as it is read."""
+
+    def __init__(self, clean: Callable[[str], str] = lambda text: text) -> None:
         self._lock = threading.Lock()
         self._lines: list[str] = []
+        self._clean = clean
         self.last = ""
 
     def read(self, stream: Any) -> None:
         for line in stream:
-            line = line.rstrip("\n")
+            line = self._clean(line.rstrip("\n"))
             with self._lock:
                 self._lines.append(line)
                 if line.strip():
-                    self.last = line.strip()[-200:]
+                    self.last = line.strip()
         stream.close()
+
+    def put_back(self, batch: list[str]) -> None:
+        with self._lock:
+            self._lines[:0] = batch
+            del self._lines[:-LOG_HOLD]
 
     def pending(self) -> int:
         with self._lock:

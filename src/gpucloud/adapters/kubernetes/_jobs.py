@@ -13,6 +13,7 @@ from urllib.parse import quote
 from ...errors import NotFoundError
 from ...models import Job, JobStatus
 from ..base import Flow, parse_utc
+from . import _pages
 from . import _wire as wire
 from ._manifests import CONTAINER, MANAGER, job_manifest
 
@@ -25,6 +26,7 @@ SELECTOR = f"{wire.MANAGED_BY}={MANAGER}"
 class KubernetesJobs:
     name: str
     namespace: str
+    page_size: int | None
     request: Any
     raise_for_error: Any
     _body: Any
@@ -41,10 +43,10 @@ class KubernetesJobs:
         return self._job(self._body((yield request)), [])
 
     def list_jobs(self) -> Flow[list[Job]]:
-        jobs = wire.items(self._body((yield self.request(
-            "GET", "/apis/batch/v1" + self._ns("/jobs"), params={"labelSelector": SELECTOR}))))
-        pods = wire.items(self._body((yield self.request(
-            "GET", "/api/v1" + self._ns("/pods"), params={"labelSelector": SELECTOR}))))
+        jobs = yield from _pages.items(self, "/apis/batch/v1" + self._ns("/jobs"),
+                                       {"labelSelector": SELECTOR})
+        pods = yield from _pages.items(self, "/api/v1" + self._ns("/pods"),
+                                       {"labelSelector": SELECTOR})
         by_job: dict[str, list[dict[str, Any]]] = {}
         for pod in pods:
             by_job.setdefault(wire.labels(pod).get(wire.JOB_NAME, ""), []).append(pod)
@@ -57,9 +59,8 @@ class KubernetesJobs:
         return self._job(job, pods)
 
     def _job_pods(self, job_id: str) -> Flow[list[dict[str, Any]]]:
-        response = yield self.request("GET", "/api/v1" + self._ns("/pods"),
-                                      params={"labelSelector": f"{wire.JOB_NAME}={job_id}"})
-        return wire.items(self._body(response))
+        return (yield from _pages.items(self, "/api/v1" + self._ns("/pods"),
+                                        {"labelSelector": f"{wire.JOB_NAME}={job_id}"}))
 
     def cancel_job(self, job_id: str) -> Flow[None]:
         # Background: the Job goes now and the garbage collector deletes its pods

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigurationError
@@ -81,15 +80,16 @@ def load(paths: Sequence[str]) -> Merged:
 def _read(path: str) -> dict[str, Any] | None:
     import yaml  # type: ignore[import-untyped]  # lazily: only Kubernetes needs YAML here
 
+    from ...safe_yaml import load_file
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        # Certificates pasted in make kubeconfigs larger than job files: 4 MiB.
+        raw = load_file(path, 4 << 20, error=ConfigurationError, what="kubeconfig")
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise ConfigurationError(f"cannot read kubeconfig {path}: {exc.strerror}",
                                  hint="set KUBECONFIG to a readable file") from None
-    try:
-        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""

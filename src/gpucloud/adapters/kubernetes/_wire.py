@@ -181,30 +181,29 @@ def newest_first(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(pods, key=lambda p: str(meta(p).get("creationTimestamp") or ""), reverse=True)
 
 
-def node_free_gpus(nodes: list[dict[str, Any]], pods: list[dict[str, Any]] | None,
-                   gpu_labels: tuple[str, ...]) -> list[tuple[str, int, int | None]]:
-    """(GPU label value, allocatable, free) per schedulable, Ready node with GPUs;
-    free is None when the pods could not be listed (unknown, not "all free")."""
-    used: dict[str, int] = {}
-    for pod in pods or []:
+def gpu_node(node: dict[str, Any], gpu_labels: tuple[str, ...]) -> tuple[str, str, int] | None:
+    """(node name, GPU label value, allocatable) of a schedulable, Ready node
+    with GPUs; None for any other node."""
+    spec, status = node.get("spec") or {}, node.get("status") or {}
+    allocatable = quantity((status.get("allocatable") or {}).get(GPU_RESOURCE, 0))
+    if allocatable < 1 or spec.get("unschedulable") is True:
+        return None
+    ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    if ready and ready[0].get("status") != "True":
+        return None
+    node_labels = labels(node)
+    model = next((node_labels[k] for k in gpu_labels if isinstance(node_labels.get(k), str)),
+                 None)
+    if model is None:
+        return None
+    return str(meta(node).get("name")), model, allocatable
+
+
+def add_pod_gpus(used: dict[str, int], pods: list[dict[str, Any]]) -> None:
+    """Add the GPUs each pod holds to its node's count in `used`."""
+    for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
         if isinstance(node, str):
-            used[node] = used.get(node, 0) + pod_gpus(pod)
-    out = []
-    for node in nodes:
-        spec, status = node.get("spec") or {}, node.get("status") or {}
-        allocatable = quantity((status.get("allocatable") or {}).get(GPU_RESOURCE, 0))
-        if allocatable < 1 or spec.get("unschedulable") is True:
-            continue
-        ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
-        if ready and ready[0].get("status") != "True":
-            continue
-        node_labels = labels(node)
-        model = next((node_labels[k] for k in gpu_labels if isinstance(node_labels.get(k), str)),
-                     None)
-        if model is None:
-            continue
-        name = str(meta(node).get("name"))
-        free = None if pods is None else max(0, allocatable - used.get(name, 0))
-        out.append((model, allocatable, free))
-    return out
+            gpus = pod_gpus(pod)
+            if gpus:
+                used[node] = used.get(node, 0) + gpus

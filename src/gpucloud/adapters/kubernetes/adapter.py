@@ -29,6 +29,7 @@ from ...errors import (
     BadRequestError,
     CredentialsError,
     InsufficientCapacityError,
+    PermissionDeniedError,
     QuotaExceededError,
     SpecError,
 )
@@ -36,7 +37,7 @@ from ...gpus import gpu_info
 from ...models import Connection, ExecResult, Instance, InstanceSpec, InstanceStatus
 from ...models import Offer
 from ..base import JOB_PREFIX, Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
-from . import _kubeconfig, _settings
+from . import _kubeconfig, _pages, _settings
 from . import _wire as wire
 from ._jobs import SELECTOR, KubernetesJobs
 from ._manifests import pod_manifest
@@ -55,6 +56,8 @@ class KubernetesProvider(KubernetesJobs, Provider):
     # server limit.
     rate_limits = {}
     default_gpu_labels: tuple[str, ...] = _settings.DEFAULT_GPU_LABELS
+    # Items per list request (`limit`); None lists everything in one response.
+    page_size: int | None = _pages.PAGE_SIZE
 
     def __init__(self, catalog: Any, credential: Any = None) -> None:
         super().__init__(catalog, credential)
@@ -199,14 +202,20 @@ class KubernetesProvider(KubernetesJobs, Provider):
         region = self.target.context
         if query.spot or (query.region is not None and query.region != region):
             return []
-        nodes = wire.items(self._body((yield self.request("GET", "/api/v1/nodes"))))
-        response = yield self.request("GET", "/api/v1/pods",
-                                      params={"fieldSelector": LIVE_PHASES})
-        # A namespaced account may not list every pod: then what is free is unknown.
-        pods = None if response.status_code == 403 else wire.items(self._body(response))
+        # Each page of nodes and pods is folded into per-node figures and dropped:
+        # a cluster of thousands of nodes is never held as a whole list (_pages.py).
+        labels = self.settings.gpu_labels
+        nodes: dict[str, tuple[str, int]] = yield from _pages.fold(
+            self, "/api/v1/nodes", {}, dict, lambda acc, page: _add_gpu_nodes(acc, page, labels))
+        used: dict[str, int] | None
+        try:
+            used = yield from _pages.fold(self, "/api/v1/pods", {"fieldSelector": LIVE_PHASES},
+                                          dict, wire.add_pod_gpus)
+        except PermissionDeniedError:
+            used = None  # a namespaced account may not list every pod: free is unknown
         models: dict[str, tuple[int, int | None]] = {}
-        for model, allocatable, free in wire.node_free_gpus(nodes, pods,
-                                                            self.settings.gpu_labels):
+        for name, (model, allocatable) in nodes.items():
+            free = None if used is None else max(0, allocatable - used.get(name, 0))
             best, best_free = models.get(model, (0, 0))
             models[model] = (max(best, allocatable),
                              None if free is None or best_free is None else max(best_free, free))
@@ -266,14 +275,15 @@ class KubernetesProvider(KubernetesJobs, Provider):
          ["nodeSelectorTerms"]) = terms
 
     def list_instances(self) -> Flow[list[Instance]]:
-        response = yield self.request("GET", "/api/v1" + self._ns("/pods"),
-                                      params={"labelSelector": SELECTOR})
-        pods = wire.items(self._body(response))
+        return (yield from _pages.fold(self, "/api/v1" + self._ns("/pods"),
+                                       {"labelSelector": SELECTOR}, list, self._add_machines))
+
+    def _add_machines(self, machines: list[Instance], pods: list[dict[str, Any]]) -> None:
         # A job's pods belong to its Job (jobs list them): deleting one as a
         # "machine" would only make the Job controller start another.
-        return [self._instance(p) for p in pods
-                if not wire.labels(p).get(wire.LAUNCH_ID, "").startswith(JOB_PREFIX)
-                and wire.JOB_NAME not in wire.labels(p)]
+        machines.extend(self._instance(p) for p in pods
+                        if not wire.labels(p).get(wire.LAUNCH_ID, "").startswith(JOB_PREFIX)
+                        and wire.JOB_NAME not in wire.labels(p))
 
     def get(self, instance_id: str) -> Flow[Instance]:
         response = yield self.request("GET", "/api/v1" + self._ns(f"/pods/{quote(instance_id)}"))
@@ -379,6 +389,16 @@ class KubernetesProvider(KubernetesJobs, Provider):
 
     def verify(self) -> Flow[None]:
         yield from self.list_instances()
+
+
+def _add_gpu_nodes(nodes: dict[str, tuple[str, int]], page: list[dict[str, Any]],
+                   labels: tuple[str, ...]) -> None:
+    """Keep (GPU label value, allocatable) per usable GPU node of a page."""
+    for node in page:
+        found = wire.gpu_node(node, labels)
+        if found is not None:
+            name, model, allocatable = found
+            nodes[name] = (model, allocatable)
 
 
 def _counts(allocatable: int) -> list[int]:
