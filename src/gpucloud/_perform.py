@@ -65,13 +65,24 @@ class ThreadedRunner:
         and propagates at once: those in flight stay listed in ctx.in_flight."""
         if not item.ops:
             return []
+        import threading
         from concurrent.futures import ThreadPoolExecutor, as_completed
 
+        # Set by the worker an interrupt ends: the pool's thread would otherwise
+        # take the next operation before this thread sees the interrupt and
+        # cancels what has not started (a launch no one asked for any more).
+        stopping = threading.Event()
+
         def one(op: Op) -> Any:
+            if stopping.is_set():
+                return None  # never started: the interrupt propagates from another
             try:
                 return self._run(op)
             except Exception as exc:  # noqa: BLE001 - handed back to the operation
                 return exc
+            except BaseException:
+                stopping.set()
+                raise
 
         pool = ThreadPoolExecutor(max_workers=max(1, min(item.limit, len(item.ops))),
                                   thread_name_prefix="gpucloud-launch")
@@ -80,6 +91,7 @@ class ThreadedRunner:
             for future in as_completed(futures):
                 future.result()  # re-raises what one() does not catch (an interrupt)
         except BaseException:
+            stopping.set()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown()
