@@ -137,13 +137,10 @@ def check_image(path: Path, value: Any) -> str:
     return value.strip()
 
 
-def source(config: Any = None, version: Optional[str] = None) -> InstallSource:
-    """The install source from config.toml's [remote] (loaded when not given);
-    the default is ``gpucloud==<version>`` (this installed version) from the index."""
-    if config is None:
-        from .config import load_config
-
-        config = load_config()
+def source(config: Any, version: Optional[str] = None) -> InstallSource:
+    """The install source from a loaded config.toml's [remote] (config.py reads
+    and checks the section with the functions above); the default is
+    ``gpucloud==<version>`` (this installed version) from the index."""
     if version is None:
         from . import __version__ as version
     install, image = config.remote_install, config.remote_image

@@ -178,10 +178,11 @@ def _add(n: int, url: str, gpu: str, count: int, provider: Optional[str],
     from ..client import Client
     from ..queue import provision
     from .. import remote_install
+    from ..config import load_config
     from .app import fail
     from .instance_cmds import _confirm, _hourly, _interrupted, plan_text
 
-    source = remote_install.source()
+    source = remote_install.source(load_config())
     spec = provision.worker_spec(queue, gpu=gpu, count=count, provider=provider, region=region,
                                  auto_shutdown=auto_shutdown, idle=idle, image=image,
                                  secrets=secrets, source=source)

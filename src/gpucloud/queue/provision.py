@@ -41,8 +41,9 @@ def worker_spec(queue: str, *, gpu: str, count: int = 1, provider: Optional[str]
     submitting environment the tasks need (e.g. HF_TOKEN), passed as secrets;
     ``source``: where gpucloud comes from (default: config.toml's [remote])."""
     from .. import remote_install
+    from ..config import load_config
 
-    source = source or remote_install.source()
+    source = source or remote_install.source(load_config())
     worker = ["gpucloud", "worker", "--queue", queue, "--idle", idle]
     image, holds_gpucloud = worker_image(image, source)
     command = worker if holds_gpucloud else [
