@@ -39,7 +39,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run(sys.executable, "-m", "venv", home)
     # The fresh venv sees the test environment's packages (httpx, typer, ...)
     # after its own: gpucloud itself must come from the wheel.
-    [own] = home.glob("lib/python*/site-packages") or home.glob("Lib/site-packages")
+    [own] = list(home.glob("lib/python*/site-packages"))
     (own / "test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     run(home / "bin" / "python", "-m", "pip", "install", "--no-index", "--no-deps", wheel,
         env=offline)
