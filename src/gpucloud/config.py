@@ -17,6 +17,10 @@ config.toml:
 
     [budget]
     monthly = "5000"                   # USD per calendar month (UTC); budget.py
+
+    [remote]                           # where gpucloud comes from on machines
+    install = "gpucloud==0.1.0"        # that run it unattended; remote_install.py
+    image = "ghcr.io/you/gpucloud:0.1.0"
 """
 
 from __future__ import annotations
@@ -87,6 +91,8 @@ class Config:
     sandbox: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
     budget_monthly: Decimal | None = None  # USD; None: no monthly budget
+    remote_install: str | None = None  # [remote] install; None: this version from the index
+    remote_image: str | None = None  # [remote] image: a container image holding gpucloud
 
 
 def load_config(path: Path | None = None) -> Config:
@@ -123,9 +129,28 @@ def load_config(path: Path | None = None) -> Config:
     if auto_shutdown is not None and not isinstance(auto_shutdown, str):
         raise ConfigurationError(f"{path}: defaults.auto_shutdown must be a duration string",
                                  hint='e.g. auto_shutdown = "8h"')
+    remote_install, remote_image = _remote(path, data)
     return Config(path=path, providers=tuple(providers) if providers is not None else None,
                   auto_shutdown=auto_shutdown, sandbox=dict(sandbox), raw=data,
-                  budget_monthly=_budget(path, data))
+                  budget_monthly=_budget(path, data), remote_install=remote_install,
+                  remote_image=remote_image)
+
+
+def _remote(path: Path, data: dict[str, Any]) -> tuple[str | None, str | None]:
+    """[remote] install / image: see remote_install.py for the accepted forms."""
+    from . import remote_install
+
+    section = data.get("remote", {})
+    if not isinstance(section, dict):
+        raise ConfigurationError(f"{path}: [remote] must be a table",
+                                 hint='write it as a [remote] section: install = "gpucloud==0.1.0"')
+    unknown = sorted(set(section) - {"install", "image"})
+    if unknown:
+        raise ConfigurationError(f"{path}: unknown key remote.{unknown[0]}",
+                                 hint="the [remote] section knows install and image")
+    install, image = section.get("install"), section.get("image")
+    return (None if install is None else remote_install.check_install(path, install),
+            None if image is None else remote_install.check_image(path, image))
 
 
 def _budget(path: Path, data: dict[str, Any]) -> Decimal | None:

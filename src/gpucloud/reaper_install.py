@@ -5,25 +5,40 @@ cluster, so deadlines hold while the laptop that created the machines sleeps.
 No secret is ever written into them: systemd reads the keys from an
 environment file the user fills in (mode 600), the CronJob from a Secret the
 user creates; the files only name the variables.
+
+Both get gpucloud from the one install source (remote_install): the service
+installs it into a virtual environment of its own before its first run (again
+only when the source changes), so it does not depend on whichever environment
+ran ``reap --install``; the CronJob runs ``[remote] image`` when set, else a
+stock Python image that pip-installs the source at start.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from .remote_install import InstallSource, yaml_string
 
 SERVICE = "gpucloud-reap.service"
 TIMER = "gpucloud-reap.timer"
 CRONJOB = "gpucloud-reaper-cronjob.yaml"
 ENV_FILE = "reaper.env"
 SECRET = "gpucloud-reaper-credentials"
-# The image the CronJob runs: a stock Python image installs gpucloud at start,
-# so nothing has to be built or pushed first (replace with your own image to
-# skip the install on every run).
+# The image the CronJob runs without [remote] image: a stock Python image
+# installs gpucloud at start, so nothing has to be built or pushed first
+# ([remote] image skips the install on every run).
 IMAGE = "python:3.11-slim"
+VENV = "reaper-venv"  # in the data directory: the service's own gpucloud
+# The service's ExecStartPre, run by sh with $1 = the venv, $2 = the source:
+# (re)installs only when the source differs from the one last installed.
+ENSURE_VENV = ('[ "$(cat "$1/gpucloud-source" 2>/dev/null)" = "$2" ] && exit 0; '
+               'python3 -m venv "$1" && '
+               '"$1/bin/pip" install --quiet --disable-pip-version-check --upgrade "$2" && '
+               'echo "$2" >"$1/gpucloud-source"')
 
 
 @dataclass(frozen=True)
@@ -41,12 +56,28 @@ def unit_dir() -> Path:
     return Path(base) / "systemd" / "user"
 
 
-def render(variables: list[str], version: str) -> InstallFiles:
+_PLAIN = re.compile(r"[A-Za-z0-9_./=+:,@-]+")
+
+
+def systemd_arg(text: str) -> str:
+    """One word of a unit's command line, as systemd.service(5) parses it:
+    quoted, with C-style escapes, "$$" for "$" and "%%" for "%" (single quotes
+    when nothing needs a backslash, which keeps the shell script readable)."""
+    if _PLAIN.fullmatch(text):
+        return text
+    text = text.replace("%", "%%").replace("$", "$$")
+    if "'" not in text and "\\" not in text:
+        return f"'{text}'"
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def render(variables: list[str], source: InstallSource) -> InstallFiles:
     """The files, for the providers whose credential variables are given."""
     from . import config
 
     env_file = config.config_dir() / ENV_FILE
-    command = [sys.executable, "-m", "gpucloud", "reap"]
+    venv = config.data_dir() / VENV
+    ensure = ["/bin/sh", "-c", ENSURE_VENV, "gpucloud-reap", str(venv), source.requirement]
     home = os.environ.get("GPUCLOUD_HOME")
     environment = f"Environment=GPUCLOUD_HOME={shlex.quote(home)}\n" if home else ""
     service = (
@@ -56,7 +87,9 @@ def render(variables: list[str], version: str) -> InstallFiles:
         "[Service]\nType=oneshot\n"
         f"{environment}"
         f"EnvironmentFile={env_file}\n"
-        f"ExecStart={shlex.join(command)}\n"
+        f"# gpucloud from {source.requirement}, into a virtual environment of its own\n"
+        f"ExecStartPre={' '.join(systemd_arg(a) for a in ensure)}\n"
+        f"ExecStart={systemd_arg(str(venv / 'bin' / 'gpucloud'))} reap\n"
     )
     timer = (
         "[Unit]\nDescription=Run the gpucloud reaper every minute\n\n"
@@ -87,15 +120,25 @@ def render(variables: list[str], version: str) -> InstallFiles:
         "  jobTemplate:\n    spec:\n      backoffLimit: 0\n      activeDeadlineSeconds: 300\n"
         "      template:\n        spec:\n          restartPolicy: Never\n"
         "          containers:\n          - name: reaper\n"
-        f"            image: {IMAGE}\n"
-        '            command: ["sh", "-c"]\n'
-        f'            args: ["pip install --quiet gpucloud=={version} && gpucloud reap"]\n'
+        + _container(source) +
         "            env:\n"
         "            - name: GPUCLOUD_HOME\n              value: /tmp/gpucloud\n"
         + env_refs
     )
     return InstallFiles(service=service, timer=timer, env_template=env_template,
                         cronjob=cronjob, env_file=env_file, unit_dir=unit_dir())
+
+
+def _container(source: InstallSource) -> str:
+    """The CronJob container's image and command: [remote] image runs gpucloud
+    as it is; else the stock image pip-installs the source first."""
+    if source.image:
+        return (f"            image: {yaml_string(source.image)}\n"
+                '            command: ["gpucloud"]\n            args: ["reap"]\n')
+    run = f"{source.pip_shell()} && exec gpucloud reap"
+    return (f"            image: {IMAGE}\n"
+            '            command: ["sh", "-c"]\n'
+            f"            args: [{yaml_string(run)}]\n")
 
 
 def write(files: InstallFiles, cronjob_dir: Path) -> list[Path]:

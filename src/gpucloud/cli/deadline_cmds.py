@@ -102,7 +102,8 @@ def _report_text(report: Any) -> None:
 
 
 def _install(json_output: bool, write: bool) -> None:
-    from .. import __version__, reaper_install
+    from .. import reaper_install, remote_install
+    from ..config import load_config
     from ..client import Client
     from ..credentials import env_vars
 
@@ -112,7 +113,8 @@ def _install(json_output: bool, write: bool) -> None:
     variables: list[str] = []
     for status in chosen:
         variables.extend(env_vars(status.name, client._ctx.auth_kind(status.name)))
-    files = reaper_install.render(variables, __version__)
+    source = remote_install.source(load_config())
+    files = reaper_install.render(variables, source)
     written = reaper_install.write(files, Path.cwd()) if write else []
     if json_output:
         output.emit_json({"systemd": {"service": files.service, "timer": files.timer,
@@ -120,8 +122,15 @@ def _install(json_output: bool, write: bool) -> None:
                                       "environment_template": files.env_template,
                                       "unit_dir": str(files.unit_dir)},
                           "kubernetes_cronjob": files.cronjob,
-                          "written": [str(p) for p in written]})
+                          "written": [str(p) for p in written],
+                          "install_source": source.as_json()})
         return
+    output.err(f"gpucloud will be installed on the machine from: {source.describe()}"
+               + (f"; the CronJob runs the image {source.image} ([remote] image)"
+                  if source.image else ""))
+    caveat = source.caveat()
+    if caveat:
+        output.warn(caveat)
     if write:
         for path in written:
             output.out(f"wrote {path}")

@@ -134,7 +134,8 @@ def add_workers(
                              help="A worker exits, and its machine ends, after this long idle."),
     image: Optional[str] = typer.Option(
         None, "--image", metavar="IMAGE",
-        help="The workers' image; tasks' commands run inside it (default: a PyTorch CUDA image)."),
+        help="The workers' image; tasks' commands run inside it (default: [remote] image of "
+             "config.toml, else a PyTorch CUDA image; gpucloud is then pip-installed)."),
     secret: list[str] = typer.Option(
         [], "--secret", metavar="NAME",
         help="An environment variable the tasks need (e.g. HF_TOKEN), sent to the machines "
@@ -176,15 +177,21 @@ def _add(n: int, url: str, gpu: str, count: int, provider: Optional[str],
          json_output: bool) -> None:
     from ..client import Client
     from ..queue import provision
+    from .. import remote_install
+    from ..config import load_config
     from .app import fail
     from .instance_cmds import _confirm, _hourly, _interrupted, plan_text
 
+    source = remote_install.source(load_config())
     spec = provision.worker_spec(queue, gpu=gpu, count=count, provider=provider, region=region,
-                                 auto_shutdown=auto_shutdown, idle=idle,
-                                 image=image or provision.DEFAULT_IMAGE, secrets=secrets)
+                                 auto_shutdown=auto_shutdown, idle=idle, image=image,
+                                 secrets=secrets, source=source)
+    from_image = provision.worker_image(image, source)[1]
     warnings = [] if url.startswith("rediss://") else [
         "the Redis URL is redis:// (no TLS): the password crosses the network in clear; "
         "use rediss:// for workers outside your network"]
+    caveat = None if from_image else source.caveat()
+    warnings += [caveat] if caveat else []
     client = Client()
     one, shown = provision.plan_workers(client, spec, n)
     where = shown_url(url)
@@ -194,9 +201,13 @@ def _add(n: int, url: str, gpu: str, count: int, provider: Optional[str],
         output.out(f"{n} worker(s) for queue {queue} ({where}): gpucloud worker on "
                    f"{count} x {spec.resources.gpu} each, image {spec.image}; each ends after "
                    f"{idle} idle, at {auto_shutdown} at the latest")
+        output.out(f"gpucloud will run on the machine from the image {source.image} "
+                   "([remote] image in config.toml)" if from_image else
+                   f"gpucloud will be installed on the machine from: {source.describe()}")
         output.out(plan_text(shown))
     base = {"queue": queue, "redis": where, "job": spec.model_dump(mode="json"),
-            "plan": output.dump(shown), "warnings": [*warnings, *client.warnings]}
+            "plan": output.dump(shown), "warnings": [*warnings, *client.warnings],
+            "install_source": {**source.as_json(), "image_used": from_image}}
     if dry_run:
         if json_output:
             output.emit_json({**base, "dry_run": True})

@@ -1,5 +1,8 @@
 """Provisioned workers: N GPU machines, each a gpucloud job whose command
-installs gpucloud (this version) and runs ``gpucloud worker``.
+installs gpucloud from the install source (remote_install: config.toml's
+[remote], by default this version from the package index) and runs
+``gpucloud worker``; with ``[remote] image`` and no ``--image`` the job runs
+that image, which already holds gpucloud, and installs nothing.
 
 The job ends when its worker exits idle, and the machine ends with the job
 (the runner's end action per provider: power off, stop the pod, destroy the
@@ -20,9 +23,9 @@ import re
 import shlex
 from typing import Any, Optional
 
-from .. import __version__
 from ..errors import ConfigurationError, GpuCloudError, SpecError
 from ..jobspec import JobSpec, from_any
+from ..remote_install import InstallSource
 
 REDIS_ENV = "GPUCLOUD_REDIS_URL"
 DEFAULT_IMAGE = "pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime"
@@ -31,20 +34,37 @@ MAX_WORKERS = 64
 
 def worker_spec(queue: str, *, gpu: str, count: int = 1, provider: Optional[str] = None,
                 region: Optional[str] = None, auto_shutdown: str = "12h", idle: str = "10m",
-                image: str = DEFAULT_IMAGE, spot: bool = False,
-                secrets: tuple[str, ...] = (), version: str = __version__) -> JobSpec:
+                image: Optional[str] = None, spot: bool = False,
+                secrets: tuple[str, ...] = (), source: Optional[InstallSource] = None
+                ) -> JobSpec:
     """The job each worker machine runs; ``secrets``: names of variables of the
-    submitting environment the tasks need (e.g. HF_TOKEN), passed as secrets."""
-    install = f"pip install --no-cache-dir --quiet {shlex.quote(f'gpucloud=={version}')}"
-    run = f"exec gpucloud worker --queue {shlex.quote(queue)} --idle {shlex.quote(idle)}"
+    submitting environment the tasks need (e.g. HF_TOKEN), passed as secrets;
+    ``source``: where gpucloud comes from (default: config.toml's [remote])."""
+    from .. import remote_install
+    from ..config import load_config
+
+    source = source or remote_install.source(load_config())
+    worker = ["gpucloud", "worker", "--queue", queue, "--idle", idle]
+    image, holds_gpucloud = worker_image(image, source)
+    command = worker if holds_gpucloud else [
+        "sh", "-c", f"{source.pip_shell()} && exec {shlex.join(worker)}"]
     name = "gq-worker-" + (re.sub(r"[^a-z0-9]+", "-", queue.lower()).strip("-") or "queue")
     # from_any: a bad --gpu, --auto-shutdown or --secret is a SpecError (exit 2).
     return from_any({
         "name": name[:63].rstrip("-"), "image": image,
-        "command": ["sh", "-c", f"{install} && {run}"],
+        "command": command,
         "secrets": {REDIS_ENV: {"env": REDIS_ENV}, **{s: {"env": s} for s in secrets}},
         "resources": {"gpu": gpu, "gpu_count": count},
         "provider": provider, "region": region, "max_runtime": auto_shutdown, "spot": spot})
+
+
+def worker_image(image: Optional[str], source: InstallSource) -> tuple[str, bool]:
+    """(the workers' image, whether it holds gpucloud already): ``--image`` when
+    given (gpucloud is pip-installed into it), else ``[remote] image``, else the
+    default CUDA image (pip-installed too)."""
+    if image is None and source.image:
+        return source.image, True
+    return image or DEFAULT_IMAGE, False
 
 
 def check_redis_url(url: Optional[str]) -> str:
