@@ -173,13 +173,14 @@ def test_list_in_a_process_leaves_out_what_ended_long_ago_and_shows_its_cost(mon
     assert all(i["terminated_at"].endswith("Z") for i in data)
 
 
-def test_list_filters_by_status_repeated_or_comma_separated():
+def test_list_filters_by_status_one_or_a_comma_separated_list():
     running, stopped = create(), create()
     assert invoke("stop", stopped["ref"]).exit_code == 0
     assert refs("--status", "stopped") == {stopped["ref"]}
     assert refs("--status", "running") == {running["ref"]}
-    assert refs("--status", "running", "--status", "stopped") == {running["ref"], stopped["ref"]}
     assert refs("--status", "running,stopped") == {running["ref"], stopped["ref"]}
+    assert refs("--status", "Running, stopped") == {running["ref"], stopped["ref"]}
+    assert refs("--status", "terminated") == set()
 
 
 def test_an_unknown_status_is_exit_2_with_the_valid_list():

@@ -152,9 +152,11 @@ def list_(
     provider: Optional[str] = params.PROVIDER,
     show_all: bool = typer.Option(False, "--all", "-a",
                                   help="Also machines terminated over 10 minutes ago."),
-    status: Optional[List[str]] = typer.Option(
-        None, "--status", metavar="STATUS",
-        help="Only machines in this status (repeat or comma-separate): pending, running, "
+    # One comma-separated value, not a repeatable option: typer converts a list
+    # option through its pydantic layer, which `list` must not pay for at start-up.
+    status: Optional[str] = typer.Option(
+        None, "--status", metavar="STATUS[,STATUS]",
+        help="Only machines in these statuses, comma-separated: pending, running, "
              "stopping, stopped, terminating, terminated, failed, unknown."),
     json_output: bool = params.JSON,
 ) -> None:
@@ -165,7 +167,7 @@ def list_(
     from ..client import Client
 
     client = Client()
-    instances = client.list(provider=provider, all=show_all, status=status or None)
+    instances = client.list(provider=provider, all=show_all, status=status)
     if json_output:
         output.emit_json({"instances": [output.dump(i) for i in instances],
                           "warnings": client.warnings})

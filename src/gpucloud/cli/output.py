@@ -213,7 +213,7 @@ def offers_table(groups: Sequence[tuple[Any, list[str]]], width: int | None = No
             else f"price sources: {', '.join(sources)} (--json gives each row's)")
     import textwrap
 
-    return "\n".join([text, *textwrap.wrap(said, limit, break_on_hyphens=False)])
+    return "\n".join([text, *textwrap.wrap(said, limit or len(said), break_on_hyphens=False)])
 
 
 def estimate_text(estimate: Any) -> str:
