@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 import httpx
@@ -76,8 +76,6 @@ def backdate(ref, event, by):
     with sqlite3.connect(state_db_path()) as db:
         (at,) = db.execute("SELECT at FROM ledger WHERE provider = ? AND instance_id = ? AND"
                            " event = ?", (provider, ident, event)).fetchone()
-        from datetime import datetime
-
         moved = (datetime.fromisoformat(at) - by).isoformat()
         db.execute("UPDATE ledger SET at = ? WHERE provider = ? AND instance_id = ? AND"
                    " event = ?", (moved, provider, ident, event))

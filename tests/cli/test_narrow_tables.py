@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -84,7 +85,7 @@ def test_list_keeps_ref_status_gpus_price_left_and_cost_whole(machines, width):
         assert row["STATUS"] == machine["status"]
         assert row["GPUS"] == f"{machine['gpu_count']}x {machine['gpu']}"
         ended = machine["status"] == "terminated"
-        assert row["$/HOUR"] == ("-" if ended else output.usd(output.Decimal(
+        assert row["$/HOUR"] == ("-" if ended else output.usd(Decimal(
             machine["price_per_hour"])))
         assert re.fullmatch(r"-|\d+h\d\dm|\d+m", row["LEFT"]), row
         assert re.fullmatch(r"\$\d+\.\d\d", row["COST"]), row
