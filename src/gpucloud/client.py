@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from ._http import AsyncSession, Session
     from .adapters.kubernetes._tokens import ServiceAccountToken
 
-from .sdk_types import Deadline, Duration, Hours, Money, Ref, Status
+from .sdk_types import Deadline, Duration, Hours, Money, Ref, Status, StatusFilter
 
 
 class _Base:
@@ -173,9 +173,14 @@ class Client(ThreadedRunner, _Base, JobMethods, SafetyMethods, ExecMethods, Batc
         instance: Instance = made[0]
         return instance
 
-    def list(self, provider: str | None = None) -> list[Instance]:
-        """Machines on every provider in scope (one provider's failure is a warning)."""
-        result: list[Instance] = self._run(self._engine.list(provider))
+    def list(self, provider: str | None = None, *, all: bool = False,
+             status: StatusFilter | None = None) -> list[Instance]:
+        """Machines on every provider in scope (one provider's failure is a warning).
+        Machines terminated over 10 minutes ago are left out unless `all=True`;
+        `status` ("running", "running,stopped", or a list) keeps only those, ended
+        long ago or not. A terminated machine carries `terminated_at` and
+        `final_cost` from the cost ledger."""
+        result: list[Instance] = self._run(self._engine.listing(provider, all, status))
         return result
 
     def get(self, ref: Ref) -> Instance:
@@ -185,6 +190,17 @@ class Client(ThreadedRunner, _Base, JobMethods, SafetyMethods, ExecMethods, Batc
     def delete(self, ref: Ref) -> None:
         """Terminate a machine; its disk is gone for good."""
         self._run(self._engine.delete(ref))
+
+    def delete_all(self, provider: str | None = None, *, name_prefix: str | None = None,
+                   dry_run: bool = False) -> builtins.list[Instance]:
+        """Terminate every machine gpucloud made that is still up, on `provider` (else
+        every provider in scope), named `name_prefix`... if given; machines it did not
+        make are never touched. Returns those deleted (with `dry_run`: those it would
+        delete). One failure does not stop the others: the first error is raised once
+        all were tried, its `instances` the machines still up."""
+        result: builtins.list[Instance] = self._run(
+            self._engine.delete_all(provider, name_prefix, dry_run))
+        return result
 
     def kubernetes_token(self, service_account: str, *, namespace: str | None = None,
                          ttl: Duration = "1h",
@@ -282,8 +298,9 @@ class AsyncClient(AsyncRunner, _Base, AsyncJobMethods, AsyncSafetyMethods, Async
         instance: Instance = made[0]
         return instance
 
-    async def list(self, provider: str | None = None) -> list[Instance]:
-        result: list[Instance] = await self._run(self._engine.list(provider))
+    async def list(self, provider: str | None = None, *, all: bool = False,
+                   status: StatusFilter | None = None) -> list[Instance]:
+        result: list[Instance] = await self._run(self._engine.listing(provider, all, status))
         return result
 
     async def get(self, ref: Ref) -> Instance:
@@ -292,6 +309,12 @@ class AsyncClient(AsyncRunner, _Base, AsyncJobMethods, AsyncSafetyMethods, Async
 
     async def delete(self, ref: Ref) -> None:
         await self._run(self._engine.delete(ref))
+
+    async def delete_all(self, provider: str | None = None, *, name_prefix: str | None = None,
+                         dry_run: bool = False) -> builtins.list[Instance]:
+        result: builtins.list[Instance] = await self._run(
+            self._engine.delete_all(provider, name_prefix, dry_run))
+        return result
 
     async def kubernetes_token(self, service_account: str, *, namespace: str | None = None,
                                ttl: Duration = "1h",

@@ -137,6 +137,21 @@ class Engine(OfferOps):
                           self.ctx, out, whole)
         return out
 
+    def listing(self, provider: str | None = None, all: bool = False,
+                status: Any = None) -> Op:
+        """list, as people read it: without long-terminated machines (housekeeping.py)."""
+        from . import housekeeping
+
+        return (yield from housekeeping.listing(self, provider, all, status))
+
+    def delete_all(self, provider: str | None = None, name_prefix: str | None = None,
+                   dry_run: bool = False) -> Op:
+        from . import housekeeping
+
+        if dry_run:
+            return (yield from housekeeping.deletable(self, provider, name_prefix))
+        return (yield from housekeeping.delete_all(self, provider, name_prefix))
+
     # builtins.list: inside this class `list` is the operation below (mypy reads it so).
     def _known_deadlines(self, provider: str, instances: builtins.list[Instance]
                          ) -> builtins.list[Instance]:

@@ -144,6 +144,24 @@ class Ledger:
         with self._db() as db:
             return _latest(db, set(machines))
 
+    def history(self, machines: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[Row]]:
+        """Every row of each of `machines`, in order (through the machine index)."""
+        by_provider: dict[str, list[str]] = {}
+        for provider, instance_id in set(machines):
+            by_provider.setdefault(provider, []).append(instance_id)
+        out: dict[tuple[str, str], list[Row]] = {}
+        with self._db() as db:
+            for provider, ids in by_provider.items():
+                for start in range(0, len(ids), CHUNK):
+                    part = ids[start:start + CHUNK]
+                    for values in db.execute(
+                            f"SELECT {', '.join(_COLUMNS)} FROM ledger WHERE provider = ? AND"
+                            f" instance_id IN ({', '.join('?' for _ in part)})"
+                            " ORDER BY instance_id, at, seq", (provider, *part)):
+                        row = _row(values)
+                        out.setdefault((row.provider, row.instance_id), []).append(row)
+        return out
+
     def rows(self, before: datetime | None = None) -> list[Row]:
         """Every row (before a moment), per machine in order."""
         where, args = ("WHERE at < ?", (before.isoformat(),)) if before else ("", ())

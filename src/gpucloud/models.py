@@ -246,6 +246,11 @@ class Instance(_Model):
     simulated: bool = False
     # None while the provider has not assigned an address yet (pending).
     connection: Connection | None = None
+    # A terminated machine, from this computer's cost ledger (filled in by
+    # Client.list): when it ended and what it cost from start to end. None when
+    # the machine is still up or the ledger never saw it run.
+    terminated_at: datetime | None = None
+    final_cost: Decimal | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -150,13 +150,24 @@ def create(
 @app.command("list")
 def list_(
     provider: Optional[str] = params.PROVIDER,
+    show_all: bool = typer.Option(False, "--all", "-a",
+                                  help="Also machines terminated over 10 minutes ago."),
+    # One comma-separated value, not a repeatable option: typer converts a list
+    # option through its pydantic layer, which `list` must not pay for at start-up.
+    status: Optional[str] = typer.Option(
+        None, "--status", metavar="STATUS[,STATUS]",
+        help="Only machines in these statuses, comma-separated: pending, running, "
+             "stopping, stopped, terminating, terminated, failed, unknown."),
     json_output: bool = params.JSON,
 ) -> None:
-    """List machines on every provider with credentials."""
+    """List machines on every provider with credentials.
+
+    Machines terminated over 10 minutes ago are left out unless --all or --status.
+    """
     from ..client import Client
 
     client = Client()
-    instances = client.list(provider=provider)
+    instances = client.list(provider=provider, all=show_all, status=status)
     if json_output:
         output.emit_json({"instances": [output.dump(i) for i in instances],
                           "warnings": client.warnings})
@@ -191,9 +202,16 @@ def get(
 
 @app.command()
 def delete(
-    refs: List[str] = typer.Argument(..., metavar="REF",
-                                     help="Each machine to delete: provider/id, name or id "
-                                          "prefix."),
+    refs: Optional[List[str]] = typer.Argument(
+        None, metavar="REF", help="Each machine to delete: provider/id, name or id prefix."),
+    every: bool = typer.Option(False, "--all",
+                               help="Every machine gpucloud made that is still up (with "
+                                    "--provider, --name-prefix: those only)."),
+    provider: Optional[str] = typer.Option(None, "--provider", "-p", metavar="PROVIDER",
+                                           help="With --all: only this provider."),
+    name_prefix: Optional[str] = typer.Option(None, "--name-prefix", metavar="PREFIX",
+                                              help="With --all: only machines whose name "
+                                                   "starts with PREFIX."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     json_output: bool = params.JSON,
 ) -> None:
@@ -201,12 +219,23 @@ def delete(
     from ..client import Client
     from ..errors import GpuCloudError, exit_code_for
 
+    if every == bool(refs) or (not every and (provider or name_prefix is not None)):
+        fail(2, "usage", "give machines (REF ...) or --all, not both"
+             if every else "name the machines to delete, or pass --all"
+             if not refs else "--provider and --name-prefix go with --all",
+             "gpucloud delete REF ... | gpucloud delete --all [--provider P] "
+             "[--name-prefix X]", json_output)
     client = Client()
-    # Every name is resolved before anything is asked or deleted: an ambiguous
-    # or unknown one (exit 2 / 5) deletes nothing, not just the refs before it.
-    named = _refs_of(client, refs)
-    shown = ", ".join(ref if typed == ref else f"{ref} ({typed})" for ref, typed in named.items())
-    _confirm(f"Delete {shown}? This cannot be undone.", yes, json_output, "deleting machines")
+    if every:
+        named = _everything(client, provider, name_prefix, yes, json_output)
+    else:
+        # Every name is resolved before anything is asked or deleted: an ambiguous
+        # or unknown one (exit 2 / 5) deletes nothing, not just the refs before it.
+        named = _refs_of(client, refs or [])
+        shown = ", ".join(ref if typed == ref else f"{ref} ({typed})"
+                          for ref, typed in named.items())
+        _confirm(f"Delete {shown}? This cannot be undone.", yes, json_output,
+                 "deleting machines")
     deleted: list[str] = []
     failures: list[tuple[str, GpuCloudError]] = []
     for ref in named:  # one failure must not leave the others running
@@ -235,6 +264,29 @@ def delete(
              {"deleted": deleted, "failed": failed, "warnings": warnings})
     if json_output:
         output.emit_json({"deleted": deleted, "failed": [], "warnings": warnings})
+
+
+def _everything(client: Any, provider: Optional[str], name_prefix: Optional[str], yes: bool,
+                as_json: bool) -> dict[str, str]:
+    """delete --all: the machines in scope, listed in the one confirmation.
+    Exactly those are deleted, not any made while the question was open."""
+    machines = client.delete_all(provider, name_prefix=name_prefix, dry_run=True)
+    if not machines:
+        if as_json:
+            output.emit_json({"deleted": [], "failed": [], "warnings": client.warnings})
+        else:
+            for warning in client.warnings:  # a provider not listed: it may have some
+                output.warn(warning)
+            output.err("no machines to delete" + (f" on {provider}" if provider else "")
+                       + (f" named {name_prefix}..." if name_prefix is not None else ""))
+        raise typer.Exit(0)
+    if not yes and not as_json:
+        for m in machines:
+            output.err(f"  {m.ref}  {m.name or '-'}  {m.status.value}  "
+                       f"{output.hourly(m)}/h")
+    _confirm(f"Delete these {len(machines)} machine(s)? This cannot be undone.", yes, as_json,
+             "deleting machines")
+    return {m.ref: m.ref for m in machines}
 
 
 def _refs_of(client: Any, refs: List[str]) -> dict[str, str]:

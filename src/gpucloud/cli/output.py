@@ -80,39 +80,40 @@ def terminal_width() -> int | None:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]],
-          shrink: Sequence[int] = (), keep: Sequence[int] = (), width: int | None = None) -> str:
+          shrink: Sequence[int] = (), keep: Sequence[int] = (), width: int | None = None,
+          drop: Sequence[int] = ()) -> str:
     """Aligned columns, two spaces apart, fitted to `width` (default: the
-    terminal's): the `shrink` columns (free text such as names) give way first,
-    then any column but the `keep` ones (what users copy, like a ref), all cut
-    with an ellipsis; a line that still does not fit is cut at the edge."""
+    terminal's) as columns.py lays them out: the `shrink` columns (free text
+    such as names) are cut first, then the `drop` columns are left out in that
+    order, then any column but the `keep` ones (what users copy, like a ref) is
+    cut, all with an ellipsis; a line that still does not fit is cut at the edge."""
+    return _fitted(headers, rows, shrink, keep, width, drop)[0]
+
+
+def _fitted(headers: Sequence[str], rows: Sequence[Sequence[Any]], shrink: Sequence[int],
+            keep: Sequence[int], width: int | None, drop: Sequence[int]) -> tuple[str, list[int]]:
+    """The table's text and the columns it shows."""
+    from .columns import layout
+
     cells = [[clean(h) for h in headers]] + [[clean(c) for c in r] for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    natural = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     limit = terminal_width() if width is None else width
-    if limit:
-        widths = _fit(widths, headers, shrink, keep, limit)
-    lines = ["  ".join(_cut(c, w).ljust(w) for c, w in zip(row, widths)).rstrip()
+    shown, widths = (layout(natural, headers, limit, shrink, keep, drop) if limit
+                     else (list(range(len(headers))), dict(enumerate(natural))))
+    lines = ["  ".join(_cut(row[i], widths[i]).ljust(widths[i]) for i in shown).rstrip()
              for row in cells]
     if limit:
         lines = [_cut(line, limit) for line in lines]
-    return "\n".join(lines)
+    return "\n".join(lines), shown
 
 
-def _fit(widths: list[int], headers: Sequence[str], shrink: Sequence[int],
-         keep: Sequence[int], limit: int) -> list[int]:
-    widths = list(widths)
-    gaps = 2 * (len(widths) - 1)
-    # First the free-text columns, down to their header (at least 8 wide); then
-    # the others but `keep`, down to their header.
-    others = [i for i in range(len(widths)) if i not in keep]
-    for columns, floor in ((shrink, 8), (others, 0)):
-        floors = {i: max(len(headers[i]), min(floor, widths[i])) for i in columns}
-        while sum(widths) + gaps > limit:
-            candidates = [i for i in columns if widths[i] > floors[i]]
-            if not candidates:
-                break
-            widest = max(candidates, key=lambda i: widths[i])
-            widths[widest] -= 1
-    return widths
+def fits(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int | None) -> bool:
+    """Whether every column fits whole in `width` (None: no limit)."""
+    if not width:
+        return True
+    cells = [list(map(clean, headers))] + [[clean(c) for c in r] for r in rows]
+    natural = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return sum(natural) + 2 * (len(natural) - 1) <= width
 
 
 def _cut(text: str, width: int) -> str:
@@ -193,13 +194,26 @@ def unknown_price_note(offers: Sequence[Any]) -> str | None:
     return "; ".join(parts) + ". These offers come after every fully priced one."
 
 
-def offers_table(groups: Sequence[tuple[Any, list[str]]]) -> str:
-    return table(
+def offers_table(groups: Sequence[tuple[Any, list[str]]], width: int | None = None) -> str:
+    """At a width the instance type (what `create` launches) and the price stay
+    whole: the region list is cut first, then PRICE SOURCE and REGIONS are left
+    out (a line under the table then names the price sources), then the
+    provider, GPUs and availability are cut."""
+    limit = terminal_width() if width is None else width
+    text, shown = _fitted(
         ["PROVIDER", "INSTANCE TYPE", "GPUS", "$/HOUR", "AVAILABLE", "REGIONS", "PRICE SOURCE"],
         [[o.provider, o.instance_type, f"{o.gpu_count}x {o.gpu}", offer_price(o),
           availability(o), regions[0] + (f" +{len(regions) - 1}" if len(regions) > 1 else ""),
           offer_source(o)] for o, regions in groups],
-        shrink=(1, 5))
+        shrink=(5,), keep=(1, 3), width=limit or 0, drop=(6, 5))
+    if 6 in shown or not groups:
+        return text
+    sources = list(dict.fromkeys(offer_source(o) for o, _ in groups))
+    said = (f"price source: {sources[0]}" if len(sources) == 1
+            else f"price sources: {', '.join(sources)} (--json gives each row's)")
+    import textwrap
+
+    return "\n".join([text, *textwrap.wrap(said, limit or len(said), break_on_hyphens=False)])
 
 
 def estimate_text(estimate: Any) -> str:
@@ -293,16 +307,39 @@ def hourly(i: Any) -> str:
     return "-" if _ended(i) else usd(i.price_per_hour)
 
 
-def instances_table(instances: Sequence[Any], now: datetime | None = None) -> str:
+# `list` at a width: what a reader acts on stays whole; the rest is left out,
+# least useful first (columns.py). LAUNCH ID only matters to reconcile, IP to
+# ssh (which takes the ref), AGE says less than LEFT and COST, the ref names a
+# machine as well as its NAME, LEFT says what DEADLINE does, REGION last.
+INSTANCE_HEADERS = ("REF", "NAME", "STATUS", "GPUS", "REGION", "$/HOUR", "AGE", "DEADLINE",
+                    "LEFT", "COST", "IP", "LAUNCH ID")
+_INSTANCE_KEEP = (0, 2, 3, 5, 8, 9)
+_INSTANCE_DROP = (11, 10, 6, 1, 7, 4)
+SIMULATED_MARK, SIMULATED_SHORT = " (simulated)", " (sim)"
+
+
+def cost(i: Any, now: datetime | None = None) -> Decimal | None:
+    """A machine still up: its cost so far; a terminated one: what it cost in
+    all, as the cost ledger has it (None when the ledger does not know)."""
+    return getattr(i, "final_cost", None) if _ended(i) else cost_so_far(i, now)
+
+
+def instances_table(instances: Sequence[Any], now: datetime | None = None,
+                    width: int | None = None) -> str:
     now = now or _now()
-    return table(
-        ["REF", "NAME", "STATUS", "GPUS", "REGION", "$/HOUR", "AGE", "DEADLINE", "LEFT",
-         "COST", "IP", "LAUNCH ID"],
-        [[i.ref + (" (simulated)" if i.simulated else ""), i.name or "-", i.status.value,
-          f"{i.gpu_count}x {i.gpu}" if i.gpu_count else (i.gpu or "-"), i.region or "-",
-          hourly(i), age(i, now) or "-", deadline(i) or "-", time_left(i, now) or "-",
-          usd(cost_so_far(i, now)), i.ip or "-", i.launch_id or "-"] for i in instances],
-        shrink=(1, 3, 4, 11), keep=(0,))
+    limit = terminal_width() if width is None else width
+
+    def rows(mark: str) -> list[list[Any]]:
+        return [[i.ref + (mark if i.simulated else ""), i.name or "-", i.status.value,
+                 f"{i.gpu_count}x {i.gpu}" if i.gpu_count else (i.gpu or "-"), i.region or "-",
+                 hourly(i), age(i, now) or "-", deadline(i) or "-", time_left(i, now) or "-",
+                 usd(cost(i, now)), i.ip or "-", i.launch_id or "-"] for i in instances]
+
+    found = rows(SIMULATED_MARK)
+    if not fits(INSTANCE_HEADERS, found, limit):
+        found = rows(SIMULATED_SHORT)
+    return table(INSTANCE_HEADERS, found, shrink=(1, 4), keep=_INSTANCE_KEEP,
+                 width=limit or 0, drop=_INSTANCE_DROP)
 
 
 def _ssh_endpoint(i: Any) -> str | None:
