@@ -137,6 +137,14 @@ class KubeEmulator:
             self._server.server_close()
             self._server = None
 
+    def admin_client(self) -> Any:
+        """An httpx.Client on the emulator as its administrator (tests of the
+        emulator itself: they talk to it without gpucloud in between)."""
+        import httpx
+
+        return httpx.Client(base_url=self.url, timeout=10,
+                            headers={"Authorization": f"Bearer {self.admin_token}"})
+
     def __enter__(self) -> KubeEmulator:
         return self.start()
 

@@ -63,8 +63,7 @@ def emu(clock):
 
 @pytest.fixture
 def api(emu):
-    with httpx.Client(base_url=emu.url, timeout=10,
-                      headers={"Authorization": f"Bearer {emu.admin_token}"}) as client:
+    with emu.admin_client() as client:
         yield client
 
 

@@ -5,7 +5,6 @@ propagationPolicy leaves behind (the REST default for Jobs is Orphan)."""
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
 from tests.k8s_emulator import FakeClock, Knobs, KubeEmulator
@@ -40,8 +39,7 @@ def emu(clock):
 
 @pytest.fixture
 def api(emu):
-    with httpx.Client(base_url=emu.url, timeout=10,
-                      headers={"Authorization": f"Bearer {emu.admin_token}"}) as client:
+    with emu.admin_client() as client:
         yield client
 
 
