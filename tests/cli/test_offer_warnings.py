@@ -41,6 +41,10 @@ def test_spot_on_a_provider_that_sells_none_is_a_usage_error(home):
         "hint: drop spot= (CLI --spot) for an on-demand machine, or pick a provider that "
         "sells spot: verda"]
     assert result.stdout == ""
+    # The README shows this very error under the offers example.
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "\n    gpucloud offers --gpu h100 --spot --provider lambda    # exit 2\n" + "".join(
+        f"    {line}\n" for line in result.stderr.splitlines()) in readme
 
 
 def test_spot_is_refused_the_same_with_the_providers_credentials(home):
