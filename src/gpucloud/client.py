@@ -44,6 +44,7 @@ from .ops import Op
 # reconcile modules are imported where used, so a catalog-only `gpucloud offers`
 # loads none of them.
 if TYPE_CHECKING:
+    from .catalog_gaps import CatalogGap
     from .catalog_offer import CatalogOffer
     from .models import (
         Attempt, AuthStatus, CostEstimate, Instance, Offer, Plan, ProviderStatus,
@@ -66,6 +67,12 @@ class _Base:
     def warnings(self) -> list[str]:
         """Non-fatal problems of the last call (a provider that could not be reached)."""
         return list(self._ctx.warnings)
+
+    @property
+    def catalog_gaps(self) -> list[CatalogGap]:
+        """The providers the bundled catalog had nothing for in the last offers,
+        estimate or plan (each is also one of `warnings`)."""
+        return list(self._ctx.catalog_gaps)
 
     @property
     def last_attempts(self) -> list[Attempt]:
@@ -153,11 +160,14 @@ class Client(ThreadedRunner, _Base, JobMethods, SafetyMethods, ExecMethods, Batc
     def plan(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
              region: str | None = None, disk_gb: int | None = None,
              auto_shutdown: Duration | None = None, max_cost: Money | None = None,
-             spot: bool = False, n: int = 1, until: Deadline | None = None) -> Plan:
-        """What create would do (offer, fallbacks, estimate, deadline); spends nothing."""
+             spot: bool = False, n: int = 1, until: Deadline | None = None,
+             dry_run: bool = False) -> Plan:
+        """What create would do (offer, fallbacks, estimate, deadline); spends nothing.
+        `dry_run`: a plan to look at only; with no credentials for any provider in
+        scope it is made from the bundled catalog (create refuses such a plan)."""
         result: Plan = self._run(self._engine.plan(gpu, count, provider, region, disk_gb,
                                                    auto_shutdown, max_cost, spot, n,
-                                                   until=until))
+                                                   until=until, dry_run=dry_run))
         return result
 
     def create(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
@@ -280,10 +290,11 @@ class AsyncClient(AsyncRunner, _Base, AsyncJobMethods, AsyncSafetyMethods, Async
     async def plan(self, gpu: str = "h100", count: int = 8, provider: str | None = None,
                    region: str | None = None, disk_gb: int | None = None,
                    auto_shutdown: Duration | None = None, max_cost: Money | None = None,
-                   spot: bool = False, n: int = 1, until: Deadline | None = None) -> Plan:
+                   spot: bool = False, n: int = 1, until: Deadline | None = None,
+                   dry_run: bool = False) -> Plan:
         result: Plan = await self._run(self._engine.plan(
             gpu, count, provider, region, disk_gb, auto_shutdown, max_cost, spot, n,
-            until=until))
+            until=until, dry_run=dry_run))
         return result
 
     async def create(self, gpu: str = "h100", count: int = 8, provider: str | None = None,

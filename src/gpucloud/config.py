@@ -10,6 +10,8 @@ config.toml:
     [defaults]
     providers = ["lambda", "runpod"]   # what Client() considers by default
     auto_shutdown = "8h"               # deadline of new machines unless given
+    quiet_missing = true               # CLI: do not say which providers the bundled
+                                       # catalog has nothing for (like --quiet)
 
     [sandbox]                          # knobs of the simulated cloud
     capacity = 4
@@ -93,6 +95,7 @@ class Config:
     budget_monthly: Decimal | None = None  # USD; None: no monthly budget
     remote_install: str | None = None  # [remote] install; None: this version from the index
     remote_image: str | None = None  # [remote] image: a container image holding gpucloud
+    quiet_missing: bool = False  # [defaults] quiet_missing: the CLI's --quiet by default
 
 
 def load_config(path: Path | None = None) -> Config:
@@ -129,11 +132,15 @@ def load_config(path: Path | None = None) -> Config:
     if auto_shutdown is not None and not isinstance(auto_shutdown, str):
         raise ConfigurationError(f"{path}: defaults.auto_shutdown must be a duration string",
                                  hint='e.g. auto_shutdown = "8h"')
+    quiet_missing = defaults.get("quiet_missing", False)
+    if not isinstance(quiet_missing, bool):
+        raise ConfigurationError(f"{path}: defaults.quiet_missing must be true or false",
+                                 hint="e.g. quiet_missing = true (no quotes)")
     remote_install, remote_image = _remote(path, data)
     return Config(path=path, providers=tuple(providers) if providers is not None else None,
                   auto_shutdown=auto_shutdown, sandbox=dict(sandbox), raw=data,
                   budget_monthly=_budget(path, data), remote_install=remote_install,
-                  remote_image=remote_image)
+                  remote_image=remote_image, quiet_missing=quiet_missing)
 
 
 def _remote(path: Path, data: dict[str, Any]) -> tuple[str | None, str | None]:

@@ -27,6 +27,7 @@ from .state import Journal
 
 if TYPE_CHECKING:  # pydantic is loaded by what builds these, not by the context
     from .adapters.base import Provider
+    from .catalog_gaps import CatalogGap
     from .models import Attempt, Instance, InstanceSpec, Offer, ProviderStatus
 
 DEFAULT_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_rsa.pub")
@@ -89,6 +90,9 @@ class ClientContext:
         self.warnings: list[str] = []
         # Why a provider in scope gave no live offers in the last offers() call.
         self.failures: dict[str, GpuCloudError] = {}
+        # Providers the bundled catalog had nothing for in the last offers() call
+        # (each is in `warnings` too); the CLI says them in one line.
+        self.catalog_gaps: list[CatalogGap] = []
         self.last_attempts: list[Attempt] = []
         # The last create's progress, readable after an interrupt: machines
         # that exist, and launches sent whose outcome is not known yet.

@@ -50,11 +50,11 @@ class Engine(OfferOps):
 
     def plan(self, gpu: str, count: int, provider: str | None = None, region: str | None = None,
              disk_gb: int | None = None, auto_shutdown: Any = None, max_cost: Any = None,
-             spot: bool = False, n: int = 1, *, until: Any = None) -> Op:
+             spot: bool = False, n: int = 1, *, until: Any = None, dry_run: bool = False) -> Op:
         from .planner import plan as make_plan
 
         return (yield from make_plan(self, gpu, count, provider, region, disk_gb, auto_shutdown,
-                                     max_cost, spot, n, until))
+                                     max_cost, spot, n, until, dry_run))
 
     def no_launchable(self, gpu: str, count: int, provider: str | None,
                       region: str | None) -> GpuCloudError:
@@ -214,10 +214,11 @@ class Engine(OfferOps):
 
     # -- jobs (jobs.py) -----------------------------------------------------------
 
-    def plan_job(self, spec: Any, provider: str | None = None, region: str | None = None) -> Op:
+    def plan_job(self, spec: Any, provider: str | None = None, region: str | None = None,
+                 dry_run: bool = False) -> Op:
         from . import jobs as job_ops
 
-        return (yield from job_ops.plan(self, spec, provider, region))
+        return (yield from job_ops.plan(self, spec, provider, region, dry_run))
 
     def submit(self, spec: Any, provider: str | None = None, region: str | None = None,
                plan: Plan | None = None) -> Op:

@@ -32,9 +32,10 @@ class JobMethods:
         getattr(self, "_sleep", time.sleep)(seconds)
 
     def plan_job(self, spec: JobSpecLike, provider: str | None = None,
-                 region: str | None = None) -> Plan:
-        """What submit would launch, its estimate and deadline; spends nothing."""
-        result: Plan = self._run(self._engine.plan_job(spec, provider, region))
+                 region: str | None = None, dry_run: bool = False) -> Plan:
+        """What submit would launch, its estimate and deadline; spends nothing and
+        reads no secret. `dry_run`: with no credentials, plan from the bundled catalog."""
+        result: Plan = self._run(self._engine.plan_job(spec, provider, region, dry_run))
         return result
 
     def submit(self, spec: JobSpecLike, provider: str | None = None, region: str | None = None,
@@ -99,8 +100,8 @@ class AsyncJobMethods:
         raise NotImplementedError
 
     async def plan_job(self, spec: JobSpecLike, provider: str | None = None,
-                       region: str | None = None) -> Plan:
-        result: Plan = await self._run(self._engine.plan_job(spec, provider, region))
+                       region: str | None = None, dry_run: bool = False) -> Plan:
+        result: Plan = await self._run(self._engine.plan_job(spec, provider, region, dry_run))
         return result
 
     async def submit(self, spec: JobSpecLike, provider: str | None = None,

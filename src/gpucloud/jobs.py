@@ -95,13 +95,16 @@ class _SizedOffers:
                 and (r.memory_gb is None or o.memory_gb is None or o.memory_gb >= r.memory_gb)]
 
 
-def plan(engine: Any, spec: Any, provider: str | None = None, region: str | None = None) -> Op:
-    """What submit would launch and what it costs; spends nothing."""
+def plan(engine: Any, spec: Any, provider: str | None = None, region: str | None = None,
+         dry_run: bool = False) -> Op:
+    """What submit would launch and what it costs; spends nothing, reads no secret.
+    ``dry_run``: with no credentials at all, plan from the bundled catalog."""
     spec = from_any(spec)
     r = spec.resources
     made: Plan = yield from make_plan(
         _SizedOffers(engine, spec), r.gpu, r.gpu_count, provider or spec.provider,
-        region or spec.region, r.disk_gb, spec.max_runtime, spec.max_cost, spec.spot, 1)
+        region or spec.region, r.disk_gb, spec.max_runtime, spec.max_cost, spec.spot, 1,
+        dry_run=dry_run)
     return made
 
 

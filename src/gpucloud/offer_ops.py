@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import pricing
 from .adapters.flow import OfferQuery
+from .catalog_gaps import CatalogGap
 from .errors import (
     AuthenticationError, GpuCloudError, NoOffersError, PermissionDeniedError, SpecError, option,
 )
@@ -51,18 +52,29 @@ class OfferOps:
                                  "whole machine, e.g. 30")
         query = OfferQuery(gpu=canonical, count=count, region=region, spot=spot, disk_gb=disk_gb)
         names = self.ctx.scope(provider)
-        if spot and provider is not None and self.ctx.can_call(provider) \
-                and not self.ctx.adapter(provider).capabilities.spot:
-            raise SpecError(f"{provider} sells no spot machines through its API",
-                            hint=f"drop {option('spot', '--spot')} for an on-demand machine, "
-                                 "or pick another provider")
-        live = [n for n in names if self.ctx.can_call(n)]
+        no_spot: list[str] = []
+        if spot:
+            from .spot import sells_spot, spot_sellers
+
+            # Whether or not its credentials are set: a provider that sells no
+            # spot has none to show, and its on-demand rows are not the answer.
+            if provider is not None and not sells_spot(self.ctx, provider):
+                sellers = ", ".join(spot_sellers(self.ctx)) or "none of the known providers"
+                raise SpecError(f"{provider} sells no spot machines",
+                                hint=f"drop {option('spot', '--spot')} for an on-demand "
+                                     f"machine, or pick a provider that sells spot: {sellers}")
+            no_spot = [n for n in names if not sells_spot(self.ctx, n)]
+        live = [n for n in names if self.ctx.can_call(n) and n not in no_spot]
         results = yield Gather([Call(n, self.ctx.adapter(n).offers(query)) for n in live])
         offers: list[Offer | CatalogOffer] = []
         self.ctx.warnings.clear()
         self.ctx.failures.clear()
+        self.ctx.catalog_gaps.clear()
         what = f"{count}x {canonical}" + (f" in {region}" if region else "")
         for name in names:
+            if name in no_spot:
+                self.ctx.warnings.append(f"{name} sells no spot machines")
+                continue
             if name in live:
                 result = results[live.index(name)]
                 if not isinstance(result, BaseException):
@@ -89,10 +101,11 @@ class OfferOps:
                 continue
             rows = self._catalog(name, canonical, count, region, spot)
             if not rows and not self.ctx.catalogs[name].simulated:
-                self.ctx.warnings.append(
-                    f"{name}: no {what} in the bundled catalog"
-                    + ("" if self.ctx.has_credentials(name) or not self.ctx.has_adapter(name)
-                       else "; add credentials for live offers"))
+                helps = not self.ctx.has_credentials(name) and self.ctx.has_adapter(name)
+                warning = (f"{name}: no {what} in the bundled catalog"
+                           + ("; add credentials for live offers" if helps else ""))
+                self.ctx.warnings.append(warning)
+                self.ctx.catalog_gaps.append(CatalogGap(name, what, warning, helps))
             offers.extend(rows)
         if live and len(self.ctx.failures) == len(live) and not offers:
             # Nobody could be asked and no list price stands in: say why, never

@@ -38,7 +38,7 @@ MIN_RUN_SECONDS = 60
 
 def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | None,
          disk_gb: int | None, auto_shutdown: Any, max_cost: Any, spot: bool, n: int,
-         until: Any = None) -> Op:
+         until: Any = None, dry_run: bool = False) -> Op:
     if disk_gb is not None and (isinstance(disk_gb, bool) or not isinstance(disk_gb, int)
                                 or disk_gb < 1):
         raise SpecError(f"disk size must be a positive number of GB, got {disk_gb!r}")
@@ -52,8 +52,12 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
                         hint="USD for the whole run, e.g. --max-cost 200")
     window, target, origin = _deadline(engine.ctx, auto_shutdown, until, max_cost)
 
-    offers = yield from engine.offers(gpu, count, provider, region, spot, live_only=True,
-                                      disk_gb=disk_gb)
+    # A dry run spends nothing and needs nothing: with no credentials for any
+    # provider in scope it plans from the bundled catalog's list prices, which
+    # its estimate labels as such (pricing.estimate's "catalog price" note).
+    from_catalog = dry_run and not any(engine.ctx.can_call(n) for n in engine.ctx.scope(provider))
+    offers = yield from engine.offers(gpu, count, provider, region, spot,
+                                      live_only=not from_catalog, disk_gb=disk_gb)
     if not offers:
         raise engine.no_launchable(gpu, count, provider, region)
     # Live offers with capacity first, and a machine with a price part not known
@@ -123,6 +127,9 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
         fits = list(candidates[1:])
     if estimate.unknown:
         notes.append(f"price unknown for: {', '.join(estimate.unknown)}")
+    if from_catalog:
+        notes.append("planned from the bundled catalog: no provider in scope has credentials, "
+                     "and a create needs them")
     if shutdown_at and not engine.ctx.adapter(offer.provider).capabilities.native_shutdown:
         notes.append(f"{offer.provider} has no native timer: the deadline is recorded on the "
                      "machine and in the local journal")

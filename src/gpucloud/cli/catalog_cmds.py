@@ -8,6 +8,7 @@ import typer
 
 from . import output, params
 from .app import app
+from .notices import QUIET, show_warnings
 
 
 
@@ -23,6 +24,7 @@ def offers(
                                             help="Highest USD per hour for the whole machine."),
     limit: int = typer.Option(20, "--limit", min=0, metavar="N",
                               help="Rows to show (0: all). Regions at one price share a row."),
+    quiet: bool = QUIET,
     json_output: bool = params.JSON,
 ) -> None:
     """Compare prices for COUNT x GPU machines across providers, cheapest first."""
@@ -41,8 +43,7 @@ def offers(
                                      for o in found],
                           "warnings": client.warnings})
         return
-    for warning in client.warnings:
-        output.warn(warning)
+    show_warnings(client, quiet)
     if not found:
         output.err(f"no offers for {count}x {gpu}"
                    + (f" on {provider}" if provider else "") + (f" in {region}" if region else ""))
@@ -71,6 +72,7 @@ def estimate(
     region: Optional[str] = params.REGION,
     disk_gb: Optional[int] = typer.Option(None, "--disk-gb", min=1, metavar="GB",
                                           help="Disk size, where billed."),
+    quiet: bool = QUIET,
     json_output: bool = params.JSON,
 ) -> None:
     """Estimate the cost of the cheapest matching machine over --hours."""
@@ -85,8 +87,7 @@ def estimate(
     if json_output:
         output.emit_json({**output.dump(result), "warnings": client.warnings})
         return
-    for warning in client.warnings:
-        output.err(f"warning: {warning}")
+    show_warnings(client, quiet)
     output.out(output.estimate_text(result))
 
 

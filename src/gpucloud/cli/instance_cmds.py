@@ -9,6 +9,7 @@ import typer
 
 from . import output, params
 from .app import app, fail
+from .notices import QUIET, show_warnings
 # plan_text and _hourly are also used by job_cmds and worker_cmds through this module.
 from .create_text import (
     _hourly as _hourly, _interrupted as _interrupted, _total, plan_text as plan_text, wait_all,
@@ -69,6 +70,7 @@ def create(
     timeout: int = typer.Option(600, "--timeout", min=1, metavar="SECONDS",
                                 help="Seconds --wait waits at most."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    quiet: bool = QUIET,
     json_output: bool = params.JSON,
 ) -> None:
     """Create a COUNT x GPU machine on the cheapest available offer.
@@ -98,11 +100,10 @@ def create(
         probe(state_db_path().parent, batch)
     plan = client.plan(gpu=gpu, count=count, provider=provider, region=region, disk_gb=disk_gb,
                        auto_shutdown=auto_shutdown, max_cost=max_cost, spot=spot, n=instances,
-                       until=until)
+                       until=until, dry_run=dry_run)
     shown = set(client.warnings)
     if not json_output:
-        for warning in client.warnings:
-            output.err(f"warning: {warning}")
+        show_warnings(client, quiet)
         output.out(plan_text(plan))
     if dry_run:
         if json_output:

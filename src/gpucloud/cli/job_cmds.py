@@ -9,6 +9,7 @@ import typer
 
 from . import output, params
 from .app import HelpGroup, app
+from .notices import QUIET, show_warnings
 from .instance_cmds import _confirm, _hourly, _interrupted, plan_text
 
 jobs_app = typer.Typer(cls=HelpGroup, help="List, inspect, cancel and read the logs of jobs.",
@@ -33,29 +34,34 @@ def submit(
     dry_run: bool = typer.Option(False, "--dry-run", help="Check the file, show the plan; "
                                                           "submit nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    quiet: bool = QUIET,
     json_output: bool = params.JSON,
 ) -> None:
     """Submit a job file: plan and estimate first, then run it on the cheapest offer.
 
     The machine runs the job's container and ends with it; max_runtime is its
-    deadline. Secrets are read from your environment or keyring now.
+    deadline. Secrets are read from your environment or keyring now; a dry
+    run checks how each is referenced and reads none.
     """
     from ..client import Client
     from ..jobs import resolve_secrets
     from ..jobspec import load
 
-    spec = load(file)
-    resolve_secrets(spec)  # a missing secret stops here, before any prompt (exit 3)
+    spec = load(file)  # an ill-formed secret reference is refused here (exit 2)
+    if not dry_run:
+        resolve_secrets(spec)  # a missing secret stops here, before any prompt (exit 3)
     client = Client(on_attempt=None if json_output else _show_attempt)
-    plan = client.plan_job(spec, provider=provider, region=region)
+    plan = client.plan_job(spec, provider=provider, region=region, dry_run=dry_run)
     shown = set(client.warnings)
     if not json_output:
-        for warning in client.warnings:
-            output.warn(warning)
+        show_warnings(client, quiet)
         output.out(f"Job {spec.name}: {spec.image}"
                    + (f" ({' '.join(spec.command + spec.args)})" if spec.command or spec.args
                       else ""))
         output.out(plan_text(plan))
+        if dry_run and spec.secrets:
+            output.out("Secrets (read at submit, not now): " + ", ".join(
+                f"{name} from {ref.source}" for name, ref in spec.secrets.items()))
     if dry_run:
         if json_output:
             output.emit_json({"job": spec.model_dump(mode="json"), "plan": output.dump(plan),
