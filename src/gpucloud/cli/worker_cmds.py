@@ -48,7 +48,9 @@ def worker(
                                             help="Name in `queue status` (default: host-pid)."),
     runner: str = typer.Option("auto", "--runner", metavar="auto|docker|direct",
                                help="docker: each task in its container (docker run --gpus "
-                                    "all); direct: its command here; auto: docker if installed."),
+                                    "all), exit 3 if the docker daemon does not answer; direct: "
+                                    "its command here; auto: docker if installed and its "
+                                    "daemon answers, else direct (with a warning)."),
     visibility_timeout: str = typer.Option(
         "60s", "--visibility-timeout", metavar="DURATION",
         help="A task whose worker stops heart-beating this long goes to another worker "
@@ -68,10 +70,10 @@ def worker(
 
     idle_seconds = parse_duration(idle).total_seconds()
     timeout = parse_duration(visibility_timeout).total_seconds()
-    runners = {"auto": w.default_runner(), "docker": w.docker_runner, "direct": w.direct_runner}
-    if runner not in runners:
+    if runner not in ("auto", "docker", "direct"):
         raise SpecError(f"--runner {runner!r}: use auto, docker or direct",
                         hint="e.g. --runner direct")
+    chosen = _runner(runner)
     url = redis_url(redis)
     q = open_queue(url, queue, visibility_timeout=timeout)
     where = shown_url(url)
@@ -92,7 +94,7 @@ def worker(
     if not json_output:
         output.err(f"worker on queue {queue} ({where}); exits after {idle} idle")
     try:
-        summary = w.run_worker(q, worker_id=worker_id, idle=idle_seconds, runner=runners[runner],
+        summary = w.run_worker(q, worker_id=worker_id, idle=idle_seconds, runner=chosen,
                                on_event=None if json_output else show)
     finally:
         q.close()
@@ -108,6 +110,31 @@ def worker(
                   if summary.reason == "signal" else f"after {idle} idle"))
     if summary.reason == "signal":
         raise typer.Exit(130)
+
+
+def _runner(name: str) -> Any:
+    """The runner for --runner NAME, docker checked once first: `docker` with
+    a daemon that does not answer is exit 3; `auto` then runs tasks directly,
+    saying so."""
+    import shutil
+
+    from ..errors import ConfigurationError
+    from ..queue import worker as w
+
+    if name == "direct" or (name == "auto" and shutil.which("docker") is None):
+        return w.direct_runner
+    from ..queue.docker_check import check_docker
+
+    check = check_docker()
+    if check.problem is not None:
+        if name == "docker":
+            raise ConfigurationError(check.problem, hint=check.hint)
+        output.warn(f"{check.problem}: tasks run directly here, without containers "
+                    "(--runner docker refuses instead)")
+        return w.direct_runner
+    for warning in check.warnings:
+        output.warn(warning)
+    return w.docker_runner
 
 
 # `gpucloud queue workers add`: a `workers` group under the queue commands.
