@@ -112,7 +112,7 @@ def direct_runner(claim: Any, checkpoint_dir: Path) -> Launch:
     """The task's command run here, as a child process (no container runtime)."""
     spec = claim.spec
     argv = [*spec.command, *spec.args]  # params were applied at submit (Claim.spec)
-    if not argv:
+    if not spec.command:  # args alone are for the image's entrypoint, not a program here
         from ..errors import SpecError
 
         raise SpecError(f"task {claim.task_id}: without docker a task needs a command",
