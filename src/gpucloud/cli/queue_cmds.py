@@ -76,8 +76,10 @@ def submit(
 
     spec = load(file)
     sets = parse_params(param)
-    for warning in check(spec, sets[0] if sets else {}):
-        output.warn(warning)
+    warnings = check(spec, sets[0] if sets else {})
+    if not json_output:
+        for warning in warnings:
+            output.warn(warning)
     if redis_url is None:
         _secrets_here(spec)
     with _open(redis_url, queue) as q:
@@ -85,7 +87,8 @@ def submit(
         where = q.safe_url if redis_url else "embedded"
     tasks = [{"id": i, "params": p} for i, p in zip(ids, sets or [{}])]
     if json_output:
-        output.emit_json({"queue": queue, "redis": where, "tasks": tasks})
+        output.emit_json({"queue": queue, "redis": where, "tasks": tasks,
+                          "warnings": warnings})
         return
     output.out(f"Queued {len(ids)} task(s) of {spec.name} on queue {queue} ({where}):")
     output.out(output.table(["TASK", "PARAMS"], [[t["id"], _params(t["params"])]

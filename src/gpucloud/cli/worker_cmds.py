@@ -59,8 +59,10 @@ def worker(
 ) -> None:
     """Run the queue's tasks here, one at a time, until none comes for --idle.
 
-    A task runs in its container (docker run --gpus all) where docker exists,
-    else its command runs directly; CHECKPOINT_DIR is the same directory for
+    A task runs in its container (docker run --gpus all) where docker exists
+    and its daemon answers (checked once at start), else its command runs
+    directly; a failure no retry can heal (missing secret, executable or image)
+    goes to the dead letters at once. CHECKPOINT_DIR is the same directory for
     every attempt of a task. SIGTERM stops the running task and leaves it to be
     re-delivered.
     """
@@ -73,7 +75,8 @@ def worker(
     if runner not in ("auto", "docker", "direct"):
         raise SpecError(f"--runner {runner!r}: use auto, docker or direct",
                         hint="e.g. --runner direct")
-    chosen = _runner(runner)
+    warnings: list[str] = []
+    chosen = _runner(runner, warnings)
     url = redis_url(redis)
     q = open_queue(url, queue, visibility_timeout=timeout)
     where = shown_url(url)
@@ -92,6 +95,8 @@ def worker(
             output.err(f"task {data['task_id']} {ended}")
 
     if not json_output:
+        for warning in warnings:
+            output.warn(warning)
         output.err(f"worker on queue {queue} ({where}); exits after {idle} idle")
     try:
         summary = w.run_worker(q, worker_id=worker_id, idle=idle_seconds, runner=chosen,
@@ -100,7 +105,7 @@ def worker(
         q.close()
     if json_output:
         output.emit_json({"worker": summary.model_dump(mode="json"), "queue": queue,
-                          "redis": where})
+                          "redis": where, "warnings": warnings})
         return
     output.out(f"worker {summary.worker_id}: {summary.succeeded} succeeded, "
                f"{summary.failed} failed"
@@ -112,10 +117,10 @@ def worker(
         raise typer.Exit(130)
 
 
-def _runner(name: str) -> Any:
+def _runner(name: str, warnings: list[str]) -> Any:
     """The runner for --runner NAME, docker checked once first: `docker` with
     a daemon that does not answer is exit 3; `auto` then runs tasks directly,
-    saying so."""
+    saying so in ``warnings``."""
     import shutil
 
     from ..errors import ConfigurationError
@@ -129,11 +134,10 @@ def _runner(name: str) -> Any:
     if check.problem is not None:
         if name == "docker":
             raise ConfigurationError(check.problem, hint=check.hint)
-        output.warn(f"{check.problem}: tasks run directly here, without containers "
-                    "(--runner docker refuses instead)")
+        warnings.append(f"{check.problem}: tasks run directly here, without containers "
+                        "(--runner docker refuses instead)")
         return w.direct_runner
-    for warning in check.warnings:
-        output.warn(warning)
+    warnings.extend(check.warnings)
     return w.docker_runner
 
 
