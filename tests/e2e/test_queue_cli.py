@@ -84,7 +84,7 @@ def test_dead_and_requeue(job):
 
 
 def test_text_status_shows_worker_and_age(job):
-    run("queue", "submit", job)
+    run("queue", "submit", job, "--param", "lr=1")
     with Queue() as q:
         q.claim("gpu-box-7", block_seconds=0)
     result = CliRunner().invoke(app, ["queue", "status"])
@@ -94,7 +94,8 @@ def test_text_status_shows_worker_and_age(job):
 
 def test_a_password_in_the_url_is_never_printed(job, monkeypatch):
     url = "redis://:hunter2-secret@127.0.0.1:1/0"  # nothing listens on port 1
-    for args in (["queue", "status", "--redis", url], ["queue", "submit", job, "--redis", url]):
+    for args in (["queue", "status", "--redis", url], ["queue", "submit", job, "--param", "lr=1",
+                                                         "--redis", url]):
         for extra in ([], ["--json"]):
             result = CliRunner().invoke(app, [*args, *extra])
             assert result.exit_code == 10
@@ -109,5 +110,5 @@ def test_a_password_in_the_url_is_never_printed(job, monkeypatch):
 def test_bad_input_exits_2(job, tmp_path):
     assert run("queue", "submit", job, "--param", "lr")["exit"] == 2
     assert run("queue", "submit", str(tmp_path / "missing.yaml"))["exit"] == 2
-    assert run("queue", "submit", job, "--queue", "bad name!")["exit"] == 2
-    assert run("queue", "submit", job, "--redis", "http://x")["exit"] == 2
+    assert run("queue", "submit", job, "--param", "lr=1", "--queue", "bad name!")["exit"] == 2
+    assert run("queue", "submit", job, "--param", "lr=1", "--redis", "http://x")["exit"] == 2

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from gpucloud.jobspec import JobSpec
+from gpucloud.queue import apply_params
 from gpucloud.queue import worker as W
 
 PY = sys.executable
@@ -37,6 +38,7 @@ class FakeQueue:
     logs: dict[str, list[list[str]]] = field(default_factory=dict)
     ended: list[tuple[str, str, Any, Any]] = field(default_factory=list)
     claims: int = 0
+    permanent: list[str] = field(default_factory=list)  # failed with no retry left to try
 
     def claim(self, worker_id: str, block_seconds: float = 5.0) -> Claim | None:
         self.claims += 1
@@ -54,8 +56,11 @@ class FakeQueue:
     def succeed(self, claim: Claim, exit_code: int = 0) -> None:
         self.ended.append(("succeed", claim.task_id, exit_code, None))
 
-    def fail(self, claim: Claim, error: str, exit_code: int | None = None) -> None:
+    def fail(self, claim: Claim, error: str, exit_code: int | None = None,
+             permanent: bool = False) -> None:
         self.ended.append(("fail", claim.task_id, exit_code, error))
+        if permanent:
+            self.permanent.append(claim.task_id)
 
 
 def spec(code: str, **extra: Any) -> JobSpec:
@@ -95,6 +100,7 @@ def test_a_command_that_cannot_start_fails_the_task_not_the_worker(tmp_path: Pat
     summary = run(q, tmp_path)
     assert q.ended[0][:3] == ("fail", "x", None) and "/no/such/program" in q.ended[0][3]
     assert summary.failed == 1
+    assert q.permanent == ["x"] and "the executable was not found" in q.ended[0][3]
 
 
 def test_exits_after_idle_seconds_without_work(tmp_path: Path) -> None:
@@ -166,10 +172,11 @@ def test_checkpoint_dir_is_the_same_for_every_attempt_of_a_task(tmp_path: Path) 
 def test_params_reach_the_env_and_args(tmp_path: Path) -> None:
     code = ("import os, sys; e = os.environ\n"
             "print(e['GPUCLOUD_PARAM_LR'], e['GPUCLOUD_PARAM_BATCH_SIZE'], sys.argv[1:])")
-    c = Claim("p", JobSpec(name="t", image="i", command=[PY, "-c", code],
-                           args=["--lr={lr}", "{untouched}"], env={"PLAIN": "1"},
-                           resources={"gpu": "H100"}),
-              {"lr": "3e-4", "batch-size": "64"}, 1)
+    params = {"lr": "3e-4", "batch_size": "64"}
+    # As the queue hands it over: the params applied to the spec at submit.
+    c = Claim("p", apply_params(JobSpec(name="t", image="i", command=[PY, "-c", code],
+                                        args=["--lr={lr}", "{untouched}"], env={"PLAIN": "1"},
+                                        resources={"gpu": "H100"}), params), params, 1)
     q = FakeQueue([c])
     run(q, tmp_path, idle=0.1)
     assert lines(q, "p") == ["3e-4 64 ['--lr=3e-4', '{untouched}']"]
@@ -197,11 +204,10 @@ def test_sigterm_stops_the_task_and_acks_nothing(tmp_path: Path) -> None:
 
 def test_docker_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN_SRC", "hf-secret-value")
-    c = Claim("t-1", JobSpec(name="t", image="pytorch/pytorch:2.4", command=["python", "train.py"],
-                             args=["--lr", "{lr}"], env={"EPOCHS": "3"},
-                             secrets={"HF_TOKEN": {"env": "HF_TOKEN_SRC"}},
-                             checkpoint={"dir": "/ckpt"}, resources={"gpu": "H100"}),
-              {"lr": "0.1"}, 2)
+    c = Claim("t-1", apply_params(JobSpec(
+        name="t", image="pytorch/pytorch:2.4", command=["python", "train.py"],
+        args=["--lr", "{lr}"], env={"EPOCHS": "3"}, secrets={"HF_TOKEN": {"env": "HF_TOKEN_SRC"}},
+        checkpoint={"dir": "/ckpt"}, resources={"gpu": "H100"}), {"lr": "0.1"}), {"lr": "0.1"}, 2)
     launch = W.docker_runner(c, tmp_path / "ck")
     assert launch.argv == [
         "docker", "run", "--rm", "--name", "gq-t-1-2", "--gpus", "all",

@@ -57,24 +57,38 @@ def submit(
     file: str = typer.Argument(..., metavar="FILE", help="The job file (YAML)."),
     param: list[str] = typer.Option([], "--param", metavar="NAME=VALUE",
                                     help="A task parameter (GPUCLOUD_PARAM_<NAME> in the job's "
-                                         "env, {NAME} in its args). Several values for one "
-                                         "name: one task per value (every combination across "
-                                         "names)."),
+                                         "env, {NAME} in its command, args and env values; "
+                                         "names are case-sensitive, {{NAME}} is a literal "
+                                         "{NAME}). Several values for one name: one task per "
+                                         "value (every combination across names). A {NAME} "
+                                         "without its --param is an error."),
     queue: str = QUEUE,
     redis_url: Optional[str] = REDIS,
     json_output: bool = params.JSON,
 ) -> None:
-    """Enqueue a job file: one task per parameter set, for `gpucloud worker` to run."""
+    """Enqueue a job file: one task per parameter set, for `gpucloud worker` to run.
+
+    Without --redis the workers run on this machine, so a secret of the job
+    missing from this environment is refused here (exit 3).
+    """
     from ..jobspec import load
+    from ..queue.params import check
 
     spec = load(file)
     sets = parse_params(param)
+    warnings = check(spec, sets[0] if sets else {})
+    if not json_output:
+        for warning in warnings:
+            output.warn(warning)
+    if redis_url is None:
+        _secrets_here(spec)
     with _open(redis_url, queue) as q:
         ids = q.submit(spec, sets)
         where = q.safe_url if redis_url else "embedded"
     tasks = [{"id": i, "params": p} for i, p in zip(ids, sets or [{}])]
     if json_output:
-        output.emit_json({"queue": queue, "redis": where, "tasks": tasks})
+        output.emit_json({"queue": queue, "redis": where, "tasks": tasks,
+                          "warnings": warnings})
         return
     output.out(f"Queued {len(ids)} task(s) of {spec.name} on queue {queue} ({where}):")
     output.out(output.table(["TASK", "PARAMS"], [[t["id"], _params(t["params"])]
@@ -148,6 +162,22 @@ def cancel(task: str = typer.Argument(..., metavar="TASK", help="The task id."),
         output.emit_json({"task": info.model_dump(mode="json")})
         return
     output.out(f"Cancelled {info.id}.")
+
+
+def _secrets_here(spec: Any) -> None:
+    """The embedded queue's workers run on this machine, in this user's
+    environment: a secret missing here would fail every task, so it is
+    refused before anything is queued (exit 3)."""
+    if not spec.secrets:
+        return
+    from ..errors import CredentialsError
+    from ..jobs import resolve_secrets
+
+    try:
+        resolve_secrets(spec)
+    except CredentialsError as exc:
+        raise CredentialsError(f"{exc.message}: the embedded queue's workers run here and "
+                               "would not find it", hint=exc.hint) from None
 
 
 def _params(values: dict[str, str]) -> str:

@@ -48,7 +48,9 @@ def worker(
                                             help="Name in `queue status` (default: host-pid)."),
     runner: str = typer.Option("auto", "--runner", metavar="auto|docker|direct",
                                help="docker: each task in its container (docker run --gpus "
-                                    "all); direct: its command here; auto: docker if installed."),
+                                    "all), exit 3 if the docker daemon does not answer; direct: "
+                                    "its command here; auto: docker if installed and its "
+                                    "daemon answers, else direct (with a warning)."),
     visibility_timeout: str = typer.Option(
         "60s", "--visibility-timeout", metavar="DURATION",
         help="A task whose worker stops heart-beating this long goes to another worker "
@@ -57,8 +59,10 @@ def worker(
 ) -> None:
     """Run the queue's tasks here, one at a time, until none comes for --idle.
 
-    A task runs in its container (docker run --gpus all) where docker exists,
-    else its command runs directly; CHECKPOINT_DIR is the same directory for
+    A task runs in its container (docker run --gpus all) where docker exists
+    and its daemon answers (checked once at start), else its command runs
+    directly; a failure no retry can heal (missing secret, executable or image)
+    goes to the dead letters at once. CHECKPOINT_DIR is the same directory for
     every attempt of a task. SIGTERM stops the running task and leaves it to be
     re-delivered.
     """
@@ -68,10 +72,11 @@ def worker(
 
     idle_seconds = parse_duration(idle).total_seconds()
     timeout = parse_duration(visibility_timeout).total_seconds()
-    runners = {"auto": w.default_runner(), "docker": w.docker_runner, "direct": w.direct_runner}
-    if runner not in runners:
+    if runner not in ("auto", "docker", "direct"):
         raise SpecError(f"--runner {runner!r}: use auto, docker or direct",
                         hint="e.g. --runner direct")
+    warnings: list[str] = []
+    chosen = _runner(runner, warnings)
     url = redis_url(redis)
     q = open_queue(url, queue, visibility_timeout=timeout)
     where = shown_url(url)
@@ -90,15 +95,17 @@ def worker(
             output.err(f"task {data['task_id']} {ended}")
 
     if not json_output:
+        for warning in warnings:
+            output.warn(warning)
         output.err(f"worker on queue {queue} ({where}); exits after {idle} idle")
     try:
-        summary = w.run_worker(q, worker_id=worker_id, idle=idle_seconds, runner=runners[runner],
+        summary = w.run_worker(q, worker_id=worker_id, idle=idle_seconds, runner=chosen,
                                on_event=None if json_output else show)
     finally:
         q.close()
     if json_output:
         output.emit_json({"worker": summary.model_dump(mode="json"), "queue": queue,
-                          "redis": where})
+                          "redis": where, "warnings": warnings})
         return
     output.out(f"worker {summary.worker_id}: {summary.succeeded} succeeded, "
                f"{summary.failed} failed"
@@ -108,6 +115,30 @@ def worker(
                   if summary.reason == "signal" else f"after {idle} idle"))
     if summary.reason == "signal":
         raise typer.Exit(130)
+
+
+def _runner(name: str, warnings: list[str]) -> Any:
+    """The runner for --runner NAME, docker checked once first: `docker` with
+    a daemon that does not answer is exit 3; `auto` then runs tasks directly,
+    saying so in ``warnings``."""
+    import shutil
+
+    from ..errors import ConfigurationError
+    from ..queue import worker as w
+
+    if name == "direct" or (name == "auto" and shutil.which("docker") is None):
+        return w.direct_runner
+    from ..queue.docker_check import check_docker
+
+    check = check_docker()
+    if check.problem is not None:
+        if name == "docker":
+            raise ConfigurationError(check.problem, hint=check.hint)
+        warnings.append(f"{check.problem}: tasks run directly here, without containers "
+                        "(--runner docker refuses instead)")
+        return w.direct_runner
+    warnings.extend(check.warnings)
+    return w.docker_runner
 
 
 # `gpucloud queue workers add`: a `workers` group under the queue commands.

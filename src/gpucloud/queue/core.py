@@ -45,18 +45,16 @@ T = TypeVar("T")
 
 def apply_params(spec: JobSpec, params: dict[str, str]) -> JobSpec:
     """The spec with a task's params: GPUCLOUD_PARAM_<NAME> in its env and
-    "{name}" in its args replaced (other braces are left alone)."""
-    if not params:
-        return spec
-    env = dict(spec.env)
+    "{name}" in its command, args and env values replaced, "{{name}}" made
+    "{name}" (the rules: queue/params.py)."""
+    from .params import env_name, fill
+
+    env = {key: fill(value, params) for key, value in spec.env.items()}
     for name, value in params.items():
-        env[f"GPUCLOUD_PARAM_{name.upper()}"] = value
-
-    def fill(arg: str) -> str:
-        return re.sub(r"\{([A-Za-z_][A-Za-z0-9_]*)\}",
-                      lambda m: params.get(m.group(1), m.group(0)), arg)
-
-    return spec.model_copy(update={"env": env, "args": [fill(a) for a in spec.args]})
+        env[env_name(name)] = value
+    return spec.model_copy(update={"env": env,
+                                   "command": [fill(a, params) for a in spec.command],
+                                   "args": [fill(a, params) for a in spec.args]})
 
 
 def _redis_errors(method: Callable[..., T]) -> Callable[..., T]:
@@ -384,11 +382,14 @@ class Queue:
         return self._settle(claim, "succeed", exit_code, "", 0.0)
 
     @_redis_errors
-    def fail(self, claim: Claim, error: str, exit_code: Optional[int] = None) -> bool:
+    def fail(self, claim: Claim, error: str, exit_code: Optional[int] = None,
+             permanent: bool = False) -> bool:
         """A failed run: retried after an exponential backoff while attempts <=
         retries, else a dead letter with the error and the last log lines.
-        False, as for succeed: a stale claim, nothing changed."""
-        if claim.attempt <= claim.spec.retries:
+        `permanent`: a failure no retry can heal (a missing secret, executable
+        or image) is a dead letter at once. False, as for succeed: a stale
+        claim, nothing changed."""
+        if claim.attempt <= claim.spec.retries and not permanent:
             delay = min(self.backoff_max, self.backoff_base * 2 ** (claim.attempt - 1))
             return self._settle(claim, "retry", exit_code, error, time.time() + delay)
         return self._settle(claim, "dead", exit_code, error, 0.0)

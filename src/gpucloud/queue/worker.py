@@ -33,7 +33,8 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Protocol, TypeVar
@@ -43,6 +44,7 @@ from pydantic import BaseModel
 LOG_BATCH = 200          # lines per append_log call at most
 LOG_FLUSH_SECONDS = 1.0  # a quiet task's lines still reach Redis this soon
 LOG_HOLD = 10_000        # lines kept for Redis while it is away (the log stream's cap)
+TAIL_LINES = 50          # last output lines kept to pick the task's error from
 RETRY_FIRST = 0.1        # seconds before the first retry of a failed Redis call
 RETRY_MAX = 1.0          # ... doubling up to this: a restarted server is found within it
 KILL_GRACE = 10.0        # seconds between TERM and KILL of a task on shutdown
@@ -79,16 +81,6 @@ def param_env(params: dict[str, Any]) -> dict[str, str]:
             for k, v in (params or {}).items()}
 
 
-def substituted(args: Sequence[str], params: dict[str, Any]) -> list[str]:
-    """``{name}`` in args becomes the parameter's value; other braces stay as written."""
-    out = []
-    for arg in args:
-        for key, value in (params or {}).items():
-            arg = arg.replace("{" + str(key) + "}", str(value))
-        out.append(arg)
-    return out
-
-
 def task_env(claim: Any, checkpoint_dir: str) -> dict[str, str]:
     """What gpucloud adds to a task's env (secrets excluded)."""
     spec = claim.spec
@@ -119,8 +111,8 @@ def _inherited() -> dict[str, str]:
 def direct_runner(claim: Any, checkpoint_dir: Path) -> Launch:
     """The task's command run here, as a child process (no container runtime)."""
     spec = claim.spec
-    argv = [*spec.command, *substituted(spec.args, claim.params)]
-    if not argv:
+    argv = [*spec.command, *spec.args]  # params were applied at submit (Claim.spec)
+    if not spec.command:  # args alone are for the image's entrypoint, not a program here
         from ..errors import SpecError
 
         raise SpecError(f"task {claim.task_id}: without docker a task needs a command",
@@ -144,11 +136,10 @@ def docker_runner(claim: Any, checkpoint_dir: Path) -> Launch:
     for key in [*plain, *secrets]:
         argv += ["-e", key]
     argv += ["-v", f"{checkpoint_dir}:{inside}"]
-    args = substituted(spec.args, claim.params)
     if spec.command:
-        argv += ["--entrypoint", spec.command[0], spec.image, *spec.command[1:], *args]
+        argv += ["--entrypoint", spec.command[0], spec.image, *spec.command[1:], *spec.args]
     else:
-        argv += [spec.image, *args]
+        argv += [spec.image, *spec.args]
     env = _inherited()
     env.update(plain)
     env.update(secrets)
@@ -214,10 +205,13 @@ def run_worker(queue: Any, worker_id: Optional[str] = None, idle: float = 600,
                 break
             emit("start", {"task_id": claim.task_id, "attempt": claim.attempt})
             try:
-                code, error = _run_task(queue, worker_id, claim, runner, work_dir, stop,
-                                        persist)
+                code, error, permanent = _run_task(queue, worker_id, claim, runner, work_dir,
+                                                   stop, persist)
                 if code == 0:
                     recorded = persist(lambda: queue.succeed(claim, exit_code=0))
+                elif permanent:  # no retry can heal it: a dead letter now
+                    recorded = persist(lambda: queue.fail(claim, error, exit_code=code,
+                                                          permanent=True))
                 else:
                     recorded = persist(lambda: queue.fail(claim, error, exit_code=code))
             except _Stopped:
@@ -307,24 +301,32 @@ def _on_signals(stop: threading.Event) -> Callable[[], None]:
 
 
 def _run_task(queue: Any, worker_id: str, claim: Any, runner: Runner, work_dir: Path,
-              stop: threading.Event, persist: _Persist) -> tuple[Optional[int], str]:
-    """(exit code, error), both free of the task's secrets; raises _Stopped
-    when a signal stopped the task."""
-    from ..errors import GpuCloudError
+              stop: threading.Event, persist: _Persist
+              ) -> tuple[Optional[int], str, bool]:
+    """(exit code, error, whether no retry can heal it), free of the task's
+    secrets; raises _Stopped when a signal stopped the task."""
+    from ..errors import CredentialsError, GpuCloudError
     from ..redaction import scrub, secret_forms
+    from . import failures
 
     try:
         launch = runner(claim, checkpoint_dir(work_dir, claim.task_id))
-    except GpuCloudError as exc:
-        return None, exc.message
+    except CredentialsError as exc:  # a secret the worker's environment lacks
+        return (None, *failures.missing_secret(exc.message))
+    except GpuCloudError as exc:  # the spec cannot run here (e.g. no command, no docker)
+        return (None, *failures.bad_spec(exc.message))
     except OSError as exc:
-        return None, f"cannot prepare the task: {exc}"
+        return None, f"cannot prepare the task: {exc}", False
     try:
         proc = subprocess.Popen(launch.argv, env=launch.env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 text=True, errors="replace", bufsize=1)
-    except (OSError, ValueError) as exc:  # ValueError: a NUL in argv or env ("embedded null byte")
-        return None, f"cannot start {launch.argv[0]!r}: {getattr(exc, 'strerror', None) or exc}"
+    except FileNotFoundError as exc:
+        return (None, *failures.missing_executable(launch.argv[0], exc.strerror or str(exc)))
+    except ValueError as exc:  # a NUL in argv or env ("embedded null byte")
+        return (None, *failures.bad_spec(f"cannot start {launch.argv[0]!r}: {exc}"))
+    except OSError as exc:
+        return None, f"cannot start {launch.argv[0]!r}: {exc.strerror or exc}", False
     # The values the task was given as secrets, whatever runner gave them.
     hidden = secret_forms(launch.env[name] for name in claim.spec.secrets if name in launch.env)
     lines = _LineBuffer(lambda text: scrub(text, hidden))
@@ -356,10 +358,11 @@ def _run_task(queue: Any, worker_id: str, claim: Any, runner: Runner, work_dir: 
         beating.set()
         beat.join(timeout=5)
     if code == 0:
-        return 0, ""
-    tail = lines.last[-200:]  # cut after the secrets are out: no piece of one is left
-    reason = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-    return code, reason + (f": {tail}" if tail else "")
+        return 0, "", False
+    # From lines whose secrets are out already: a cut leaves no piece of one.
+    error, permanent = failures.classify(code, list(lines.tail),
+                                         docker=Path(launch.argv[0]).name == "docker")
+    return code, error, permanent
 
 
 def _stop(proc: subprocess.Popen[str], launch: Launch) -> None:
@@ -408,7 +411,7 @@ class _LineBuffer:
         self._lock = threading.Lock()
         self._lines: list[str] = []
         self._clean = clean
-        self.last = ""
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)  # non-empty lines, for the error
 
     def read(self, stream: Any) -> None:
         for line in stream:
@@ -416,7 +419,7 @@ class _LineBuffer:
             with self._lock:
                 self._lines.append(line)
                 if line.strip():
-                    self.last = line.strip()
+                    self.tail.append(line.strip())
         stream.close()
 
     def put_back(self, batch: list[str]) -> None:
