@@ -35,6 +35,7 @@ from ..jobspec import JobSpec, from_any
 from ..redaction import redact_url
 from . import _scripts
 from .models import STATES, Claim, DeadTask, QueueStatus, TaskInfo
+from .names import check_queue_name
 
 GROUP = "workers"
 LOG_MAXLEN = 10_000
@@ -89,9 +90,7 @@ class Queue:
                  backoff_max: float = 600.0) -> None:
         import redis
 
-        if not re.match(r"^[A-Za-z0-9_.-]{1,64}$", name):
-            raise SpecError(f"{name!r} is not a queue name",
-                            hint="letters, digits, '.', '_' and '-', at most 64")
+        check_queue_name(name)
         if visibility_timeout <= 0 or backoff_base < 0 or backoff_max < 0:
             raise SpecError("visibility_timeout must be > 0 and backoffs >= 0")
         self.name = name
