@@ -291,10 +291,9 @@ def test_no_password_in_repr_or_errors():
 
 
 def test_processes_starting_and_leaving_at_once_share_one_server():
-    # Each starts or attaches, submits, and leaves (the last one out stops the
-    # server); every submit must land in the one data file. (The race of
-    # attaching while the last client stops the server is narrower than this
-    # test can hit reliably: embedded.py closes under the start lock for it.)
+    # Each starts or attaches, submits, and leaves (the server stays up); every
+    # submit must land in the one data file: one server, started once, under
+    # the start lock.
     code = ("from gpucloud.queue import Queue\n"
             "from gpucloud.jobspec import JobSpec\n"
             "spec = JobSpec.model_validate({'name': 'p', 'image': 'busybox', "
