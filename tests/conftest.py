@@ -60,3 +60,16 @@ def fresh_rate_limits():
     LIMITERS.clear()
     yield
     LIMITERS.clear()
+
+
+@pytest.fixture(autouse=True)
+def no_embedded_server_left(isolated):
+    """The embedded queue server outlives the process that started it (it stops
+    when idle): whatever server runs on this test's GPUCLOUD_HOME is stopped."""
+    yield
+    from gpucloud.config import data_dir
+
+    if (data_dir() / "queue").exists():
+        from gpucloud.queue.embedded import stop
+
+        stop(force=True)

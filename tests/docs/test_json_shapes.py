@@ -50,6 +50,7 @@ RUNS = {
     "queue status": ["queue", "status"],
     "queue dead": ["queue", "dead"],
     "queue cancel": ["queue", "cancel", "{task}"],
+    "queue stop": ["queue", "stop"],
     "schema job": ["schema", "job"],
     "worker": ["worker", "--idle", "1s", "--queue", "json-shape"],
     "queue workers add --dry-run": ["queue", "workers", "add", "1", "--gpu", "h100",

@@ -99,6 +99,17 @@ def submit(
 def status(queue: str = QUEUE, redis_url: Optional[str] = REDIS,
            json_output: bool = params.JSON) -> None:
     """Counts per state and every task: running ones with their worker and age."""
+    if redis_url is None and _untouched(queue):
+        # Nothing was ever queued here: an empty queue needs no server started.
+        from ..queue.names import STATES
+
+        empty = {s: 0 for s in STATES}
+        if json_output:
+            output.emit_json({"queue": queue, "redis": "embedded", "counts": empty,
+                              "tasks": [], "workers": {}})
+        else:
+            output.out(_summary(queue, "embedded", empty))
+        return
     with _open(redis_url, queue) as q:
         report = q.status()
         where = q.safe_url if redis_url else "embedded"
@@ -106,10 +117,7 @@ def status(queue: str = QUEUE, redis_url: Optional[str] = REDIS,
         output.emit_json({"queue": queue, "redis": where, **report.model_dump(
             mode="json", include={"counts", "tasks", "workers"})})
         return
-    counts = report.counts
-    output.out(f"Queue {queue} ({where}): " + ", ".join(
-        f"{counts.get(s, 0)} {s}" for s in ("pending", "running", "succeeded", "failed",
-                                            "dead", "cancelled")))
+    output.out(_summary(queue, where, report.counts))
     if report.tasks:
         output.out(output.table(
             ["TASK", "STATE", "WORKER", "AGE", "ATTEMPTS", "PARAMS"],
@@ -178,6 +186,38 @@ def _secrets_here(spec: Any) -> None:
     except CredentialsError as exc:
         raise CredentialsError(f"{exc.message}: the embedded queue's workers run here and "
                                "would not find it", hint=exc.hint) from None
+
+
+@queue_app.command("stop")
+def stop(force: bool = typer.Option(False, "--force",
+                                    help="Stop it even with workers connected (they start "
+                                         "it again)."),
+         json_output: bool = params.JSON) -> None:
+    """Stop the embedded Redis server now, saving (it also stops by itself when idle)."""
+    from ..queue.embedded import stop as stop_server
+
+    pid = stop_server(force=force)
+    if json_output:
+        output.emit_json({"stopped": pid is not None, "pid": pid})
+    elif pid is None:
+        output.out("No embedded Redis server is running.")
+    else:
+        output.out(f"Stopped the embedded Redis server (pid {pid}).")
+
+
+def _untouched(queue: str) -> bool:
+    """The embedded queue never held anything (and no server runs): see embedded.untouched."""
+    from ..queue.embedded import untouched
+    from ..queue.names import check_queue_name
+
+    check_queue_name(queue)
+    return untouched()
+
+
+def _summary(queue: str, where: str, counts: dict[str, int]) -> str:
+    return f"Queue {queue} ({where}): " + ", ".join(
+        f"{counts.get(s, 0)} {s}" for s in ("pending", "running", "succeeded", "failed",
+                                            "dead", "cancelled"))
 
 
 def _params(values: dict[str, str]) -> str:

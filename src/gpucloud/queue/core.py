@@ -35,6 +35,7 @@ from ..jobspec import JobSpec, from_any
 from ..redaction import redact_url
 from . import _scripts
 from .models import STATES, Claim, DeadTask, QueueStatus, TaskInfo
+from .names import check_queue_name
 
 GROUP = "workers"
 LOG_MAXLEN = 10_000
@@ -87,9 +88,7 @@ class Queue:
                  backoff_max: float = 600.0) -> None:
         import redis
 
-        if not re.match(r"^[A-Za-z0-9_.-]{1,64}$", name):
-            raise SpecError(f"{name!r} is not a queue name",
-                            hint="letters, digits, '.', '_' and '-', at most 64")
+        check_queue_name(name)
         if visibility_timeout <= 0 or backoff_base < 0 or backoff_max < 0:
             raise SpecError("visibility_timeout must be > 0 and backoffs >= 0")
         self.name = name
@@ -120,7 +119,7 @@ class Queue:
                             hint="redis://[:password@]host:port/db, rediss://... (TLS) "
                                  "or unix:///path/to/socket") from exc
         self._scripts = {n: self._r.register_script(getattr(_scripts, n))
-                         for n in ("TAKE", "HEARTBEAT", "SETTLE", "PROMOTE", "CANCEL",
+                         for n in ("CLAIM", "HEARTBEAT", "SETTLE", "CANCEL",
                                    "REQUEUE")}
 
     def reconnect(self) -> bool:
@@ -179,10 +178,6 @@ class Queue:
         except redis.ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
-
-    def _log_tail(self, task_id: str) -> str:
-        rows = self._r.xrevrange(self._key("log", task_id), count=LOG_TAIL)
-        return "\n".join(fields.get("line", "") for _, fields in reversed(rows))
 
     def close(self) -> None:
         self._r.close()
@@ -302,48 +297,42 @@ class Queue:
         visibility timeout), then a new delivery. Cancelled and finished tasks
         are skipped; a task re-claimed after killing its worker more than its
         retries goes to the dead letters instead."""
+        # One script call claims (see _scripts.CLAIM); only when nothing is
+        # claimable does the worker block on a read, whose entry the next call
+        # takes: at most three round trips per claim.
         stream = self._key("tasks")
         end = time.monotonic() + max(0.0, block_seconds)
+        given = ("", "")
         while True:
-            self._scripts["PROMOTE"](keys=[self._key("delayed"), stream],
-                                     args=[time.time(), self._key("task", "")])
-            _, entries, *_ = self._r.xautoclaim(
-                stream, GROUP, worker_id, int(self.visibility_timeout * 1000), "0-0", count=1)
-            reclaimed = bool(entries and entries[0])
-            if not reclaimed:
-                left = end - time.monotonic()
-                # Short blocks: a retry may come due, or a dead worker's task
-                # become claimable, while we wait.
-                block = int(min(left, 1.0, self._next_due()) * 1000)
-                read = self._r.xreadgroup(GROUP, worker_id, {stream: ">"}, count=1,
-                                          block=block if block > 0 else None)
-                entries = read[0][1] if read else []
-            for entry_id, fields in entries:
-                claim = self._take(worker_id, entry_id, fields or {}, reclaimed)
+            answer = self._scripts["CLAIM"](
+                keys=[stream, self._key("delayed"), self._key("dead"), self._key("workers")],
+                args=[GROUP, worker_id, time.time(), int(self.visibility_timeout * 1000),
+                      self._key("task", ""), self._key("log", ""), LOG_TAIL, *given])
+            given = ("", "")
+            if answer[0] == "run":
+                claim = self._claimed(worker_id, *answer[1:])
                 if claim is not None:
                     return claim
-            if not entries and time.monotonic() >= end:
+                continue
+            if answer[0] == "again":
+                continue
+            left = end - time.monotonic()
+            if left <= 0:
                 return None
+            # Short blocks: a retry may come due, or a dead worker's task
+            # become claimable, while we wait.
+            block = max(1, int(min(left, 1.0, max(0.05, float(answer[1]))) * 1000))
+            read = self._r.xreadgroup(GROUP, worker_id, {stream: ">"}, count=1, block=block)
+            if read and read[0][1]:
+                entry_id, fields = read[0][1][0]
+                given = (entry_id, (fields or {}).get("task_id", ""))
 
-    def _next_due(self) -> float:
-        first = self._r.zrange(self._key("delayed"), 0, 0, withscores=True)
-        return max(0.05, first[0][1] - time.time()) if first else 3600.0
-
-    def _take(self, worker_id: str, entry_id: str, fields: dict[str, str],
-              reclaimed: bool) -> Optional[Claim]:
-        task_id = fields.get("task_id", "")
-        key = self._key("task", task_id)
-        tail = self._log_tail(task_id) if reclaimed else ""
-        verdict, attempt = self._scripts["TAKE"](
-            keys=[key, self._key("tasks"), self._key("dead"), self._key("workers")],
-            args=[GROUP, entry_id, worker_id, time.time(), int(reclaimed), task_id, tail])
-        if verdict != "run":
-            return None
-        data = self._r.hmget(key, "spec", "params")
+    def _claimed(self, worker_id: str, task_id: str, entry_id: str, attempt: str,
+                 spec_json: str, params_json: str) -> Optional[Claim]:
         try:
             # from_any: a spec that fails validation is a SpecError naming the field.
-            spec = from_any(json.loads(data[0] or "null"))
-            params = json.loads(data[1] or "{}")
+            spec = from_any(json.loads(spec_json or "null"))
+            params = json.loads(params_json or "{}")
             _check_params(params)
         except (ValueError, SpecError) as exc:
             # Stored by something other than submit (or an older gpucloud): it
@@ -396,12 +385,11 @@ class Queue:
 
     def _settle(self, claim: Claim, action: str, exit_code: Optional[int], error: str,
                 not_before: float) -> bool:
-        tail = self._log_tail(claim.task_id) if action == "dead" else ""
         return bool(self._scripts["SETTLE"](
             keys=[self._key("task", claim.task_id), self._key("tasks"), self._key("delayed"),
-                  self._key("dead"), self._key("workers")],
+                  self._key("dead"), self._key("workers"), self._key("log", claim.task_id)],
             args=[GROUP, claim.entry_id, claim.worker_id, claim.attempt, action, time.time(),
-                  "" if exit_code is None else int(exit_code), error, not_before, tail,
+                  "" if exit_code is None else int(exit_code), error, not_before, LOG_TAIL,
                   claim.task_id]))
 
 

@@ -8,8 +8,9 @@ from typing import Optional
 from pydantic import BaseModel, Field
 
 from ..jobspec import JobSpec
+from .names import STATES
 
-STATES = ("pending", "running", "succeeded", "failed", "dead", "cancelled")
+__all__ = ["STATES", "Claim", "DeadTask", "QueueStatus", "TaskInfo"]
 
 
 class TaskInfo(BaseModel):
