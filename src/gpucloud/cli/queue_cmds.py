@@ -108,15 +108,14 @@ def status(queue: str = QUEUE, redis_url: Optional[str] = REDIS,
               output.span(timedelta(seconds=t.age_seconds)) if t.age_seconds is not None else "-",
               f"{t.attempts}/{t.retries + 1}", _params(t.params)] for t in report.tasks],
             shrink=[5], keep=[0]).split("\n")
-        # A task's error and retry go on a line of their own under its row, so the
-        # table keeps its columns at 80 wide and the error is not cut to a cell.
+        # A task's retry time and error go on lines of their own under its row, so
+        # the table keeps its columns at 80 wide and the error is not cut to a cell.
         width = output.terminal_width()
         now = datetime.now(timezone.utc)
         lines = rows[:1]
         for row, t in zip(rows[1:], report.tasks):
             lines.append(row)
-            detail = _detail(t, now)
-            if detail:
+            for detail in _details(t, now):
                 text = output.clean("    " + detail)
                 lines.append(text if not width or len(text) <= width
                              else text[:width - 1] + output.ELLIPSIS)
@@ -252,18 +251,18 @@ def logs(
                    + (f" ({first_meaningful(info.error)})" if info.error else ""))
 
 
-def _detail(task: Any, now: datetime) -> str:
-    """A failed or dead task's last error (its first meaningful line) and, for a
-    retry, when it starts: "retry at 2026-12-01T10:01:30Z (in 1m30s)"."""
+def _details(task: Any, now: datetime) -> list[str]:
+    """For a retry, when it starts ("retry at 2026-12-01T10:01:30Z (in 1m30s)");
+    for a failed or dead task, its last error's first meaningful line."""
     from ..queue.error_line import first_meaningful
 
-    parts = []
+    lines = []
     if task.state == "failed" and task.not_before is not None:
-        parts.append(f"retry at {output.iso(task.not_before)} "
+        lines.append(f"retry at {output.iso(task.not_before)} "
                      f"({_in((task.not_before - now).total_seconds())})")
     if task.error and task.state in ("failed", "dead"):
-        parts.append(f"error: {first_meaningful(task.error)}")
-    return "; ".join(parts)
+        lines.append(f"error: {first_meaningful(task.error)}")
+    return lines
 
 
 def _in(seconds: float) -> str:
