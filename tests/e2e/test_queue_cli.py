@@ -56,9 +56,11 @@ def test_submit_status_cancel(job):
     assert status["counts"]["running"] == 1 and status["counts"]["pending"] == 1
     running = next(t for t in status["tasks"] if t["id"] == first)
     assert running["worker"] == "gpu-box-1" and running["age_seconds"] >= 0
-    cancelled = run("queue", "cancel", second, "--queue", "exp")
+    unconfirmed = run("queue", "cancel", second, "--queue", "exp")  # --json never prompts
+    assert unconfirmed["exit"] == 8 and unconfirmed["error"]["code"] == "confirmation_required"
+    cancelled = run("queue", "cancel", second, "--queue", "exp", "--yes")
     assert cancelled["exit"] == 0 and cancelled["task"]["state"] == "cancelled"
-    assert run("queue", "cancel", "nope", "--queue", "exp")["exit"] == 5
+    assert run("queue", "cancel", "nope", "--queue", "exp", "--yes")["exit"] == 5
     # the default queue is another queue
     assert run("queue", "status")["tasks"] == []
 

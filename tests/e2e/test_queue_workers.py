@@ -46,7 +46,7 @@ task, attempt = os.environ["GPUCLOUD_TASK_ID"], os.environ["GPUCLOUD_ATTEMPT"]
 out = pathlib.Path(os.environ["GPUCLOUD_PARAM_OUT"])
 ckpt = pathlib.Path(os.environ["CHECKPOINT_DIR"])
 (out / "started").mkdir(exist_ok=True)
-(out / "started" / f"{task}.{attempt}.{os.getppid()}").touch()
+(out / "started" / f"{task}.{attempt}.{os.getppid()}.{os.getpid()}").touch()
 if (ckpt / "done").exists():
     print("resumed: already done"); raise SystemExit(0)
 print(f"task {task} attempt {attempt} n={os.environ['GPUCLOUD_PARAM_N']}", flush=True)
@@ -110,7 +110,7 @@ def test_fifty_tasks_four_workers_one_killed_one_failing_one_poison(tmp_path: Pa
                  "--idle", "60s", "--worker-id", f"w{slot}-{spawned}", "--runner", "direct",
                  "--visibility-timeout", VISIBILITY, "--json"],
                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True)  # its own group: killing it kills its task too
+                start_new_session=True)  # its own group (its task leads another)
 
         for slot in range(WORKERS):
             spawn(slot)
@@ -169,8 +169,9 @@ def test_fifty_tasks_four_workers_one_killed_one_failing_one_poison(tmp_path: Pa
 
 def _kill_one_mid_task(out: Path, procs: dict[int, Any], good: list[str]) -> str | None:
     """SIGKILL the process group of a worker running a good task that started
-    under 0.15 s ago, so has most of its 0.4 s of work ahead: (task, attempt,
-    worker pid) from the task's start marker."""
+    under 0.15 s ago, so has most of its 0.4 s of work ahead, and the task's own
+    group, as a machine that vanishes takes both: (task, attempt, worker pid,
+    task pid) from the task's start marker."""
     started = out / "started"
     if not started.exists():
         return None
@@ -178,10 +179,14 @@ def _kill_one_mid_task(out: Path, procs: dict[int, Any], good: list[str]) -> str
         out / "completed").exists() else set()
     pids = {p.pid for p in procs.values() if p.poll() is None}
     for marker in started.iterdir():
-        task, attempt, pid = marker.name.rsplit(".", 2)
+        task, attempt, pid, task_pid = marker.name.rsplit(".", 3)
         fresh = time.time() - marker.stat().st_mtime < 0.15
         if task in good and task not in completed and int(pid) in pids and fresh:
             os.killpg(int(pid), signal.SIGKILL)
+            try:
+                os.killpg(int(task_pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # it ended meanwhile
             return task
     return None
 
@@ -198,7 +203,7 @@ def test_worker_json_summary_of_an_idle_worker(tmp_path: Path) -> None:
         assert result.stderr == ""
         doc = json.loads(result.stdout)
         assert doc["worker"] == {"worker_id": "idle-1", "succeeded": 0, "failed": 0,
-                                 "lost": 0, "interrupted": False, "reason": "idle",
-                                 "tasks": []}
+                                 "lost": 0, "cancelled": 0, "interrupted": False,
+                                 "reason": "idle", "tasks": []}
     finally:
         server.shutdown()

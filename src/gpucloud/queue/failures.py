@@ -21,8 +21,9 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple, Optional
 
+from .error_line import is_noise
+
 ERROR_CHARS = 300  # of the kept line: a docker error with an image name fits
-_HELP_POINTER = re.compile(r"^(See|Run) '.*--help'")
 # docker's own errors: "docker: ..." (Linux, macOS), "C:\...\docker.exe: ..." (Windows).
 _DOCKER_LINE = re.compile(r"^(?:[A-Za-z]:\\.*\\)?docker(?:\.exe)?: ", re.IGNORECASE)
 _NOT_PULLED = ("pull access denied", "manifest unknown", "repository does not exist")
@@ -34,8 +35,8 @@ class Failure(NamedTuple):
 
 
 def meaningful(line: str) -> bool:
-    """False for a line that only points at docker's help."""
-    return bool(line.strip()) and not _HELP_POINTER.match(line.strip())
+    """False for a line that says nothing of what failed (error_line.is_noise)."""
+    return not is_noise(line)
 
 
 def key_line(lines: Sequence[str], docker: bool) -> str:

@@ -60,3 +60,11 @@ class Claim(BaseModel):
     attempt: int
     entry_id: str
     worker_id: str
+
+
+class LogLine(BaseModel):
+    """One output line a worker streamed for a task."""
+
+    id: str = Field(description="The log stream's entry id (read on after it).")
+    at: Optional[datetime] = Field(default=None, description="When the worker sent it.")
+    line: str

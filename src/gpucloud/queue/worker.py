@@ -6,6 +6,11 @@ another worker after the visibility timeout. That is also why SIGTERM acks
 nothing: the task is left as it is, re-delivered, and resumes from its
 CHECKPOINT_DIR (a per-task directory, the same for every attempt of a task id).
 
+A task cancelled while it runs (``gpucloud queue cancel``) is seen at the
+next heartbeat, whose answer says the task is no longer this worker's: its
+process group (or container) gets SIGTERM, then SIGKILL after the kill grace,
+and the worker counts it as cancelled; the queue's state stays `cancelled`.
+
 A lost connection to Redis (a restart of the server, a network blip) is
 waited out within ``idle``: every call is retried with backoff, reconnecting
 first (the embedded server comes back on a new socket). A finished task's
@@ -41,13 +46,15 @@ from typing import Any, Optional, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from . import stopping
+
 LOG_BATCH = 200          # lines per append_log call at most
 LOG_FLUSH_SECONDS = 1.0  # a quiet task's lines still reach Redis this soon
 LOG_HOLD = 10_000        # lines kept for Redis while it is away (the log stream's cap)
 TAIL_LINES = 50          # last output lines kept to pick the task's error from
 RETRY_FIRST = 0.1        # seconds before the first retry of a failed Redis call
 RETRY_MAX = 1.0          # ... doubling up to this: a restarted server is found within it
-KILL_GRACE = 10.0        # seconds between TERM and KILL of a task on shutdown
+KILL_GRACE = 10.0        # seconds between TERM and KILL of a task stopped early (default)
 _PARAM = re.compile(r"[^A-Za-z0-9_]")
 _WORKER_ONLY = {"GPUCLOUD_REDIS_URL"}
 T = TypeVar("T")
@@ -58,9 +65,11 @@ class WorkerSummary(BaseModel):
     succeeded: int = 0
     failed: int = 0
     lost: int = 0              # finished here after the task was re-delivered: result ignored
+    cancelled: int = 0         # cancelled while it ran here: stopped, nothing recorded
     interrupted: bool = False  # stopped by a signal; the task it held was not acked
     reason: str = "idle"       # "idle" or "signal"
-    tasks: list[str] = []      # task ids run to an end and recorded, in order (not the lost)
+    tasks: list[str] = []      # task ids run to an end and recorded, in order (not the lost
+                               # or cancelled)
 
 
 @dataclass
@@ -70,6 +79,7 @@ class Launch:
     argv: list[str]
     env: dict[str, str]
     cleanup: list[str] = field(default_factory=list)  # run after a forced stop
+    container: str = ""  # the container's name, stopped through the daemon on a forced stop
 
 
 class Runner(Protocol):
@@ -143,7 +153,7 @@ def docker_runner(claim: Any, checkpoint_dir: Path) -> Launch:
     env = _inherited()
     env.update(plain)
     env.update(secrets)
-    return Launch(argv, env, cleanup=["docker", "rm", "-f", name])
+    return Launch(argv, env, cleanup=["docker", "rm", "-f", name], container=name)
 
 
 def default_runner() -> Runner:
@@ -167,13 +177,18 @@ class _Stopped(Exception):
     pass
 
 
+class _Cancelled(Exception):
+    """The task was cancelled while it ran here; its process is stopped."""
+
+
 def run_worker(queue: Any, worker_id: Optional[str] = None, idle: float = 600,
                runner: Optional[Runner] = None, *, work_dir: Optional[Path] = None,
                stop: Optional[threading.Event] = None,
-               on_event: Optional[Callable[[str, dict[str, Any]], None]] = None
-               ) -> WorkerSummary:
+               on_event: Optional[Callable[[str, dict[str, Any]], None]] = None,
+               kill_grace: float = KILL_GRACE) -> WorkerSummary:
     """Run tasks until ``idle`` seconds pass with no work, or SIGTERM/SIGINT
-    (or ``stop`` is set). Returns what was done."""
+    (or ``stop`` is set). Returns what was done. ``kill_grace``: seconds
+    between SIGTERM and SIGKILL of a task that is cancelled or interrupted."""
     worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     runner = runner or default_runner()
     work_dir = Path(work_dir) if work_dir else default_work_dir()
@@ -206,7 +221,7 @@ def run_worker(queue: Any, worker_id: Optional[str] = None, idle: float = 600,
             emit("start", {"task_id": claim.task_id, "attempt": claim.attempt})
             try:
                 code, error, permanent = _run_task(queue, worker_id, claim, runner, work_dir,
-                                                   stop, persist)
+                                                   stop, persist, kill_grace)
                 if code == 0:
                     recorded = persist(lambda: queue.succeed(claim, exit_code=0))
                 elif permanent:  # no retry can heal it: a dead letter now
@@ -217,7 +232,16 @@ def run_worker(queue: Any, worker_id: Optional[str] = None, idle: float = 600,
             except _Stopped:
                 summary.interrupted = True
                 break
+            except _Cancelled:
+                last_work = time.monotonic()
+                summary.cancelled += 1
+                emit("cancelled", {"task_id": claim.task_id})
+                continue
             last_work = time.monotonic()
+            if recorded is False and _cancelled(queue, claim):  # ended as it was cancelled
+                summary.cancelled += 1
+                emit("cancelled", {"task_id": claim.task_id})
+                continue
             if recorded is False:  # a stale claim: the task is another worker's now
                 summary.lost += 1
                 emit("lost", {"task_id": claim.task_id, "exit_code": code, "error": error})
@@ -301,10 +325,11 @@ def _on_signals(stop: threading.Event) -> Callable[[], None]:
 
 
 def _run_task(queue: Any, worker_id: str, claim: Any, runner: Runner, work_dir: Path,
-              stop: threading.Event, persist: _Persist
-              ) -> tuple[Optional[int], str, bool]:
+              stop: threading.Event, persist: _Persist,
+              kill_grace: float = KILL_GRACE) -> tuple[Optional[int], str, bool]:
     """(exit code, error, whether no retry can heal it), free of the task's
-    secrets; raises _Stopped when a signal stopped the task."""
+    secrets; raises _Stopped when a signal stopped the task, _Cancelled when a
+    cancel did."""
     from ..errors import CredentialsError, GpuCloudError
     from ..redaction import scrub, secret_forms
     from . import failures
@@ -320,7 +345,8 @@ def _run_task(queue: Any, worker_id: str, claim: Any, runner: Runner, work_dir: 
     try:
         proc = subprocess.Popen(launch.argv, env=launch.env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                text=True, errors="replace", bufsize=1)
+                                text=True, errors="replace", bufsize=1,
+                                **stopping.popen_options())
     except FileNotFoundError as exc:
         return (None, *failures.missing_executable(launch.argv[0], exc.strerror or str(exc)))
     except ValueError as exc:  # a NUL in argv or env ("embedded null byte")
@@ -333,8 +359,10 @@ def _run_task(queue: Any, worker_id: str, claim: Any, runner: Runner, work_dir: 
     pump = threading.Thread(target=lines.read, args=(proc.stdout,), daemon=True)
     pump.start()
     beating = threading.Event()
+    revoked = threading.Event()
     interval = max(0.05, float(getattr(queue, "visibility_timeout", 60.0)) / 3)
-    beat = threading.Thread(target=_heartbeat, args=(queue, worker_id, claim, interval, beating),
+    beat = threading.Thread(target=_heartbeat,
+                            args=(queue, worker_id, claim, interval, beating, revoked),
                             daemon=True)
     beat.start()
     last_flush = time.monotonic()
@@ -346,8 +374,13 @@ def _run_task(queue: Any, worker_id: str, claim: Any, runner: Runner, work_dir: 
             except subprocess.TimeoutExpired:
                 pass
             if stop.is_set():
-                _stop(proc, launch)
+                _stop(proc, launch, kill_grace)
                 raise _Stopped
+            if revoked.is_set():
+                _stop(proc, launch, kill_grace)
+                pump.join(timeout=5)
+                _flush(queue, claim, lines)  # its last lines, for `queue logs`
+                raise _Cancelled
             if lines.pending() >= LOG_BATCH or time.monotonic() - last_flush >= LOG_FLUSH_SECONDS:
                 _flush(queue, claim, lines)
                 last_flush = time.monotonic()
@@ -365,26 +398,36 @@ def _run_task(queue: Any, worker_id: str, claim: Any, runner: Runner, work_dir: 
     return code, error, permanent
 
 
-def _stop(proc: subprocess.Popen[str], launch: Launch) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=KILL_GRACE)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    if launch.cleanup:
-        subprocess.run(launch.cleanup, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       check=False)
+def _stop(proc: subprocess.Popen[str], launch: Launch, grace: float = KILL_GRACE) -> None:
+    stopping.stop(proc, grace, container=launch.container, cleanup=launch.cleanup)
 
 
 def _heartbeat(queue: Any, worker_id: str, claim: Any, interval: float,
-               done: threading.Event) -> None:
+               done: threading.Event, revoked: Optional[threading.Event] = None) -> None:
+    """Beat until ``done``; set ``revoked`` (and stop) when the beat's answer
+    says the claim is gone because the task was cancelled. A task re-delivered
+    to another worker keeps running here, as before: its result is ignored."""
     while not done.wait(interval):
         try:
-            queue.heartbeat(worker_id, claim)
+            if queue.heartbeat(worker_id, claim) is False and _cancelled(queue, claim):
+                if revoked is not None:
+                    revoked.set()
+                return
         except Exception as exc:  # noqa: BLE001 - a blip must not end the task
             if _transient(exc):  # find a restarted server now, not at the task's end
                 _reconnect(queue)
+
+
+def _cancelled(queue: Any, claim: Any) -> bool:
+    """Is the task cancelled? (A Queue can say; a queue without ``task`` cannot.)"""
+    task = getattr(queue, "task", None)
+    if task is None:
+        return False
+    try:
+        state = task(claim.task_id).state
+    except Exception:  # noqa: BLE001 - unknown now: the next beat asks again
+        return False
+    return str(getattr(state, "value", state)) == "cancelled"
 
 
 def _flush(queue: Any, claim: Any, lines: _LineBuffer, strict: bool = False) -> None:
