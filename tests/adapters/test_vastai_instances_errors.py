@@ -89,6 +89,7 @@ def test_list_maps_fields(api, run, provider):
         "created_at": datetime.fromtimestamp(1668804745.1223178, timezone.utc),
         "shutdown_at": None, "launch_id": None, "simulated": False,
         "connection": {"method": "ssh", "host": "192.0.2.45", "port": 20000, "user": "root"},
+        "terminated_at": None, "final_cost": None,
     }
 
 

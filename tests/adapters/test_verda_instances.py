@@ -52,6 +52,7 @@ def test_list_maps_the_sdk_instance(api, run, provider):
         "created_at": None,  # the fixture's placeholder is not a time
         "shutdown_at": None, "launch_id": None, "simulated": False,
         "connection": {"method": "ssh", "host": "1.2.3.4", "port": 22, "user": "root"},
+        "terminated_at": None, "final_cost": None,
     }
 
 
