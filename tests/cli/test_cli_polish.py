@@ -1,0 +1,99 @@
+"""The command line's edges, each through a real `python -m gpucloud` process:
+a closed pipe, shell completion, usage errors in the shape of every error."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def gpucloud(*args: str, stdout: int | None = subprocess.PIPE,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpucloud", *args], stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=60,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("args", [["gpus"], ["gpus", "--json"], ["--help"], ["list", "--help"]])
+def test_a_closed_pipe_ends_quietly_with_141(args):
+    # The reader is gone before the first write, as when `head -3` has had its lines.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = gpucloud(*args, stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert result.returncode == 141, result.stderr
+    assert result.stderr == ""  # no traceback, no "Exception ignored", no "internal error"
+
+
+@pytest.mark.skipif(shutil.which("head") is None, reason="needs head(1)")
+def test_a_pipe_into_head_shows_the_first_lines_only():
+    pipeline = subprocess.run(
+        f"{sys.executable} -m gpucloud gpus | head -1; exit ${{PIPESTATUS[0]}}",
+        shell=True, executable=shutil.which("bash"), capture_output=True, text=True,
+        timeout=60)
+    assert pipeline.stdout.split() == ["GPU", "VENDOR", "MEMORY"]
+    assert pipeline.returncode in (0, 141)  # 0 when all of it fitted the pipe's buffer
+    assert pipeline.stderr == ""
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_prints_a_script_naming_gpucloud(shell):
+    result = gpucloud("completion", shell)
+    assert result.returncode == 0, result.stderr
+    assert "gpucloud" in result.stdout and "_GPUCLOUD_COMPLETE=complete_" in result.stdout
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_the_bash_completion_script_is_valid_bash_and_completes(tmp_path):
+    script = tmp_path / "gpucloud.bash"
+    script.write_text(gpucloud("completion", "bash").stdout)
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    # Drive the completion function as bash would on <TAB>, with `gpucloud` on PATH.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "gpucloud"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m gpucloud "$@"\n')
+    shim.chmod(0o755)
+    drive = (f'source "{script}"; COMP_WORDS=(gpucloud list --pro); COMP_CWORD=2; '
+             '_gpucloud_completion gpucloud; printf "%s\\n" "${COMPREPLY[@]}"')
+    done = subprocess.run(["bash", "-c", drive], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    assert done.stdout.split() == ["--provider"], done.stderr
+
+
+def test_completion_of_an_unknown_shell_is_a_usage_error():
+    result = gpucloud("completion", "tcsh")
+    assert result.returncode == 2
+    assert result.stderr == ("error: no completion for shell 'tcsh'\n"
+                             "hint: SHELL is one of bash, zsh, fish\n")
+
+
+@pytest.mark.parametrize("args, message, hint", [
+    (["list", "--bogus"], "No such option: --bogus", "`gpucloud list --help` shows the options"),
+    (["get"], "Missing argument 'REF'.", "`gpucloud get --help` shows the options"),
+    (["offers", "--count", "abc"], "Invalid value for '--count' / '-c'",
+     "`gpucloud offers --help` shows the options"),
+    (["lst"], "No such command 'lst'. Did you mean 'list'?", "`gpucloud --help` shows the commands"),
+    (["--bogus"], "No such option: --bogus", "`gpucloud --help` shows the commands"),
+    (["jobs", "get"], "Missing argument 'JOB'.", "`gpucloud jobs get --help` shows the options"),
+])
+def test_usage_errors_read_like_every_other_error(args, message, hint):
+    result = gpucloud(*args)
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2 and "Usage:" not in result.stderr
+    assert lines[0].startswith(f"error: {message}")
+    assert lines[1] == f"hint: {hint}"
+    as_json = gpucloud(*args, "--json")
+    assert as_json.returncode == 2 and as_json.stderr == ""
+    error = json.loads(as_json.stdout)["error"]
+    assert error["code"] == "usage" and error["exit_code"] == 2
+    assert error["message"].startswith(message) and error["hint"] == hint
