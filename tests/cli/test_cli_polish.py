@@ -97,3 +97,30 @@ def test_usage_errors_read_like_every_other_error(args, message, hint):
     error = json.loads(as_json.stdout)["error"]
     assert error["code"] == "usage" and error["exit_code"] == 2
     assert error["message"].startswith(message) and error["hint"] == hint
+
+
+def test_ctrl_c_during_create_names_gpucloud_reconcile():
+    import signal
+
+    # The sandbox commits the machine, then holds its answer: Ctrl-C lands while
+    # the launch is in flight, so the machine may exist without being recorded.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gpucloud", "create", "--gpu", "h100", "--count", "1",
+         "--provider", "sandbox", "--yes"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env={**os.environ, "GPUCLOUD_SANDBOX_HANG_AFTER_CREATE": "30"})
+    assert process.stderr is not None
+    seen = []
+    for line in process.stderr:
+        seen.append(line)
+        if line.startswith("launching on"):
+            break
+    import time
+
+    time.sleep(1)  # the request is on its way
+    process.send_signal(signal.SIGINT)
+    _, rest = process.communicate(timeout=60)
+    lines = ("".join(seen) + rest).splitlines()
+    assert process.returncode == 130, lines
+    assert any(line.startswith("may exist: sandbox") for line in lines)
+    hint = next(line for line in lines if line.startswith("hint: "))
+    assert "`gpucloud reconcile`" in hint and "launch id gc-" in hint
