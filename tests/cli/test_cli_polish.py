@@ -124,3 +124,14 @@ def test_ctrl_c_during_create_names_gpucloud_reconcile():
     assert any(line.startswith("may exist: sandbox") for line in lines)
     hint = next(line for line in lines if line.startswith("hint: "))
     assert "`gpucloud reconcile`" in hint and "launch id gc-" in hint
+
+
+def test_an_unknown_job_file_field_gets_a_did_you_mean(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("name: train\nimage: pytorch/pytorch:2.4.0\nresources:\n  gpu: h100\n"
+                   "  gpu_cont: 8\n")
+    result = gpucloud("submit", str(job), "--provider", "sandbox", "--dry-run")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == (
+        f"error: {job}:5: resources.gpu_cont: unknown field, did you mean gpu_count? "
+        "(`gpucloud schema job` lists the fields)")
