@@ -135,3 +135,41 @@ def test_an_unknown_job_file_field_gets_a_did_you_mean(tmp_path):
     assert result.stderr.splitlines()[0] == (
         f"error: {job}:5: resources.gpu_cont: unknown field, did you mean gpu_count? "
         "(`gpucloud schema job` lists the fields)")
+
+
+JOB = "name: train\nimage: pytorch/pytorch:2.4.0\nresources:\n  gpu: h100\n"
+
+
+def _submit(job: Path, seconds: int) -> str:
+    result = gpucloud("submit", str(job), "--provider", "sandbox", "--yes", "--json",
+                      env={"GPUCLOUD_SANDBOX_JOB_SECONDS": str(seconds)})
+    assert result.returncode == 0, result.stderr
+    return str(json.loads(result.stdout)["job"]["ref"])
+
+
+def test_a_name_of_several_ended_jobs_picks_the_newest_and_says_so(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB)
+    older, newer = _submit(job, 0), _submit(job, 0)
+    import time
+
+    for _ in range(50):  # the sandbox ends a job of 0 seconds on its next look
+        listed = json.loads(gpucloud("jobs", "list", "--json").stdout)["jobs"]
+        if all(j["status"] in ("succeeded", "failed", "cancelled") for j in listed):
+            break
+        time.sleep(0.2)
+    got = gpucloud("jobs", "get", "train", "--json")
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)["ref"] == newer != older
+    assert got.stderr == (f"warning: 'train' matches 2 jobs that have all ended: using the "
+                          f"newest, {newer} (succeeded, created "
+                          f"{json.loads(got.stdout)['created_at'][:19]}Z); name another by its "
+                          "provider/id (REF in `gpucloud jobs list`)\n")
+    # One run of the name still running: that one, as before, and nothing to say.
+    running = _submit(job, 600)
+    got = gpucloud("jobs", "get", "train", "--json")
+    assert json.loads(got.stdout)["ref"] == running and got.stderr == ""
+    # Two running: ambiguous, as before.
+    _submit(job, 600)
+    got = gpucloud("jobs", "get", "train")
+    assert got.returncode == 2 and "matches 4 jobs" in got.stderr
