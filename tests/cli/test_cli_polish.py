@@ -173,3 +173,46 @@ def test_a_name_of_several_ended_jobs_picks_the_newest_and_says_so(tmp_path):
     _submit(job, 600)
     got = gpucloud("jobs", "get", "train")
     assert got.returncode == 2 and "matches 4 jobs" in got.stderr
+
+
+REDRAW = "\x1b[{}A\r\x1b[J"  # cursor up over the last sample, clear below (ECMA-48 CSI A, CSI J)
+
+
+def _on_a_terminal(args: list[str]) -> str:
+    """What a command writes to a terminal (a pty), as bytes decoded."""
+    import pty
+
+    parent, child = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "gpucloud", *args], stdin=child,
+                               stdout=child, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "COLUMNS": "120"})
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(parent, 65536)
+        except OSError:  # EIO: the command closed the terminal's other end
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(parent)
+    assert process.wait(timeout=60) == 0
+    return b"".join(chunks).decode()
+
+
+def test_top_redraws_in_place_on_a_terminal_and_prints_lines_to_a_pipe():
+    from gpucloud import Client
+
+    Client().create(gpu="h100", count=2, provider="sandbox", name="topbox", auto_shutdown="2h")
+    args = ["top", "topbox", "--count", "3", "--interval", "1s"]
+    screen = _on_a_terminal(args).replace("\r\n", "\n")  # the pty's own newline translation
+    samples = screen.count("cost so far")
+    assert samples == 3
+    # Every sample after the first moves up over the last one (its lines) and clears.
+    first = screen.split("cost so far")[1]
+    height = first.count("\n")
+    assert screen.count(REDRAW.format(height)) == 2, repr(screen)
+    piped = gpucloud(*args)
+    assert piped.returncode == 0
+    assert "\x1b" not in piped.stdout and piped.stdout.count("cost so far") == 3
