@@ -216,3 +216,34 @@ def test_top_redraws_in_place_on_a_terminal_and_prints_lines_to_a_pipe():
     piped = gpucloud(*args)
     assert piped.returncode == 0
     assert "\x1b" not in piped.stdout and piped.stdout.count("cost so far") == 3
+
+
+@pytest.mark.parametrize("args, sdk_call, cli_hint, sdk_hint", [
+    (["create", "--gpu", "h100", "--provider", "sandbox", "--max-cost", "-5", "--dry-run"],
+     lambda c: c.plan(gpu="h100", provider="sandbox", max_cost=-5),
+     "USD for the whole run, e.g. --max-cost 200", "USD for the whole run, e.g. max_cost=200"),
+    (["costs", "--month", "2026-13"], lambda c: c.costs(month="2026-13"),
+     "give it as YYYY-MM, e.g. --month 2026-11", "give it as YYYY-MM, e.g. month='2026-11'"),
+])
+def test_hints_name_flags_on_the_command_line_and_arguments_in_the_sdk(
+        args, sdk_call, cli_hint, sdk_hint):
+    from gpucloud import Client
+    from gpucloud.errors import GpuCloudError
+
+    result = gpucloud(*args)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == f"hint: {cli_hint}"
+    with pytest.raises(GpuCloudError) as caught:
+        sdk_call(Client())
+    assert caught.value.hint == sdk_hint
+
+
+def test_the_cli_leaves_the_sdk_speaking_its_own_words():
+    # The CLI run inside a program (a test runner, a notebook) gives the words back.
+    from typer.testing import CliRunner
+
+    from gpucloud.cli import app
+    from gpucloud.errors import option
+
+    CliRunner().invoke(app, ["costs", "--month", "2026-13"])
+    assert option("max_cost", "--max-cost", "200") == "max_cost=200"

@@ -38,7 +38,7 @@ from urllib.parse import quote
 import httpx
 
 from ..http_errors import status_error
-from ..errors import APIStatusError, ConfigurationError, RateLimitError, SpecError
+from ..errors import APIStatusError, ConfigurationError, RateLimitError, SpecError, option
 from ..gpus import gpu_info, normalize_gpu
 from ..models import Instance, InstanceSpec, InstanceStatus, Offer
 from ..ratelimit import RateLimit
@@ -90,7 +90,8 @@ class LambdaProvider(Provider):
         if not spec.ssh_key_name and not spec.ssh_public_key:
             raise ConfigurationError(
                 "lambda needs an SSH key to launch",
-                hint="pass --ssh-key NAME_OR_PATH or create ~/.ssh/id_ed25519.pub")
+                hint=f"pass {option('ssh_key', '--ssh-key', repr('NAME_OR_PATH'), 'NAME_OR_PATH')} "
+                     "or create ~/.ssh/id_ed25519.pub")
         if len(spec.launch_id) > TAG_VALUE_MAX:
             raise SpecError(f"launch id longer than {TAG_VALUE_MAX} characters")
 
@@ -260,7 +261,7 @@ class LambdaProvider(Provider):
             raise SpecError(
                 f"lambda {spec.offer.instance_type} has a fixed {fixed} GB disk; "
                 f"{spec.disk_gb} GB was asked for",
-                hint="drop --disk or pick a larger instance type")
+                hint=f"drop {option('disk_gb', '--disk-gb')} or pick a larger instance type")
 
     def _ensure_ssh_key(self, name: str | None, public_key: str) -> Flow[str]:
         """The name of a registered key with this public key, registering it if needed."""

@@ -54,6 +54,7 @@ from ..errors import (
     OfferRefusedError,
     QuotaExceededError,
     SpecError,
+    option,
 )
 from ..gpus import gpu_info, normalize_gpu
 from ..models import Instance, InstanceSpec, InstanceStatus, Offer
@@ -113,7 +114,7 @@ class RunPodProvider(Provider):
                                  "see `gpucloud offers --provider runpod`")
         image = spec.job.image if spec.job else spec.image or self.catalog.default_image
         if not image:
-            raise SpecError("RunPod pods need a container image", hint="pass --image")
+            raise SpecError("RunPod pods need a container image", hint=f"pass {option('image', '--image')}")
         env: dict[str, str] = {}
         args = None
         if spec.job is not None:

@@ -12,7 +12,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from ..errors import EXIT_CODES, GpuCloudError, exit_code_for
+from ..errors import EXIT_CODES, GpuCloudError, exit_code_for, spoken_by_cli
 from . import coercion
 from .output import clean
 
@@ -129,7 +129,12 @@ class GpuCloudGroup(HelpGroup):
     def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
         argv, debug = _take_debug(argv)
-        restore = configure_logging(debug, _wants_json(argv))
+        restore_logging = configure_logging(debug, _wants_json(argv))
+        restore_words = spoken_by_cli()  # hints name --flags, not keyword arguments
+
+        def restore() -> None:
+            restore_words()
+            restore_logging()
         kwargs.setdefault("complete_var", COMPLETE_VAR)
         if os.environ.get(COMPLETE_VAR):  # a shell asks for completions: typer's classes
             from typer._completion_classes import completion_init
