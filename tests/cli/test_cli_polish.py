@@ -247,3 +247,22 @@ def test_the_cli_leaves_the_sdk_speaking_its_own_words():
 
     CliRunner().invoke(app, ["costs", "--month", "2026-13"])
     assert option("max_cost", "--max-cost", "200") == "max_cost=200"
+
+
+def test_a_batch_says_where_each_machine_landed_and_why_it_moved():
+    # One machine per type and region: each launch after the first finds the
+    # cheapest region full and fails over to the next.
+    result = gpucloud("create", "--gpu", "h100", "--count", "1", "--provider", "sandbox",
+                      "--instances", "3", "--concurrency", "1", "--yes", "--batch", "exp1",
+                      env={"GPUCLOUD_SANDBOX_CAPACITY": "1"})
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "] machine " in line]
+    assert len(lines) == 3
+    regions = [line.split(" in ")[1].split(" ")[0] for line in lines]
+    assert len(set(regions)) == 3  # three regions, each named
+    assert lines[0].endswith("(sandbox sim.1xH100)")  # the first took the first offer
+    assert lines[1].endswith(f"(sandbox sim.1xH100); moved: no capacity in {regions[0]}")
+    assert lines[2].endswith(f"; moved: no capacity in {regions[0]}, "
+                             f"no capacity in {regions[1]}")
+    made = [line for line in result.stdout.splitlines() if line.startswith("created ")]
+    assert [line.split(" in ")[1].split(" ")[0] for line in made] == regions

@@ -42,6 +42,7 @@ from ..errors import APIStatusError, ConfigurationError, RateLimitError, SpecErr
 from ..gpus import gpu_info, normalize_gpu
 from ..models import Instance, InstanceSpec, InstanceStatus, Offer
 from ..ratelimit import RateLimit
+from . import _batch_mark as batch_mark
 from . import _lambda_wire as wire
 from ._jobscript import POWER_OFF, secret_values, vm_script
 from ._lambda_wire import image_spec
@@ -101,6 +102,8 @@ class LambdaProvider(Provider):
             key_name = spec.ssh_key_name
 
         tags = [{"key": LAUNCH_ID_TAG, "value": spec.launch_id}]
+        if spec.batch and len(spec.batch) <= TAG_VALUE_MAX:
+            tags.append({"key": batch_mark.LABEL, "value": spec.batch})
         deadline = format_utc(spec.shutdown_at) if spec.shutdown_at else None
         if deadline:
             tags.append({"key": SHUTDOWN_AT_TAG, "value": deadline})

@@ -58,6 +58,7 @@ from ..errors import (
 )
 from ..gpus import gpu_info, normalize_gpu
 from ..models import Instance, InstanceSpec, InstanceStatus, Offer
+from . import _batch_mark as batch_mark
 from . import _runpod_wire as wire
 from ._jobscript import RUNPOD_STOP, container_env, container_script, secret_values
 from ._name_marker import latest, mark_name, split_name
@@ -125,6 +126,8 @@ class RunPodProvider(Provider):
             env[JOB_SCRIPT_ENV] = container_script(spec.job, RUNPOD_STOP, self.name)
             args = JOB_ARGS
         env[LAUNCH_ID_ENV] = spec.launch_id
+        if spec.batch:
+            env[batch_mark.ENV] = spec.batch
         if spec.shutdown_at is not None:
             env[SHUTDOWN_AT_ENV] = format_utc(spec.shutdown_at)
         body: dict[str, Any] = {

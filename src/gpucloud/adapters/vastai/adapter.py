@@ -61,6 +61,7 @@ from ...errors import (
 )
 from ...models import Instance, InstanceSpec, InstanceStatus, Offer, UsagePrice
 from ...ratelimit import RateLimit
+from .. import _batch_mark as batch_mark
 from ..base import Capabilities, Flow, OfferQuery, Provider
 from .._name_marker import latest
 from .._jobscript import container_env, secret_values
@@ -172,6 +173,8 @@ class VastProvider(Provider):
         deadline = format_utc(spec.shutdown_at) if spec.shutdown_at else None
         env = container_env(spec.job) if spec.job else {}
         env[ENV_LAUNCH_ID] = spec.launch_id
+        if spec.batch:
+            env[batch_mark.ENV] = spec.batch
         if deadline:
             env[ENV_SHUTDOWN_AT] = deadline
         body = {

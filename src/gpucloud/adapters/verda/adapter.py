@@ -199,7 +199,7 @@ class VerdaProvider(Provider):
             "ssh_key_ids": [key_id],
             "startup_script_id": script_id,
             "hostname": host,
-            "description": wire.describe(spec.launch_id, spec.shutdown_at),
+            "description": wire.describe(spec.launch_id, spec.shutdown_at, spec.batch),
             "location_code": offer.region,
             "os_volume": {"name": f"{host}-os", "size": spec.disk_gb} if spec.disk_gb else None,
             "volumes": [],
