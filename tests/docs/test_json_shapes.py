@@ -51,6 +51,7 @@ RUNS = {
     "queue dead": ["queue", "dead"],
     "queue cancel": ["queue", "cancel", "{task}"],
     "schema job": ["schema", "job"],
+    "completion bash": ["completion", "bash"],
     "worker": ["worker", "--idle", "1s", "--queue", "json-shape"],
     "queue workers add --dry-run": ["queue", "workers", "add", "1", "--gpu", "h100",
                                     "--provider", "sandbox", "--redis",

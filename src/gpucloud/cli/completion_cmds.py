@@ -7,6 +7,7 @@ answers those calls with the names of commands, options and choices.
 
 from __future__ import annotations
 
+import json
 import sys
 
 import typer
@@ -20,8 +21,9 @@ _HOW = {"bash": "source <(gpucloud completion bash)  # in ~/.bashrc",
 
 
 @app.command()
-def completion(shell: str = typer.Argument(..., metavar="SHELL",
-                                           help="bash, zsh or fish.")) -> None:
+def completion(shell: str = typer.Argument(..., metavar="SHELL", help="bash, zsh or fish."),
+               json_output: bool = typer.Option(
+                   False, "--json", help='Wrap it as {"shell": ..., "script": ...}.')) -> None:
     """Print the completion script for SHELL (bash, zsh, fish); nothing is installed.
 
     bash: `source <(gpucloud completion bash)` in ~/.bashrc; zsh: the same in
@@ -32,7 +34,10 @@ def completion(shell: str = typer.Argument(..., metavar="SHELL",
 
     if shell not in SHELLS:
         fail(2, "usage", f"no completion for shell {shell!r}",
-             f"SHELL is one of {', '.join(SHELLS)}", False)
+             f"SHELL is one of {', '.join(SHELLS)}", json_output)
     script = get_completion_script(prog_name="gpucloud", complete_var=COMPLETE_VAR,
                                    shell=shell)
+    if json_output:
+        sys.stdout.write(json.dumps({"shell": shell, "script": script}) + "\n")
+        return
     sys.stdout.write(f"# gpucloud completion for {shell}: {_HOW[shell]}\n{script}\n")
