@@ -18,10 +18,8 @@ from .output import clean
 
 try:  # typer >= 0.29 vendors click
     from typer._click.exceptions import ClickException as _ClickException
-    from typer._click.exceptions import UsageError as _UsageError
 except ImportError:  # pragma: no cover
     from click.exceptions import ClickException as _ClickException
-    from click.exceptions import UsageError as _UsageError
 
 # The variable the shell completion scripts set (`gpucloud completion SHELL`),
 # fixed so that `python -m gpucloud` answers the same scripts.
