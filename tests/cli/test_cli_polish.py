@@ -266,3 +266,10 @@ def test_a_batch_says_where_each_machine_landed_and_why_it_moved():
                              f"no capacity in {regions[1]}")
     made = [line for line in result.stdout.splitlines() if line.startswith("created ")]
     assert [line.split(" in ")[1].split(" ")[0] for line in made] == regions
+
+
+@pytest.mark.parametrize("args", [[], ["jobs"]])
+def test_a_group_without_a_command_still_shows_its_help(args):
+    result = gpucloud(*args)
+    text = result.stdout + result.stderr
+    assert "Usage:" in text and "Commands:" in text and "error:" not in text

@@ -181,6 +181,8 @@ class GpuCloudGroup(HelpGroup):
 def usage_error(exc: Any, as_json: bool) -> None:
     """click's usage errors ("No such option", "Missing argument", a bad value) in
     the shape of every other error, with where to read the usage as the hint."""
+    if type(exc).__name__ == "NoArgsIsHelpError":  # `gpucloud`, `gpucloud jobs`: the help
+        raise exc
     ctx = getattr(exc, "ctx", None)
     group = ctx is None or hasattr(ctx.command, "commands")
     words: list[str] = []
