@@ -30,7 +30,7 @@ from . import ledger, pricing
 from .adapters.base import Sleep
 from .batch_models import BatchIncompleteError, BatchItem, BatchResult, CreateRequest
 from .deadlines import ENDED
-from .errors import BudgetExceededError, GpuCloudError, NotFoundError, SpecError, exit_code_for
+from .errors import BudgetExceededError, GpuCloudError, NotFoundError, SpecError, exit_code_for, option
 from .launcher import RECONCILE_DELAYS, launch
 from .models import Attempt, Instance, Plan
 from .ops import Call, Concurrent, Gather, Op
@@ -64,7 +64,8 @@ def copies(request: CreateRequest, n: int) -> list[CreateRequest]:
     """n machines alike; a name becomes name-1 .. name-n."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise SpecError(f"number of machines must be at least 1, got {n!r}",
-                        hint="--instances is the number of machines; --count the GPUs on each")
+                        hint=f"{option('n', '--instances')} is the number of machines; "
+                             f"{option('count', '--count')} the GPUs on each")
     if request.name is None or n == 1:
         return [request] * n
     return [request.model_copy(update={"name": f"{request.name}-{i + 1}"}) for i in range(n)]

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import BatchBusyError, SpecError, StateError
+from .errors import BatchBusyError, SpecError, StateError, option
 
 # Windows locks byte ranges, and a locked range cannot be read by another
 # handle: lock a byte well past the JSON so the refused run can read it.
@@ -158,8 +158,8 @@ def _drop(ident: str, lease: _Lease) -> None:
 def _hint(key: str) -> str:
     import shlex
 
-    return (f"wait for it to finish (or stop it); running the same batch= (CLI --batch "
-            f"{shlex.quote(key)}) afterwards resumes it")
+    return (f"wait for it to finish (or stop it); running the same "
+            f"{option('batch', '--batch', repr(key), shlex.quote(key))} afterwards resumes it")
 
 
 def _busy_message(key: str, holder: tuple[int, str] | None) -> str:

@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any, Literal
 
-from .errors import GpuCloudError, SpecError
+from .errors import GpuCloudError, SpecError, option
 from .ledger import ENDED, RUNNING, STOPPED, Ledger, Row
 from .models import _Model
 from .ops import Op
@@ -89,7 +89,7 @@ def month_bounds(month: str | None, now: datetime) -> tuple[str, datetime, datet
             datetime(year, number, 1)
         except ValueError:
             raise SpecError(f"month {month!r} is not a month",
-                            hint="give it as YYYY-MM, e.g. --month 2026-11 (month='2026-11')") \
+                            hint=f"give it as YYYY-MM, e.g. {option('month', '--month', repr('2026-11'), '2026-11')}") \
                 from None
     start = datetime(year, number, 1, tzinfo=timezone.utc)
     end = datetime(year + number // 12, number % 12 + 1, 1, tzinfo=timezone.utc)
@@ -158,7 +158,7 @@ def compute(rows: Iterable[Row], month: str | None = None, by: str = "instance",
     """The report from ledger rows (per machine, in order); pure, for any clock."""
     if by not in BY_VALUES:
         raise SpecError(f"cannot group costs by {by!r}",
-                        hint="by= (CLI --by) is one of provider, instance, name")
+                        hint=f"{option('by', '--by')} is one of provider, instance, name")
     now = now or utcnow()
     label, start, end = month_bounds(month, now)
     per_machine: dict[tuple[str, str], list[Row]] = {}

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .adapters.flow import Sleep
 from .credentials import how_to_set
 from .errors import (
-    GpuCloudError, InstanceFailedError, NotFoundError, SpecError, WaitTimeoutError,
+    GpuCloudError, InstanceFailedError, NotFoundError, SpecError, WaitTimeoutError, option,
 )
 from .offer_ops import OfferOps
 from .ops import DEFAULT_CONCURRENCY, Call, Gather, Op, split_ref
@@ -97,7 +97,7 @@ class Engine(OfferOps):
             if plan.instances != len(requests) or len({r.plan_key() for r in requests}) != 1:
                 raise SpecError(f"the plan is for {plan.instances} machine(s), not "
                                 f"{len(requests)} alike",
-                                hint="make the plan with the same n= (CLI: --instances)")
+                                hint=f"make the plan with the same {option('n', '--instances')}")
             plans = [plan] * len(requests)
         else:
             plans, _ = yield from batching.plans_for(self, requests, max_cost)

@@ -21,6 +21,7 @@ This module imports nothing heavy: the CLI loads it on every error path.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # names only: this module stays free of heavy imports
@@ -245,10 +246,32 @@ class WaitTimeoutError(WaitError):
     code = "wait_timeout"
 
 
-def option(sdk: str, cli: str) -> str:
-    """How a hint names an argument: the same error reaches scripts and the
-    command line, so it names the SDK keyword and the CLI flag."""
-    return f"{sdk}= (CLI {cli})"
+# Who reads the hints: a program calling the SDK (keyword arguments) unless
+# the command line has said it is the reader (flags); see spoken_by_cli.
+_READER = ["sdk"]
+
+
+def option(sdk: str, cli: str, example: str | None = None,
+           cli_example: str | None = None) -> str:
+    """How a hint names an argument, in the words of whoever reads it: the SDK
+    keyword to a program (``max_cost=200``), the flag on the command line
+    (``--max-cost 200``). ``cli_example`` when the flag's value is written
+    otherwise (``hours=72`` is ``--hours 72h``); "" for a flag that takes none."""
+    if _READER[0] == "cli":
+        value = example if cli_example is None else cli_example
+        return f"{cli} {value}" if value else cli
+    return f"{sdk}={example if example is not None else ''}"
+
+
+def spoken_by_cli() -> Callable[[], None]:
+    """Hints built from now on name CLI flags (the CLI calls this once per run);
+    returns what restores the SDK's words (the CLI also runs inside programs)."""
+    before = _READER[0]
+    _READER[0] = "cli"
+
+    def restore() -> None:
+        _READER[0] = before
+    return restore
 
 
 # One table: error class -> CLI exit code (DESIGN.md, "CLI contract").

@@ -11,6 +11,7 @@ one stops the submit, naming it (exit 3).
 from __future__ import annotations
 
 import os
+from datetime import timezone
 from typing import Any
 
 from . import ledger
@@ -160,6 +161,16 @@ def _ref(engine: Any, ref: Any) -> Op:
     live = [j for j in matches if j.status not in ENDED]
     if len(matches) > 1 and len(live) == 1:
         matches = live  # a name reused after a run ended names the new run
+    elif len(matches) > 1 and not live and all(j.created_at for j in matches):
+        # Runs of one name that have all ended: the last run is the one meant
+        # (its logs, its exit code); said, since an older run might have been.
+        newest = max(matches, key=lambda j: j.created_at)  # type: ignore[arg-type,return-value]
+        created = newest.created_at.astimezone(timezone.utc)  # type: ignore[union-attr]
+        engine.ctx.warn(f"{text!r} matches {len(matches)} jobs that have all ended: using the "
+                        f"newest, {newest.ref} ({newest.status.value}, created "
+                        f"{created:%Y-%m-%dT%H:%M:%SZ}); name another by its provider/id "
+                        "(REF in `gpucloud jobs list`)")
+        matches = [newest]
     if len(matches) == 1:
         return matches[0].provider, matches[0].id
     if matches:

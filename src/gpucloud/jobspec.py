@@ -324,10 +324,51 @@ def _first_error(exc: ValidationError, line_of: Callable[[tuple[Any, ...]], int]
 def _message(error: Any) -> str:
     kind, msg = error["type"], str(error["msg"])
     if kind == "extra_forbidden":
-        return "unknown field (`gpucloud schema job` lists the fields)"
+        close = _close_fields(tuple(error["loc"]))
+        guess = f", did you mean {' or '.join(close)}?" if close else ""
+        return f"unknown field{guess} (`gpucloud schema job` lists the fields)"
     if kind == "missing":
         return "required"
     return msg.removeprefix("Value error, ")
+
+
+def _close_fields(loc: tuple[Any, ...]) -> list[str]:
+    """The fields valid where an unknown one stands (`resources.gpus`: those of
+    resources) that are spelled close to it."""
+    import difflib
+
+    model: Any = JobSpec
+    parts = list(loc[:-1])
+    while parts:
+        field = model.model_fields.get(parts.pop(0))
+        model = _model_in(field.annotation) if field is not None else None
+        if model is None:
+            return []
+        if _keyed(field.annotation):  # secrets: NAME -> SecretRef; the NAME comes next
+            if not parts:
+                return []
+            parts.pop(0)
+    return difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=2)
+
+
+def _model_in(annotation: Any) -> Any:
+    """The model a field holds: Resources, Optional[Checkpoint], dict[str, SecretRef]."""
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _keyed(annotation: Any) -> bool:
+    import typing
+
+    return typing.get_origin(annotation) in (dict, list) or any(
+        _keyed(a) for a in typing.get_args(annotation) if typing.get_origin(a) is not None)
 
 
 def _more(exc: ValidationError) -> str | None:

@@ -76,7 +76,8 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
         adapter = ctx.adapter(offer.provider)
         shutdown_at = deadline_for(plan, offer, disk_gb)
         spec = ctx.instance_spec(offer, adapter, name=name, image=image, ssh_key=ssh_key,
-                                 disk_gb=disk_gb, shutdown_at=shutdown_at, job=job)
+                                 disk_gb=disk_gb, shutdown_at=shutdown_at, job=job,
+                                 batch=batch_key)
         if job is not None:
             register_secrets(job.secret_env.values())
         # Admitted against the monthly budget and journaled in one transaction,

@@ -155,6 +155,9 @@ class InstanceSpec(_Model):
     offer: Offer
     launch_id: str  # client-generated; goes into the name/labels for reconcile
     name: str
+    # The key of the batch (create_many) it belongs to: beside the launch id
+    # wherever the provider has room (adapters/_batch_mark.py).
+    batch: str | None = None
     image: str | None = None
     ssh_key_name: str | None = None
     ssh_public_key: str | None = None

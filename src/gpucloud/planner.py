@@ -45,11 +45,12 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
     # No upper bound: a batch is paced by the provider's rate limit, not capped here.
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise SpecError(f"number of machines must be at least 1, got {n!r}",
-                        hint="--instances is the number of machines; --count the GPUs on each")
+                        hint=f"{option('n', '--instances')} is the number of machines; "
+                             f"{option('count', '--count')} the GPUs on each")
     cap = pricing.to_decimal(max_cost, "max cost") if max_cost is not None else None
     if cap is not None and cap <= 0:
         raise SpecError(f"max cost must be positive, got {max_cost}",
-                        hint="USD for the whole run, e.g. --max-cost 200")
+                        hint=f"USD for the whole run, e.g. {option('max_cost', '--max-cost', '200')}")
     window, target, origin = _deadline(engine.ctx, auto_shutdown, until, max_cost)
 
     # A dry run spends nothing and needs nothing: with no credentials for any
@@ -91,7 +92,8 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
                     f"{auto_shutdown if isinstance(auto_shutdown, str) and until is None else _span(window)}"
                     f"{per_machine} exceeds "
                     f"--max-cost ${cap}",
-                    hint="shorten --auto-shutdown, raise --max-cost, or pick a cheaper GPU")
+                    hint=f"shorten {option('auto_shutdown', '--auto-shutdown')}, raise "
+                         f"{option('max_cost', '--max-cost')}, or pick a cheaper GPU")
         fits = [o for o in candidates[1:] if cap is None or _fits(o, hours, disk_gb, cap / n)]
     elif cap is not None:
         estimate = pricing.estimate(offer, 1, disk_gb=disk_gb)
@@ -103,7 +105,7 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
                 f"--max-cost ${cap} buys {_runtime(seconds)} of {offer.instance_type} at "
                 f"${pricing.money(estimate.price_per_hour)}/h{' per machine' if n > 1 else ''}: "
                 "the deadline would be now",
-                hint=f"raise --max-cost (at least ${pricing.money(estimate.price_per_hour * n)} "
+                hint=f"raise {option('max_cost', '--max-cost')} (at least ${pricing.money(estimate.price_per_hour * n)} "
                      "buys an hour), or pick a cheaper GPU")
         shutdown_at = utcnow() + timedelta(seconds=seconds)
         estimate = pricing.estimate(offer, hours, disk_gb=disk_gb)
@@ -189,7 +191,8 @@ def _refuse_unknown(estimate: CostEstimate, cap: Decimal) -> None:
         raise BudgetExceededError(
             f"cannot keep --max-cost ${cap}: the price of {' and '.join(estimate.unknown)} "
             f"for {o.provider} {o.instance_type} is unknown",
-            hint="drop --max-cost, or pick another provider or GPU (`gpucloud offers`)")
+            hint=f"drop {option('max_cost', '--max-cost')}, or pick another provider or GPU "
+                 "(`gpucloud offers`)")
 
 
 def _fits(offer: Offer, hours: Decimal, disk_gb: int | None, cap: Decimal) -> bool:

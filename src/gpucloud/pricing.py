@@ -12,7 +12,7 @@ from datetime import timedelta
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
-from .errors import SpecError
+from .errors import SpecError, option
 from .limits import MAX_AMOUNT, MAX_HOURS
 
 CENT = Decimal("0.01")
@@ -91,7 +91,7 @@ def estimate(offer: Any, hours: Any = 1, *, disk_gb: int | None = None) -> Any:
     hours_d = to_decimal(hours, "hours", MAX_HOURS)
     if hours_d <= 0:
         raise SpecError(f"hours must be positive, got {hours}",
-                        hint="e.g. hours=72 (CLI: --hours 72h)")
+                        hint=f"e.g. {option('hours', '--hours', '72', '72h')}")
     # What the offer itself says about its price (a quote its parts do not add up to).
     notes: list[str] = list(getattr(offer, "notes", ()))
     unknown = unknown_parts(offer, disk_gb)

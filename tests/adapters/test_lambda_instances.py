@@ -142,7 +142,7 @@ def test_create_without_any_ssh_key_fails_before_sending(api, run, provider):
     with pytest.raises(ConfigurationError) as info:
         run(provider.create(make_spec(ssh_key_name=None)))
     assert str(info.value) == "lambda needs an SSH key to launch"
-    assert "--ssh-key" in info.value.hint and "id_ed25519.pub" in info.value.hint
+    assert "ssh_key='NAME_OR_PATH'" in info.value.hint and "id_ed25519.pub" in info.value.hint
     assert api.requests == []
 
 

@@ -145,7 +145,7 @@ def test_missing_credentials_say_what_to_set(cli):
 def test_missing_credentials_anywhere(cli):
     data = as_json(cli("create", "--gpu", "h100", "--count", "8", "--yes", "--json"))
     assert data["error"]["exit_code"] == 3
-    assert "provider= (CLI --provider) sandbox" in data["error"]["hint"]
+    assert "--provider sandbox" in data["error"]["hint"]
 
 
 def test_get_unknown_instance_is_not_found(cli):

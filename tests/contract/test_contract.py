@@ -146,3 +146,26 @@ def test_error_mapping(fx, kind):
         run(fx, case.op, case.routes)
     assert info.value.provider == fx.name
     assert fx.secret not in str(info.value) and fx.secret not in repr(info.value)
+
+
+@pytest.mark.parametrize("key", ["sweep-7", "my sweep/1"])
+def test_create_carries_the_batch_key_beside_the_launch_id(fx, key):
+    # Where the launch id travels (tags, labels, env, description), the batch key
+    # travels too: in the very request that carries the launch id.
+    import dataclasses
+    import json as jsonlib
+
+    def with_batch(provider):
+        return fx.make_spec(provider).model_copy(update={"batch": key})
+
+    _, server = run(dataclasses.replace(fx, make_spec=with_batch), "create", fx.create_routes)
+    launch_id = with_batch(fx.make_provider()).launch_id
+    [launch] = [r for r in server.sent if launch_id.encode() in r.content]
+    body = jsonlib.dumps(jsonlib.loads(launch.content))
+    # Verda's description keeps only characters its reader stops at.
+    expected = key.replace(" ", "_").replace("/", "_") if fx.name == "verda" else key
+    assert expected in body, body
+    if fx.name == "kubernetes":  # a label where the key is a label value, else an annotation
+        meta = jsonlib.loads(launch.content)["metadata"]
+        where = "labels" if key == "sweep-7" else "annotations"
+        assert meta[where]["gpucloud.dev/batch"] == key

@@ -53,6 +53,7 @@ RUNS = {
     "queue cancel": ["queue", "cancel", "{task}", "--yes"],
     "queue stop": ["queue", "stop"],
     "schema job": ["schema", "job"],
+    "completion bash": ["completion", "bash"],
     "worker": ["worker", "--idle", "1s", "--queue", "json-shape"],
     "queue workers add --dry-run": ["queue", "workers", "add", "1", "--gpu", "h100",
                                     "--provider", "sandbox", "--redis",

@@ -57,8 +57,8 @@ def test_a_key_held_by_another_process_is_refused_with_its_pid(tmp_path, other_p
     assert err.message.startswith(
         f"batch 'sweep' is being run by another gpucloud process (pid {holder.pid}, started 20")
     assert "\n" not in err.message and err.message.endswith("Z)")
-    assert err.hint == ("wait for it to finish (or stop it); running the same batch= "
-                        "(CLI --batch sweep) afterwards resumes it")
+    assert err.hint == ("wait for it to finish (or stop it); running the same batch='sweep' "
+                        "afterwards resumes it")  # the SDK's words: the CLI says --batch sweep
     assert exit_code_for(err) == 2 and err.code == "batch_busy"
     with held(tmp_path, "other-key"):  # another key is not held
         pass

@@ -48,8 +48,27 @@ def test_unknown_gpu_names_line_field_and_suggestion():
 
 def test_unknown_field_names_its_own_line():
     exc = error_of(GOOD + "retry: 3\n")
-    assert str(exc) == ("job.yaml:9: retry: unknown field "
+    assert str(exc) == ("job.yaml:9: retry: unknown field, did you mean retries? "
                         "(`gpucloud schema job` lists the fields)")
+
+
+@pytest.mark.parametrize("extra, where, guess", [
+    ("imgae: x\n", "imgae", ", did you mean image?"),
+    ("max_cots: 3\n", "max_cots", ", did you mean max_cost?"),
+    # Each level suggests its own fields: dir is checkpoint's, keyring a secret's.
+    ("checkpoint:\n  dri: /ckpt\n", "checkpoint.dri", ", did you mean dir?"),
+    ("secrets:\n  HF:\n    env: HF_TOKEN\n    kyring: a/b\n", "secrets.HF.kyring",
+     ", did you mean keyring?"),
+    ("zzzz: 1\n", "zzzz", ""),
+])
+def test_unknown_fields_suggest_the_close_ones_of_their_level(extra, where, guess):
+    exc = error_of(GOOD + extra)
+    assert f" {where}: unknown field{guess} (`gpucloud schema job`" in str(exc)
+
+
+def test_a_misspelt_resources_field_suggests_from_resources():
+    exc = error_of(GOOD.replace("  gpu_count: 8", "  gpu_cout: 8"))
+    assert "resources.gpu_cout: unknown field, did you mean gpu_count?" in str(exc)
 
 
 def test_missing_field_is_named():

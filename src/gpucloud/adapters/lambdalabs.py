@@ -39,11 +39,12 @@ import httpx
 
 from ..http_errors import status_error
 from ..errors import (
-    APIStatusError, ConfigurationError, NotFoundError, RateLimitError, SpecError,
+    APIStatusError, ConfigurationError, NotFoundError, RateLimitError, SpecError, option,
 )
 from ..gpus import gpu_info, normalize_gpu
 from ..models import Instance, InstanceSpec, InstanceStatus, Offer
 from ..ratelimit import RateLimit
+from . import _batch_mark as batch_mark
 from . import _lambda_wire as wire
 from ._jobscript import POWER_OFF, secret_values, vm_script
 from ._lambda_wire import image_spec
@@ -93,7 +94,8 @@ class LambdaProvider(Provider):
         if not spec.ssh_key_name and not spec.ssh_public_key:
             raise ConfigurationError(
                 "lambda needs an SSH key to launch",
-                hint="pass --ssh-key NAME_OR_PATH or create ~/.ssh/id_ed25519.pub")
+                hint=f"pass {option('ssh_key', '--ssh-key', repr('NAME_OR_PATH'), 'NAME_OR_PATH')} "
+                     "or create ~/.ssh/id_ed25519.pub")
         if len(spec.launch_id) > TAG_VALUE_MAX:
             raise SpecError(f"launch id longer than {TAG_VALUE_MAX} characters")
 
@@ -103,6 +105,8 @@ class LambdaProvider(Provider):
             key_name = spec.ssh_key_name
 
         tags = [{"key": LAUNCH_ID_TAG, "value": spec.launch_id}]
+        if spec.batch and len(spec.batch) <= TAG_VALUE_MAX:
+            tags.append({"key": batch_mark.LABEL, "value": spec.batch})
         deadline = format_utc(spec.shutdown_at) if spec.shutdown_at else None
         if deadline:
             tags.append({"key": SHUTDOWN_AT_TAG, "value": deadline})
@@ -265,7 +269,7 @@ class LambdaProvider(Provider):
             raise SpecError(
                 f"lambda {spec.offer.instance_type} has a fixed {fixed} GB disk; "
                 f"{spec.disk_gb} GB was asked for",
-                hint="drop --disk or pick a larger instance type")
+                hint=f"drop {option('disk_gb', '--disk-gb')} or pick a larger instance type")
 
     def _ensure_ssh_key(self, name: str | None, public_key: str) -> Flow[str]:
         """The name of a registered key with this public key, registering it if needed."""

@@ -54,9 +54,11 @@ from ..errors import (
     OfferRefusedError,
     QuotaExceededError,
     SpecError,
+    option,
 )
 from ..gpus import gpu_info, normalize_gpu
 from ..models import Instance, InstanceSpec, InstanceStatus, Offer
+from . import _batch_mark as batch_mark
 from . import _runpod_wire as wire
 from ._jobscript import RUNPOD_STOP, container_env, container_script, secret_values
 from ._name_marker import latest, mark_name, split_name
@@ -113,7 +115,7 @@ class RunPodProvider(Provider):
                                  "see `gpucloud offers --provider runpod`")
         image = spec.job.image if spec.job else spec.image or self.catalog.default_image
         if not image:
-            raise SpecError("RunPod pods need a container image", hint="pass --image")
+            raise SpecError("RunPod pods need a container image", hint=f"pass {option('image', '--image')}")
         env: dict[str, str] = {}
         args = None
         if spec.job is not None:
@@ -124,6 +126,8 @@ class RunPodProvider(Provider):
             env[JOB_SCRIPT_ENV] = container_script(spec.job, RUNPOD_STOP, self.name)
             args = JOB_ARGS
         env[LAUNCH_ID_ENV] = spec.launch_id
+        if spec.batch:
+            env[batch_mark.ENV] = spec.batch
         if spec.shutdown_at is not None:
             env[SHUTDOWN_AT_ENV] = format_utc(spec.shutdown_at)
         body: dict[str, Any] = {

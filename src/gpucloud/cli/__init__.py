@@ -9,10 +9,12 @@ command the line runs (see registry); `gpucloud.cli.app` is the whole app.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
 from . import registry
+from .app import COMPLETE_VAR
 from .app import app as _app
 
 # Importing the submodule `app` bound its name here; dropped so that
@@ -39,7 +41,10 @@ def main(args: list[str] | None = None) -> None:
     name = registry.command_word(argv)
     if name is None:  # help, errors and suggestions need every command
         whole = _whole_app()
-        (registry.summary(whole) if registry.root_help(argv) else whole)(args)
+        # A shell asking for completions runs with no arguments, like root help,
+        # but needs every command's parameters.
+        summary = registry.root_help(argv) and not os.environ.get(COMPLETE_VAR)
+        (registry.summary(whole) if summary else whole)(args)
         return
     registry.load(name)
     registry.only(_app, name)(args)

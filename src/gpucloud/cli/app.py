@@ -12,14 +12,21 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from ..errors import EXIT_CODES, GpuCloudError, exit_code_for
+from ..errors import EXIT_CODES, GpuCloudError, exit_code_for, spoken_by_cli
 from . import coercion
 from .output import clean
 
 try:  # typer >= 0.29 vendors click
-    from typer._click.exceptions import UsageError as _UsageError
+    from typer._click.exceptions import ClickException as _ClickException
 except ImportError:  # pragma: no cover
-    from click.exceptions import UsageError as _UsageError
+    from click.exceptions import ClickException as _ClickException
+
+# The variable the shell completion scripts set (`gpucloud completion SHELL`),
+# fixed so that `python -m gpucloud` answers the same scripts.
+COMPLETE_VAR = "_GPUCLOUD_COMPLETE"
+# A reader that stopped reading (`gpucloud list | head -3`): the exit status a
+# shell reports for a program ended by SIGPIPE (128 + 13), as for `yes | head`.
+EXIT_CLOSED_PIPE = 141
 
 
 def _wants_json(args: list[str]) -> bool:
@@ -120,11 +127,32 @@ class GpuCloudGroup(HelpGroup):
     def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
         argv, debug = _take_debug(argv)
-        restore = configure_logging(debug, _wants_json(argv))
+        restore_logging = configure_logging(debug, _wants_json(argv))
+        restore_words = spoken_by_cli()  # hints name --flags, not keyword arguments
+
+        def restore() -> None:
+            restore_words()
+            restore_logging()
+        kwargs.setdefault("complete_var", COMPLETE_VAR)
+        if os.environ.get(COMPLETE_VAR):  # a shell asks for completions: typer's classes
+            from typer._completion_classes import completion_init
+
+            completion_init()
         try:
             return super().main(argv, *rest, **kwargs)
         finally:
             restore()
+
+    def make_context(self, info_name: Any, args: list[str], *rest: Any, **kwargs: Any) -> Any:
+        # The root's own parsing (`gpucloud --bogus`, `gpucloud lst`, root --help
+        # into a closed pipe) happens here, before invoke.
+        as_json = _wants_json(list(args))
+        try:
+            return super().make_context(info_name, args, *rest, **kwargs)
+        except _ClickException as exc:
+            usage_error(exc, as_json)
+        except BrokenPipeError:
+            closed_pipe()
 
     def invoke(self, ctx: typer.Context) -> Any:
         args = [*getattr(ctx, "_protected_args", []), *ctx.args]
@@ -133,10 +161,10 @@ class GpuCloudGroup(HelpGroup):
             return super().invoke(ctx)
         except GpuCloudError as exc:
             fail(exit_code_for(exc), exc.code, exc.message, exc.hint, as_json, _details(exc))
-        except _UsageError as exc:
-            if not as_json:
-                raise
-            fail(2, "usage", exc.format_message(), None, True)
+        except _ClickException as exc:
+            usage_error(exc, as_json)
+        except BrokenPipeError:
+            closed_pipe()
         except (KeyboardInterrupt, typer.Abort):
             # Ctrl-C (or end of input at a prompt). Commands that may leave
             # machines behind (create) report them themselves before this.
@@ -148,6 +176,37 @@ class GpuCloudGroup(HelpGroup):
                 raise
             fail(1, "internal", f"internal error: {type(exc).__name__}: {exc}",
                  "this is a bug in gpucloud; rerun with --debug for the traceback", as_json)
+
+
+def usage_error(exc: Any, as_json: bool) -> None:
+    """click's usage errors ("No such option", "Missing argument", a bad value) in
+    the shape of every other error, with where to read the usage as the hint."""
+    if type(exc).__name__ == "NoArgsIsHelpError":  # `gpucloud`, `gpucloud jobs`: the help
+        raise exc
+    ctx = getattr(exc, "ctx", None)
+    group = ctx is None or hasattr(ctx.command, "commands")
+    words: list[str] = []
+    while ctx is not None and ctx.parent is not None:  # the root's name is the program's
+        words.insert(0, ctx.info_name or "")
+        ctx = ctx.parent
+    command = " ".join(["gpucloud", *words])
+    what = "the commands" if group else "the options"
+    fail(getattr(exc, "exit_code", 2) or 2, "usage", exc.format_message(),
+         f"`{command} --help` shows {what}", as_json)
+
+
+def closed_pipe() -> None:
+    """The reader of stdout went away (`gpucloud list | head -3`): stop quietly.
+    stdout is pointed at /dev/null first, so the flush at exit cannot fail again
+    ("Exception ignored ... BrokenPipeError"), as the Python docs advise (signal
+    module, "Note on SIGPIPE")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (a test runner)
+        pass
+    raise typer.Exit(EXIT_CLOSED_PIPE)
 
 
 def _details(exc: GpuCloudError) -> dict[str, Any]:

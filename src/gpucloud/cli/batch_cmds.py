@@ -16,7 +16,7 @@ from typing import Any
 
 import typer
 
-from . import output
+from . import output, placement
 from .app import fail
 from .create_text import _interrupted, wait_all
 
@@ -74,8 +74,9 @@ def progress(total: int, as_json: bool) -> Iterator[Callable[[Any], None] | None
         def tick(item: Any) -> None:
             if not item.ok:
                 failed[0] += 1
-                bar.console.print(f"machine {item.index + 1}: {_outcome(item)}",
-                                  markup=False, highlight=False)
+            # Each machine as it lands (where, and why there), each failure as it fails.
+            bar.console.print(f"machine {item.index + 1}: {_outcome(item)}",
+                              markup=False, highlight=False)
             bar.update(task, advance=1, description=(
                 f"creating ({failed[0]} failed)" if failed[0] else "creating"))
         yield tick
@@ -84,7 +85,7 @@ def progress(total: int, as_json: bool) -> Iterator[Callable[[Any], None] | None
 def _outcome(item: Any) -> str:
     if item.ok:
         verb = "created" if item.status == "created" else "already made (earlier run)"
-        return f"{verb} {item.instance.ref}" if item.instance is not None else verb
+        return f"{verb} {placement.line(item)}" if item.instance is not None else verb
     if item.status == "not_launched":
         return "not launched (the batch stopped)"
     return f"failed: {output.clean(item.error or item.error_code or 'unknown error')}"
@@ -101,7 +102,7 @@ def report(result: Any, plan: Any, client: Any, made: list[Any], as_json: bool) 
                           "failures": [output.dump(f) for f in failures]})
     else:
         for instance in made:
-            output.out(f"created {instance.ref} ({instance.status.value})")
+            output.out(f"created {placement.landed(instance)}: {instance.status.value}")
         if made:
             output.out(f"delete with: gpucloud delete {' '.join(i.ref for i in made)}")
         for warning in client.warnings:

@@ -92,6 +92,8 @@ def _interrupted(made: list[Any], in_flight: list[Any], as_json: bool) -> None:
     hints = []
     if made:
         hints.append(f"delete with: gpucloud delete {refs}")
+    if in_flight:  # reconcile finds a machine by its launch id and records it
+        hints.append("run `gpucloud reconcile` to find and record what they launched")
     for provider in sorted({a.provider for a in in_flight}):
         ids = ", ".join(a.launch_id for a in in_flight if a.provider == provider)
         hints.append(f"look for launch id {ids} in `gpucloud list --provider {provider}`")

@@ -84,21 +84,35 @@ def _num(value: float | None, unit: str = "") -> str:
     return "-" if value is None else f"{value:.0f}{unit}"
 
 
-def _sample_text(instance: Any, gpus: list[Any], hint: str | None, now: Any) -> None:
+def _sample_text(instance: Any, gpus: list[Any], hint: str | None, now: Any) -> str:
     cost = output.cost_so_far(instance, now)
-    output.out(f"{output.iso(now)}  {instance.ref}  cost so far "
-               f"{output.usd(cost) if cost is not None else 'unknown'}"
-               f"  left {output.time_left(instance, now) or 'no deadline'}"
-               + ("  (simulated)" if instance.simulated else ""))
-    output.out(output.table(
+    lines = [f"{output.iso(now)}  {instance.ref}  cost so far "
+             f"{output.usd(cost) if cost is not None else 'unknown'}"
+             f"  left {output.time_left(instance, now) or 'no deadline'}"
+             + ("  (simulated)" if instance.simulated else "")]
+    lines.append(output.table(
         ["GPU", "NAME", "UTIL", "MEMORY (MiB)", "TEMP", "POWER (W)"],
         [[g.index, g.name or "-", _num(g.utilization_pct, "%"),
           f"{_num(g.memory_used_mib)} / {_num(g.memory_total_mib)}",
           _num(g.temperature_c, "C"), f"{_num(g.power_w)} / {_num(g.power_limit_w)}"]
          for g in gpus], shrink=(1,)))
     if hint:
-        output.note(f"hint: {hint}")
-    output.out()
+        width = output.terminal_width()
+        if width:
+            import textwrap
+
+            lines.extend(textwrap.wrap(f"hint: {hint}", width, break_on_hyphens=False))
+        else:
+            lines.append(f"hint: {hint}")
+    return "\n".join(lines) + "\n"
+
+
+# On a terminal each sample replaces the last: the cursor goes up over the
+# lines last drawn (CSI n A) and what is below it is cleared (CSI J), the ECMA-48
+# sequences every terminal emulator reads. A pipe gets every sample in turn.
+def _redraw(drawn: int) -> None:
+    if drawn:
+        sys.stdout.write(f"\x1b[{drawn}A\r\x1b[J")
 
 
 @app.command()
@@ -127,6 +141,8 @@ def top(
              json_output)
     client = Client()
     history: list[list[Any]] = []
+    in_place = not json_output and sys.stdout.isatty()
+    drawn = 0  # lines of the sample on screen, to draw over
     try:
         while True:
             instance = client.get(ref)
@@ -151,7 +167,11 @@ def top(
             if json_output:
                 output.emit_json(_sample_json(instance, gpus, hint, now))
             else:
-                _sample_text(instance, gpus, hint, now)
+                text = _sample_text(instance, gpus, hint, now)
+                if in_place:
+                    _redraw(drawn)
+                    drawn = text.count("\n")
+                output.out(text.rstrip("\n") + ("" if in_place else "\n"))
             sys.stdout.flush()
             if count is not None and len(history) >= count:
                 return

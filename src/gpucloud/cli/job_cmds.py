@@ -130,7 +130,9 @@ def get_job(ref: str = JOB_REF, json_output: bool = params.JSON) -> None:
     """Show one job."""
     from ..client import Client
 
-    job = Client().job(ref)
+    client = Client()
+    job = client.job(ref)
+    _said(client)
     if json_output:
         output.emit_json(output.dump(job))
         return
@@ -148,6 +150,7 @@ def cancel_job(
 
     client = Client()
     job = client.job(ref)  # resolved (a name, a prefix) before anything is asked
+    _said(client)
     _confirm(f"Cancel job {job.ref} ({job.name or 'no name'}, {job.status.value})?", yes,
              json_output, "cancelling a job")
     after = client.cancel(job)
@@ -171,6 +174,7 @@ def job_logs(
 
     client = Client()
     job = client.job(ref)
+    _said(client)
     if json_output:  # one document: with --follow, once the job has ended
         text = "".join(f"{line}\n" for line in client.logs(job, follow=True, tail=tail)) \
             if follow else client.logs(job, tail=tail)
@@ -204,6 +208,13 @@ def schema_job(json_output: bool = typer.Option(
         output.emit_json({"schema": schema()})
         return
     sys.stdout.write(json.dumps(schema(), indent=2) + "\n")
+
+
+def _said(client: Any) -> None:
+    """What finding the job took (which of several runs of a name) on stderr, in
+    every mode: the --json document on stdout keeps its shape."""
+    for warning in client.warnings:
+        output.warn(warning)
 
 
 def _gpus(job: Any) -> str:

@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "auth": ("auth_cmds",),
     "jobs": ("job_cmds",),
     "schema": ("job_cmds",),
+    "completion": ("completion_cmds",),
     "queue": ("queue_cmds", "worker_cmds"),  # worker_cmds adds `queue workers`
 }
 

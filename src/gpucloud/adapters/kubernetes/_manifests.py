@@ -28,6 +28,7 @@ from typing import Any
 from ...errors import SpecError
 from ...models import InstanceSpec, JobRun
 from .._jobscript import sync_commands, sync_shell
+from .. import _batch_mark as batch_mark
 from ..base import format_utc
 from ._wire import GPU_RESOURCE, LAUNCH_ID, MANAGED_BY, NAME, SHUTDOWN_AT
 
@@ -69,8 +70,11 @@ def _metadata(name: str, namespace: str, spec: InstanceSpec) -> dict[str, Any]:
     notes = {NAME: spec.name[:ANNOTATION_MAX]}
     if spec.shutdown_at is not None:
         notes[SHUTDOWN_AT] = format_utc(spec.shutdown_at)
-    return {"name": name, "namespace": namespace, "labels": _labels(spec.launch_id),
-            "annotations": notes}
+    labels = _labels(spec.launch_id)
+    if spec.batch:  # a label where the key is a label value, else an annotation
+        into = labels if batch_mark.kubernetes_label_value(spec.batch) else notes
+        into[batch_mark.KUBERNETES] = spec.batch[:ANNOTATION_MAX]
+    return {"name": name, "namespace": namespace, "labels": labels, "annotations": notes}
 
 
 def _labels(launch_id: str) -> dict[str, str]:

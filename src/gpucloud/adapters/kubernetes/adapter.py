@@ -32,6 +32,7 @@ from ...errors import (
     PermissionDeniedError,
     QuotaExceededError,
     SpecError,
+    option,
 )
 from ...gpus import gpu_info
 from ...models import Connection, ExecResult, Instance, InstanceSpec, InstanceStatus
@@ -255,7 +256,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
     def create(self, spec: InstanceSpec) -> Flow[Instance]:
         image = spec.image or self.catalog.default_image
         if not image:
-            raise SpecError(f"{self.name} needs a container image", hint="pass --image")
+            raise SpecError(f"{self.name} needs a container image", hint=f"pass {option('image', '--image')}")
         body = pod_manifest(spec, namespace=self.namespace, gpu_label=self._label(),
                             image=image)
         self._place(body["spec"], spec.offer.instance_type)

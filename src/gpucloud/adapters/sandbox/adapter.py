@@ -32,6 +32,7 @@ from ...models import (
 )
 from ...ratelimit import RateLimit
 from ...redaction import SECRETS_EXTENSION
+from .. import _batch_mark as batch_mark
 from ..base import Capabilities, Flow, OfferQuery, Provider
 from .knobs import Knobs
 from .server import SandboxCloud, SandboxTransport
@@ -174,7 +175,8 @@ class SandboxProvider(Provider):
             "instance_type": spec.offer.instance_type,
             "region": spec.offer.region,
             "name": spec.name,
-            "labels": {LAUNCH_LABEL: spec.launch_id},
+            "labels": {LAUNCH_LABEL: spec.launch_id,
+                       **({batch_mark.LABEL: spec.batch} if spec.batch else {})},
             "image": spec.image or self.catalog.default_image,
         }
         if spec.disk_gb is not None:

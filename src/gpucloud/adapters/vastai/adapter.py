@@ -57,9 +57,11 @@ from ...errors import (
     QuotaExceededError,
     RateLimitError,
     SpecError,
+    option,
 )
 from ...models import Instance, InstanceSpec, InstanceStatus, Offer, UsagePrice
 from ...ratelimit import RateLimit
+from .. import _batch_mark as batch_mark
 from ..base import Capabilities, Flow, OfferQuery, Provider
 from .._name_marker import latest
 from .._jobscript import container_env, secret_values
@@ -161,7 +163,7 @@ class VastProvider(Provider):
             raise SpecError(f"invalid launch id {spec.launch_id!r}")
         image = spec.job.image if spec.job else spec.image or self.catalog.default_image
         if not image:
-            raise SpecError("Vast needs a container image", hint="pass --image")
+            raise SpecError("Vast needs a container image", hint=f"pass {option('image', '--image')}")
         # A job: its env (secret values included) is the container's env, and
         # onstart runs it after the guard (see _job.py).
         script = job_onstart(spec.job) if spec.job else onstart()
@@ -172,6 +174,8 @@ class VastProvider(Provider):
         deadline = format_utc(spec.shutdown_at) if spec.shutdown_at else None
         env = container_env(spec.job) if spec.job else {}
         env[ENV_LAUNCH_ID] = spec.launch_id
+        if spec.batch:
+            env[batch_mark.ENV] = spec.batch
         if deadline:
             env[ENV_SHUTDOWN_AT] = deadline
         body = {

@@ -228,10 +228,12 @@ _LAUNCH_ID = re.compile(r"\blaunch_id=([A-Za-z0-9._-]+)")
 _SHUTDOWN_AT = re.compile(r"\bshutdown_at=([0-9T:+.Z-]+)")
 
 
-def describe(launch_id: str, shutdown_at: datetime | None) -> str:
+def describe(launch_id: str, shutdown_at: datetime | None, batch: str | None = None) -> str:
     parts = [f"launch_id={launch_id}"]
     if shutdown_at is not None:
         parts.append(f"shutdown_at={format_utc(shutdown_at)}")
+    if batch:  # only characters the readers above stop at: no key can forge a deadline
+        parts.append("batch=" + re.sub(r"[^A-Za-z0-9._-]", "_", batch))
     return "gpucloud " + "; ".join(parts)
 
 

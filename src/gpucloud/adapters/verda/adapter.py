@@ -46,7 +46,7 @@ import httpx
 
 from ...http_errors import status_error
 from ...errors import (
-    APIStatusError, ConfigurationError, CredentialsError, NotFoundError, SpecError,
+    APIStatusError, ConfigurationError, CredentialsError, NotFoundError, SpecError, option,
 )
 from ...gpus import gpu_info, normalize_gpu
 from ...models import Instance, InstanceSpec, InstanceStatus, Offer
@@ -165,11 +165,12 @@ class VerdaProvider(Provider):
         # Everything that can be refused locally is refused before any request.
         if not spec.image:
             raise SpecError("verda needs an OS image to launch",
-                            hint="pass --image (e.g. ubuntu-24.04-cuda-12.8-open-docker)")
+                            hint=f"pass {option('image', '--image')} (e.g. ubuntu-24.04-cuda-12.8-open-docker)")
         if not spec.ssh_key_name and not spec.ssh_public_key:
             raise ConfigurationError(
                 "verda needs an SSH key to launch (a VM without one cannot be logged in to)",
-                hint="pass --ssh-key NAME_OR_PATH or create ~/.ssh/id_ed25519.pub")
+                hint=f"pass {option('ssh_key', '--ssh-key', repr('NAME_OR_PATH'), 'NAME_OR_PATH')} "
+                     "or create ~/.ssh/id_ed25519.pub")
         if spec.disk_gb is not None and spec.disk_gb < MIN_OS_VOLUME_GB:
             raise SpecError(f"verda OS volumes are at least {MIN_OS_VOLUME_GB} GB; "
                             f"{spec.disk_gb} GB was asked for")
@@ -201,7 +202,7 @@ class VerdaProvider(Provider):
             "ssh_key_ids": [key_id],
             "startup_script_id": script_id,
             "hostname": host,
-            "description": wire.describe(spec.launch_id, spec.shutdown_at),
+            "description": wire.describe(spec.launch_id, spec.shutdown_at, spec.batch),
             "location_code": offer.region,
             "os_volume": {"name": f"{host}-os", "size": spec.disk_gb} if spec.disk_gb else None,
             "volumes": [],
