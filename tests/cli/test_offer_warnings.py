@@ -38,7 +38,7 @@ def test_spot_on_a_provider_that_sells_none_is_a_usage_error(home):
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         "error: lambda sells no spot machines",
-        "hint: drop spot= (CLI --spot) for an on-demand machine, or pick a provider that "
+        "hint: drop --spot for an on-demand machine, or pick a provider that "
         "sells spot: verda"]
     assert result.stdout == ""
     # The README shows this very error under the offers example.

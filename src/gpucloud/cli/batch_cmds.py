@@ -102,7 +102,7 @@ def report(result: Any, plan: Any, client: Any, made: list[Any], as_json: bool) 
                           "failures": [output.dump(f) for f in failures]})
     else:
         for instance in made:
-            output.out(f"created {placement.landed(instance)}: {instance.status.value}")
+            output.out(f"created {placement.landed(instance, instance.status.value)}")
         if made:
             output.out(f"delete with: gpucloud delete {' '.join(i.ref for i in made)}")
         for warning in client.warnings:

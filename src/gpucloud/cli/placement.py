@@ -15,11 +15,13 @@ _WHY = {"no_capacity": "no capacity", "offer_refused": "offer refused",
         "quota_exceeded": "quota reached"}
 
 
-def landed(instance: Any) -> str:
-    """`sandbox/sbx-1 in sim-east-1 (sandbox sim.1xH100)`."""
+def landed(instance: Any, status: str | None = None) -> str:
+    """`sandbox/sbx-1 in sim-east-1 (sandbox sim.1xH100)`; with `status`,
+    `sandbox/sbx-1 (pending) in ...`, the shape of a single create's line."""
     where = f" in {instance.region}" if instance.region else ""
     what = " ".join(p for p in (instance.provider, instance.instance_type) if p)
-    return f"{instance.ref}{where} ({what})"
+    state = f" ({status})" if status else ""
+    return f"{instance.ref}{state}{where} ({what})"
 
 
 def moves(attempts: Sequence[Any], instance: Any) -> str | None:
