@@ -14,29 +14,19 @@ from decimal import Decimal
 
 import httpx
 import pytest
-from typer.testing import CliRunner
 
 from gpucloud import AsyncClient, Client
 from gpucloud.adapters.sandbox import SandboxCloud, SandboxProvider
 from gpucloud.catalog import load_catalogs
-from gpucloud.cli import app, instance_cmds
+from gpucloud.cli import instance_cmds
 from gpucloud.config import sandbox_db_path, state_db_path
 from gpucloud.errors import SpecError
 from tests.adapters._sandbox_support import Clock
+from tests.cli.test_display import create, invoke
 from tests.cli.test_narrow_tables import columns, gpucloud
 
 HOUR = 3600.0
 VALID = "pending, running, stopping, stopped, terminating, terminated, failed, unknown"
-
-
-def invoke(*args, input=None):
-    return CliRunner().invoke(app, list(args), input=input)
-
-
-def create(*extra):
-    result = invoke("create", "--gpu", "h100", "--provider", "sandbox", "--yes", "--json", *extra)
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)["instance"]
 
 
 def refs(*args):
