@@ -45,7 +45,7 @@ from typing import Any
 from . import pricing
 from .costs import compute, month_bounds
 from .errors import BudgetExceededError, option
-from .ledger import SCHEMA as LEDGER_SCHEMA, Ledger
+from .ledger import SCHEMA as LEDGER_SCHEMA, Ledger, Row
 from .models import Instance, Offer, Plan
 from .state import utcnow
 
@@ -82,13 +82,43 @@ def check(engine: Any, plan: Plan) -> Plan:
     return plan.model_copy(update={"notes": (*plan.notes, figures), "alternatives": fits})
 
 
-def check_extension(engine: Any, instance: Instance, target: datetime, now: datetime) -> None:
+def check_extension(engine: Any, instance: Instance, target: datetime, now: datetime,
+                    record: bool = True) -> None:
     """BudgetExceededError when moving `instance`'s deadline to `target` would
-    take this month over the budget; a warning at 80 % or more."""
+    take this month over the budget; a warning at 80 % or more. Admitted, the
+    new deadline is in the cost ledger at once, in the same exclusive
+    transaction as the check (as a launch's admission journals its intent):
+    the next create or extend, here or in another process, counts it. Before
+    the provider has it, that over-counts at worst; a later listing corrects a
+    deadline the provider did not keep. `record=False`: the check alone (the
+    CLI's figures before it asks)."""
     ctx = engine.ctx
     limit: Decimal | None = ctx.config.budget_monthly
     if limit is None:
+        if record:
+            _record_extension(ctx, instance, target, now)
         return
+    with ctx.journal.exclusive(LEDGER_SCHEMA):
+        _check_extension(ctx, instance, target, now, limit)
+        if record:
+            _record_extension(ctx, instance, target, now)
+
+
+def _record_extension(ctx: Any, instance: Instance, target: datetime, now: datetime) -> None:
+    from .ledger import state_of
+
+    ledger = Ledger(ctx.journal)
+    state = state_of(instance.status)
+    # A machine the ledger has not seen yet (made elsewhere) is first recorded
+    # by a listing, from when it was created: a row here would start it now.
+    if state is None or not ledger.latest([(instance.provider, instance.id)]):
+        return
+    ledger.append([Row(at=now, provider=instance.provider, instance_id=instance.id,
+                       event="extended", source="extend", state=state, shutdown_at=target)])
+
+
+def _check_extension(ctx: Any, instance: Instance, target: datetime, now: datetime,
+                     limit: Decimal) -> None:
     month, start, end = month_bounds(None, now)
     counted_to = min(instance.shutdown_at or end, end)
     extra = min(target, end) - max(counted_to, now)

@@ -249,9 +249,11 @@ class Journal:
                 conn = shared.connection(True)
                 assert conn is not None  # created when missing
                 shared.ensure(schema)
-                conn.execute("BEGIN IMMEDIATE")
-                shared.held = True
                 try:
+                    # Inside the try: an interrupt right after BEGIN must still
+                    # roll back, or the home's write lock stays held.
+                    conn.execute("BEGIN IMMEDIATE")
+                    shared.held = True
                     yield conn
                 except BaseException:
                     try:

@@ -224,6 +224,21 @@ def test_extend_keeps_the_monthly_budget_in_another_process(cli):
     assert "of the monthly budget" in near.stderr and "extended" in near.stdout
 
 
+def test_an_extension_counts_against_the_budget_at_once(cli):
+    """An extension is in the cost ledger as soon as it is admitted: the next
+    create sees it without a listing in between (it was committed at the old
+    deadline until a `list` noticed, so a create after it passed the budget)."""
+    made = create(cli, "--auto-shutdown", "1h")["instance"]  # $2.49
+    write_config('[budget]\nmonthly = "100"\n')
+    extended = gpucloud("extend", made["ref"], "--by", "24h", "--yes")  # + $59.76
+    assert extended.returncode == 0, extended.stderr
+    # $62.25 committed: another 24 h ($59.76) would bring the month to $122.01.
+    refused = gpucloud("create", "--gpu", "h100", "--provider", "sandbox",
+                       "--auto-shutdown", "24h", "--yes", "--json")
+    assert refused.returncode == 7, refused.stdout
+    assert "over the monthly budget $100.00" in json.loads(refused.stdout)["error"]["message"]
+
+
 def test_extend_until_has_the_ten_year_cap_in_another_process(cli):
     made = create(cli, "--auto-shutdown", "1h")["instance"]
     far = (datetime.now(timezone.utc) + timedelta(days=3660)).strftime("%Y-%m-%dT%H:%MZ")

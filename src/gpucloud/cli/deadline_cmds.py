@@ -60,7 +60,7 @@ def extend(
                    f"{output.iso(target)} ({cost})")
     # The budget is checked before asking: never ask to confirm what is then
     # refused (exit 7). client.extend checks it again (the SDK path).
-    budget.check_extension(client._engine, instance, target, now)
+    budget.check_extension(client._engine, instance, target, now, record=False)
     shown = client.warnings
     if not json_output:
         for warning in shown:
