@@ -6,11 +6,12 @@ No secret is ever written into them: systemd reads the keys from an
 environment file the user fills in (mode 600), the CronJob from a Secret the
 user creates; the files only name the variables.
 
-Both get gpucloud from the one install source (remote_install): the service
-installs it into a virtual environment of its own before its first run (again
-only when the source changes), so it does not depend on whichever environment
-ran ``reap --install``; the CronJob runs ``[remote] image`` when set, else a
-stock Python image that pip-installs the source at start.
+The CronJob gets gpucloud from the one install source (remote_install): it
+runs ``[remote] image`` when set, else a stock Python image that pip-installs
+the source at start. The service runs on this computer: with ``[remote]
+install`` set it installs that into a virtual environment of its own before
+its first run (again only when the source changes); without it, it runs the
+gpucloud that wrote it (this interpreter), which surely exists.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,8 +78,19 @@ def render(variables: list[str], source: InstallSource) -> InstallFiles:
     from . import config
 
     env_file = config.config_dir() / ENV_FILE
-    venv = config.data_dir() / VENV
-    ensure = ["/bin/sh", "-c", ENSURE_VENV, "gpucloud-reap", str(venv), source.requirement]
+    if source.configured:
+        venv = config.data_dir() / VENV
+        ensure = ["/bin/sh", "-c", ENSURE_VENV, "gpucloud-reap", str(venv), source.requirement]
+        run = (f"# gpucloud from {source.requirement}, into a virtual environment of its own\n"
+               f"ExecStartPre={' '.join(systemd_arg(a) for a in ensure)}\n"
+               f"ExecStart={systemd_arg(str(venv / 'bin' / 'gpucloud'))} reap\n")
+    else:
+        # No [remote] install: the units run on this computer, where this
+        # gpucloud is installed; the default source (this version from the
+        # index) may not exist there, and a failed install would stop reaping.
+        run = (f"# this computer's gpucloud ({sys.executable}); set [remote] install "
+               "for one of its own\n"
+               f"ExecStart={systemd_arg(sys.executable)} -m gpucloud reap\n")
     home = os.environ.get("GPUCLOUD_HOME")
     environment = f"Environment=GPUCLOUD_HOME={shlex.quote(home)}\n" if home else ""
     service = (
@@ -87,9 +100,7 @@ def render(variables: list[str], source: InstallSource) -> InstallFiles:
         "[Service]\nType=oneshot\n"
         f"{environment}"
         f"EnvironmentFile={env_file}\n"
-        f"# gpucloud from {source.requirement}, into a virtual environment of its own\n"
-        f"ExecStartPre={' '.join(systemd_arg(a) for a in ensure)}\n"
-        f"ExecStart={systemd_arg(str(venv / 'bin' / 'gpucloud'))} reap\n"
+        f"{run}"
     )
     timer = (
         "[Unit]\nDescription=Run the gpucloud reaper every minute\n\n"

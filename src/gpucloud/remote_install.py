@@ -110,23 +110,29 @@ def check_install(path: Path, value: Any) -> str:
                                  hint=FORMS_HINT)
     value = value.strip()
     kind = kind_of(value)
+    # The value itself is never echoed: a URL may hold a token (a signed or
+    # private link), and errors end up in terminals and CI logs.
     if kind is None:
         raise ConfigurationError(
-            f"{path}: remote.install {value!r} is not gpucloud==VERSION, an https:// URL of "
+            f"{path}: remote.install is not gpucloud==VERSION, an https:// URL of "
             "a wheel (.whl) or a git+https:// URL", hint=FORMS_HINT)
     if kind != "index":
         from urllib.parse import urlsplit
 
         if " " in value:
-            raise ConfigurationError(f"{path}: remote.install {value!r} has a space in its URL",
+            raise ConfigurationError(f"{path}: remote.install has a space in its URL",
                                      hint="percent-encode it as %20")
-
-        netloc = urlsplit(value.split("+", 1)[1] if kind == "git" else value).netloc
-        if "@" in netloc:
+        parts = urlsplit(value.split("+", 1)[1] if kind == "git" else value)
+        # A login in the host part, or a query (a signed URL's X-Amz-Signature,
+        # a private_token=...): either is a credential, and the URL travels in
+        # plain text in the machine's command (the provider's console, the
+        # process list, the CronJob and the systemd unit).
+        if "@" in parts.netloc or parts.query:
             raise ConfigurationError(
-                f"{path}: remote.install holds credentials in its URL; it travels in plain "
-                "text in the machine's command (the provider's console, the process list)",
-                hint="use a URL that needs no login: a public release asset or repository")
+                f"{path}: remote.install may hold credentials in its URL (a login or a "
+                "query string); it would travel in plain text in the machine's command",
+                hint="use a URL that needs no login or signature: a public release asset "
+                     "or repository")
     return value
 
 

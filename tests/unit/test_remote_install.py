@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import sys
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -63,8 +64,12 @@ def test_each_accepted_form_is_the_one_source(value: str, kind: str) -> None:
     ('install = "https://example.com/gpucloud.tar.gz"', "is not gpucloud"),
     ('install = "git+ssh://git@github.com/example/gpucloud"', "is not gpucloud"),
     ('install = "https://user:tok@example.com/gpucloud-0.1.0-py3-none-any.whl"',
-     "holds credentials"),
-    ('install = "git+https://tok@github.com/example/gpucloud"', "holds credentials"),
+     "may hold credentials"),
+    ('install = "git+https://tok@github.com/example/gpucloud"', "may hold credentials"),
+    ('install = "https://bucket.example.com/gpucloud-0.1.0-py3-none-any.whl'
+     '?X-Amz-Credential=AKIA&X-Amz-Signature=tok"', "may hold credentials"),
+    ('install = "https://gitlab.example.com/gpucloud-0.1.0-py3-none-any.whl'
+     '?private_token=tok"', "may hold credentials"),
     ('install = "gpucloud==0.1.0\\nrm -rf /"', "one-line string"),
     ("install = 3", "one-line string"),
     ('image = "ghcr.io/x/y z"', "container image reference"),
@@ -76,6 +81,7 @@ def test_a_bad_remote_section_is_one_line_with_a_hint(text: str, fragment: str) 
         load_config()
     assert fragment in caught.value.message and str(path) in caught.value.message
     assert caught.value.hint
+    assert "tok" not in caught.value.message + caught.value.hint  # the value is never echoed
     result = cli("reap", "--install")
     assert result.exit_code == 3 and "Traceback" not in result.output
     assert fragment in result.stderr
@@ -127,7 +133,7 @@ def cronjob(text: str) -> dict[str, Any]:
 
 
 def test_the_cronjob_pip_installs_the_source_or_runs_the_image() -> None:
-    odd = "https://example.com/a%20b/gpucloud-0.1.0-py3-none-any.whl?sig=x&y=\"z\""
+    odd = "https://example.com/a%20b/it's/\"z\"/gpucloud-0.1.0-py3-none-any.whl"
     write_config(f"[remote]\ninstall = {json.dumps(odd)}\n")
     container = cronjob(reaper_install.render(["GPUCLOUD_LAMBDA_API_KEY"], source()).cronjob)
     assert container["image"] == reaper_install.IMAGE
@@ -145,6 +151,14 @@ def exec_start_pre(service: str) -> list[str]:
     quotes, C escapes, "$$" and "%%")."""
     [line] = [line for line in service.splitlines() if line.startswith("ExecStartPre=")]
     return shlex.split(line.removeprefix("ExecStartPre=").replace("$$", "$").replace("%%", "%"))
+
+
+def test_without_remote_install_the_service_runs_this_computers_gpucloud() -> None:
+    """The default source (this version from the index) may not exist: a unit
+    that had to install it would fail every minute and never reap."""
+    service = reaper_install.render([], source()).service
+    assert "ExecStartPre=" not in service
+    assert f"ExecStart={sys.executable} -m gpucloud reap" in service
 
 
 def test_the_service_installs_into_its_own_venv_once_per_source(tmp_path: Path) -> None:
