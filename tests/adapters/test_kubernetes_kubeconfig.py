@@ -470,3 +470,17 @@ def test_a_plugins_client_certificate_is_used_for_mutual_tls(tmp_path):
         assert run(provider, provider.list_instances()) == []
         assert server.seen[-1]["client"] == "exec-plugin-user"
         assert not any(k.lower() == "authorization" for k, _ in server.seen[-1]["headers"])
+
+
+def test_a_targets_repr_shows_no_proxy_password_and_no_plugin_env(tmp_path):
+    path = write(tmp_path / "kubeconfig", config(
+        clusters=[("c", {"server": "https://k8s.invalid",
+                         "proxy-url": "http://user:proxy-pass@proxy.invalid:3128"})],
+        users=[("u", {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
+                               "command": "plugin", "interactiveMode": "Never",
+                               "env": [{"name": "AWS_SECRET_ACCESS_KEY",
+                                        "value": "plugin-secret"}]}})],
+        contexts=[("x", {"cluster": "c", "user": "u"})], current="x"))
+    target = _kubeconfig.load(str(path))
+    assert target.proxy_url and target.exec is not None  # read, only not shown
+    assert "proxy-pass" not in repr(target) and "plugin-secret" not in repr(target)

@@ -33,6 +33,21 @@ def test_a_closed_pipe_ends_quietly_with_141(args):
     assert result.stderr == ""  # no traceback, no "Exception ignored", no "internal error"
 
 
+@pytest.mark.parametrize("args,code", [
+    (["get", "sandbox/sbx-000000000000", "--json"], 5),
+    (["bogus", "--json"], 2),
+])
+def test_an_error_into_a_closed_pipe_keeps_its_exit_code(args, code):
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = gpucloud(*args, stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert result.returncode == code, result.stderr
+    assert result.stderr == ""
+
+
 @pytest.mark.skipif(shutil.which("head") is None, reason="needs head(1)")
 def test_a_pipe_into_head_shows_the_first_lines_only():
     pipeline = subprocess.run(

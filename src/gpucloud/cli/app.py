@@ -225,14 +225,23 @@ def fail(code: int, name: str, message: str, hint: str | None, as_json: bool,
          extra: dict[str, Any] | None = None) -> None:
     """Report an error and exit. `extra` adds top-level keys beside "error" under --json
     (e.g. the machine a failed --wait leaves behind)."""
-    if as_json:
-        payload = {"error": {"code": name, "message": message, "hint": hint, "exit_code": code},
-                   **(extra or {})}
-        sys.stdout.write(json.dumps(payload) + "\n")
-    else:  # messages quote providers: cleaned of control characters
-        sys.stderr.write(f"error: {clean(message)}\n")
-        if hint:
-            sys.stderr.write(f"hint: {clean(hint)}\n")
+    try:
+        if as_json:
+            payload = {"error": {"code": name, "message": message, "hint": hint,
+                                 "exit_code": code}, **(extra or {})}
+            sys.stdout.write(json.dumps(payload) + "\n")
+            sys.stdout.flush()
+        else:  # messages quote providers: cleaned of control characters
+            sys.stderr.write(f"error: {clean(message)}\n")
+            if hint:
+                sys.stderr.write(f"hint: {clean(hint)}\n")
+    except BrokenPipeError:
+        # The reader went away: the error's own exit code still tells a script
+        # what happened (not 1, a bug, nor 141, a pipe closed on a success).
+        try:
+            closed_pipe()
+        except typer.Exit:
+            pass
     raise typer.Exit(code)
 
 

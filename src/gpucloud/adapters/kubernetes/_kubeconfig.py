@@ -63,7 +63,7 @@ class ExecConfig:
     api_version: str
     interactive_mode: str = "Never"
     args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # may hold keys
     install_hint: str | None = None
     provide_cluster_info: bool = False
 
@@ -115,7 +115,7 @@ class KubeTarget:
     ca_data: bytes | None = field(default=None, repr=False)
     insecure: bool = False
     tls_server_name: str | None = None
-    proxy_url: str | None = None
+    proxy_url: str | None = field(default=None, repr=False)  # may hold user:password@
     token: SecretStr | None = field(default=None, repr=False)
     token_file: str | None = None
     client_cert: tuple[str | None, bytes | None] | None = field(default=None, repr=False)
