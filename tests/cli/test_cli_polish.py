@@ -20,15 +20,20 @@ def gpucloud(*args: str, stdout: int | None = subprocess.PIPE,
                           env={**os.environ, **(env or {})})
 
 
-@pytest.mark.parametrize("args", [["gpus"], ["gpus", "--json"], ["--help"], ["list", "--help"]])
-def test_a_closed_pipe_ends_quietly_with_141(args):
-    # The reader is gone before the first write, as when `head -3` has had its lines.
+def into_closed_pipe(*args):
+    """The CLI with its stdout a pipe whose reader is gone before the first
+    write, as when `head -3` has had its lines."""
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        result = gpucloud(*args, stdout=write_end)
+        return gpucloud(*args, stdout=write_end)
     finally:
         os.close(write_end)
+
+
+@pytest.mark.parametrize("args", [["gpus"], ["gpus", "--json"], ["--help"], ["list", "--help"]])
+def test_a_closed_pipe_ends_quietly_with_141(args):
+    result = into_closed_pipe(*args)
     assert result.returncode == 141, result.stderr
     assert result.stderr == ""  # no traceback, no "Exception ignored", no "internal error"
 
@@ -38,12 +43,7 @@ def test_a_closed_pipe_ends_quietly_with_141(args):
     (["bogus", "--json"], 2),
 ])
 def test_an_error_into_a_closed_pipe_keeps_its_exit_code(args, code):
-    read_end, write_end = os.pipe()
-    os.close(read_end)
-    try:
-        result = gpucloud(*args, stdout=write_end)
-    finally:
-        os.close(write_end)
+    result = into_closed_pipe(*args)
     assert result.returncode == code, result.stderr
     assert result.stderr == ""
 
