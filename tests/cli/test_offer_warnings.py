@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli._subprocess import gpucloud
+from tests.docs._readme import manual
 
 H100_7 = ("offers", "--gpu", "h100", "--count", "7")  # the catalog: RunPod alone sells 7x H100
 
@@ -41,8 +42,8 @@ def test_spot_on_a_provider_that_sells_none_is_a_usage_error(home):
         "hint: drop --spot for an on-demand machine, or pick a provider that "
         "sells spot: verda"]
     assert result.stdout == ""
-    # The README shows this very error under the offers example.
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    # The manual (docs/machines.md) shows this very error under the offers example.
+    readme = manual()
     assert "\n    gpucloud offers --gpu h100 --spot --provider lambda    # exit 2\n" + "".join(
         f"    {line}\n" for line in result.stderr.splitlines()) in readme
 

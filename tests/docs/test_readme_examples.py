@@ -1,6 +1,6 @@
-"""Each example in the README is run (against the sandbox, booting as slowly
+"""Each example in the README and the docs pages is run (against the sandbox, booting as slowly
 as it does for a user, and the bundled catalog) and its output compared, by
-shape, with what the README shows: a table's header exactly, the number of
+shape, with what the page shows: a table's header exactly, the number of
 columns of every row and the statuses in its STATUS column; other lines by
 indentation, first word and the status a line states (`created REF (pending)`,
 `status  running`, `REF: stopped`). Prices, ids, times and row counts may
@@ -69,7 +69,12 @@ def shape(lines: list[str]) -> dict:
 def test_the_readme_has_examples_with_output():
     found = examples()
     assert len([e for e in found if e.output]) >= 5
-    assert {e.args[0] for e in found} >= {"offers", "estimate", "create", "list", "get"}
+    assert {e.args[0] for e in found} >= {"offers", "estimate", "create", "list", "get",
+                                          "costs"}
+    # The docs pages' examples are run too, after README's (they go on with its machines).
+    readme = [e for e in found if e.page == "README.md"]
+    assert readme and found[:len(readme)] == readme
+    assert {e.page for e in found} >= {"README.md", "docs/costs.md", "docs/batch.md"}
 
 
 def test_the_quick_start_makes_a_virtual_environment_first():
@@ -108,7 +113,7 @@ def test_every_readme_example_produces_output_of_the_shape_shown(monkeypatch):
     monkeypatch.delenv("GPUCLOUD_SANDBOX_BOOT_SECONDS", raising=False)
     runner = CliRunner()
     for example in examples():
-        where = f"README.md line {example.line}: gpucloud {' '.join(example.args)}"
+        where = f"{example.page} line {example.line}: gpucloud {' '.join(example.args)}"
         result = runner.invoke(app, example.args)
         assert result.exit_code == 0, (where, result.output)
         actual = result.stdout.rstrip("\n").split("\n") if result.stdout.strip() else []

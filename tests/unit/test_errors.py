@@ -1,21 +1,20 @@
-"""The README's exit-code table is the contract: check it against the mapping."""
+"""The manual's exit-code table (docs/errors.md) is the contract: check it against the mapping."""
 
 import re
-from pathlib import Path
 
 import pytest
 
 import gpucloud
 from gpucloud import errors
 from gpucloud.errors import EXIT_CODES, exit_code_for
+from tests.docs._readme import manual
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def documented():
     rows = {}
     in_table = False
-    for line in README.read_text().splitlines():
+    for line in manual().splitlines():
         if line.startswith("| exit code |"):
             in_table = True
             continue
@@ -44,7 +43,7 @@ def test_every_error_class_is_documented():
     for name in dir(errors):
         obj = getattr(errors, name)
         if isinstance(obj, type) and issubclass(obj, errors.GpuCloudError):
-            assert name in named or name == "GpuCloudError", f"{name} missing from README"
+            assert name in named or name == "GpuCloudError", f"{name} missing from the manual"
 
 
 def test_unexpected_exceptions_are_bugs():
