@@ -137,7 +137,7 @@ def forget() -> None:
     slower run per environment)."""
     try:
         _file().unlink(missing_ok=True)
-    except Exception:  # noqa: BLE001 - a stale verdict could not be removed; see README
+    except Exception:  # noqa: BLE001 - a stale verdict could not be removed; see docs/configuration.md
         return
 
 

@@ -125,7 +125,7 @@ class LambdaProvider(Provider):
         if spec.job is not None:
             # cloud-init runs the job's container, then powers off. Lambda bills a
             # powered-off machine until it is terminated: the reaper does that
-            # at the job's deadline (README "When a job ends, per provider").
+            # at the job's deadline (docs/jobs.md, "When a job ends, per provider").
             body["user_data"] = vm_script(spec.job, POWER_OFF)
             if len(body["user_data"].encode()) > USER_DATA_MAX:
                 raise SpecError(f"job {spec.job.name!r}: the start-up script exceeds Lambda's "

@@ -1,7 +1,7 @@
 """Kubernetes (any conformant cluster; CoreWeave is a preset), over REST.
 
 The REST paths, labels and annotation are listed in the project's Kubernetes
-path sheet (README "Kubernetes and CoreWeave"): pods are machines, batch/v1
+path sheet (docs/providers/kubernetes.md): pods are machines, batch/v1
 Jobs are jobs, everything carries ``app.kubernetes.io/managed-by: gpucloud``
 and ``gpucloud.dev/launch-id``; the deadline is the
 ``gpucloud.dev/shutdown-at`` annotation. The cluster, the namespace and who

@@ -1,7 +1,7 @@
 """The self-guard Vast machines carry: an ``onstart`` script that destroys the
 instance once its deadline plus a grace period has passed.
 
-Why Vast only (README "Who enforces a deadline, per provider"): Vast injects a
+Why Vast only (docs/deadlines.md, "Who enforces a deadline, per provider"): Vast injects a
 per-instance key (``CONTAINER_API_KEY``, with ``CONTAINER_ID``) into every
 container, documented for calling the API "from inside the container"
 (vast-ai/docs guides/instances/docker-environment.mdx), so no account key goes
