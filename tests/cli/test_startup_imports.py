@@ -41,7 +41,8 @@ with contextlib.redirect_stdout(io.StringIO()) as out:
         app(ARGS)
     except SystemExit as exc:
         code = exc.code
-print(json.dumps({"modules": sorted(sys.modules), "help": out.getvalue(), "code": code}))
+print(json.dumps({"modules": sorted(k for k, v in sys.modules.items() if v is not None),
+                  "help": out.getvalue(), "code": code}))
 """
 
 
@@ -131,7 +132,7 @@ from gpucloud import Client
 client = Client(credentials={"lambda": "k1", "runpod": "k2", "vastai": "k3",
                              "verda": ("id", "secret")})
 sources = {s.name: s.source for s in client.providers()}
-print(json.dumps({"modules": sorted(sys.modules), "sources": sources,
+print(json.dumps({"modules": sorted(k for k, v in sys.modules.items() if v is not None), "sources": sources,
                   "problem": client.keyring_problem}))
 """
     probe = run(code)
@@ -222,7 +223,7 @@ for args in ARGS:
         except SystemExit as exc:
             codes[line] = exc.code
     helps[line], errors[line] = out.getvalue(), err.getvalue()
-print(json.dumps({"modules": sorted(sys.modules), "built": built, "helps": helps,
+print(json.dumps({"modules": sorted(k for k, v in sys.modules.items() if v is not None), "built": built, "helps": helps,
                   "errors": errors, "codes": codes}))
 """
 

@@ -13,7 +13,15 @@ import os
 import sys
 from typing import Any
 
-from . import registry
+# httpx's package __init__ imports its own command line (httpx._main) when
+# click is installed, and with it rich and pygments: about 30 ms on every
+# command that reaches a provider. The gpucloud command line never runs
+# httpx's, so that import is made to fail as when click is absent (httpx then
+# defines a stub `main`). Done here, where the command line is loaded, never
+# by the SDK, whose host program may want httpx's CLI.
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+from . import registry  # noqa: E402 - after the line above, which must come first
 from .app import COMPLETE_VAR
 from .app import app as _app
 
