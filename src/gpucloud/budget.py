@@ -7,7 +7,9 @@ Checked at the end of every plan (so ``create``, ``create --dry-run`` and
 
 * spent and committed come from the cost ledger (``costs.py``): committed is
   what machines still running will cost up to their deadline or the end of
-  the month, whichever is first (no deadline: the end of the month);
+  the month, whichever is first (no deadline: the end of the month); a job
+  without a machine (a Kubernetes Job) is in the ledger as itself
+  (job_costs.py);
 * this request: every machine of the plan at the chosen offer's price, up to
   the plan's deadline or the end of the month, by the same rule;
 * over the budget: BudgetExceededError (exit 7) with the figures; at 80 % or

@@ -31,7 +31,9 @@ ambiguous failures, a journal entry for every attempt.
   then is the launch journaled delivered.
 * A job (``job=``, a JobRun) is launched the same way through the adapter's
   ``submit_job``, with a job launch id; its secret values are registered for
-  redaction before the request exists. It returns the Job.
+  redaction before the request exists. It returns the Job. A job without a
+  machine (a Kubernetes Job) goes into the cost ledger as itself
+  (job_costs.py), so the budget never stops counting it once delivered.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from typing import Any
 
 from .adapters.base import Sleep
 from .context import ssh_key_file
-from . import budget, ledger
+from . import budget, job_costs, ledger
 from .ops import Call, Op
 from .errors import (
     APIConnectionError, APIError, APIResponseValidationError, GpuCloudError,
@@ -151,6 +153,10 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
                          "listing records it for `gpucloud costs` and the monthly budget)",
                          ledger.launched, ctx, instance, offer, disk_gb, shutdown_at,
                          spec.launch_id)
+        else:  # a job without a machine (a Kubernetes Job): counted as itself
+            ctx.tolerant(f"{made.ref} is not in the cost ledger: `gpucloud costs` and the "
+                         "monthly budget do not count it", job_costs.launched, ctx, submitted,
+                         offer, disk_gb, shutdown_at, spec.launch_id)
         ctx.tolerant(f"{made.ref} (launch id {spec.launch_id}) was created but is not "
                      "journaled as delivered: once the state database is usable, run "
                      "`gpucloud reconcile` to record it", ctx.journal.mark, spec.launch_id,
