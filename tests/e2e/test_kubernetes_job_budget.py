@@ -25,7 +25,7 @@ from gpucloud.costs import month_bounds  # noqa: E402
 from gpucloud.ledger import ENDED, RUNNING, Ledger  # noqa: E402
 from gpucloud.state import Journal, utcnow  # noqa: E402
 
-from .test_kubernetes_e2e import IMAGE, clock, emulator, kubeconfig, knobs  # noqa: E402,F401
+from .test_kubernetes_e2e import IMAGE, clock, emulator, kubeconfig  # noqa: E402,F401
 
 # $2.50 per H100-hour (README, Kubernetes prices): a 1-GPU job of max_runtime
 # 2h commits $5; the budget fits two, not three.
