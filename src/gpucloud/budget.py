@@ -7,7 +7,9 @@ Checked at the end of every plan (so ``create``, ``create --dry-run`` and
 
 * spent and committed come from the cost ledger (``costs.py``): committed is
   what machines still running will cost up to their deadline or the end of
-  the month, whichever is first (no deadline: the end of the month);
+  the month, whichever is first (no deadline: the end of the month); a job
+  without a machine (a Kubernetes Job) is in the ledger as itself
+  (job_costs.py);
 * this request: every machine of the plan at the chosen offer's price, up to
   the plan's deadline or the end of the month, by the same rule;
 * over the budget: BudgetExceededError (exit 7) with the figures; at 80 % or
@@ -15,7 +17,10 @@ Checked at the end of every plan (so ``create``, ``create --dry-run`` and
 * a cap is never kept on a guess: a request whose price is not known is
   refused; running machines of unknown price are left out of committed, with
   a warning naming them;
-* the fallback offers create may try are kept only where they fit too.
+* the fallback offers create may try are kept only where they fit too, each
+  costed as it would be launched: its own price with the plan's disk, up to
+  the deadline the launcher gives it (``planner.deadline_for``: under
+  ``max_cost`` alone a cheaper offer runs longer and commits the whole cap).
 
 The plan's check is advice (a dry run shows it; a prompt may wait between
 plan and launch). What keeps the budget is the admission of each launch
@@ -52,8 +57,9 @@ from .state import utcnow
 WARN_AT = Decimal("0.8")
 
 
-def check(engine: Any, plan: Plan) -> Plan:
-    """The plan with the budget's figures in its notes, or BudgetExceededError."""
+def check(engine: Any, plan: Plan, disk_gb: int | None = None) -> Plan:
+    """The plan with the budget's figures in its notes, or BudgetExceededError.
+    `disk_gb`: the disk size asked for (priced on every offer, fallbacks too)."""
     ctx = engine.ctx
     # A context without a config (a bare planner, as in unit tests) has no budget.
     limit: Decimal | None = ctx.config.budget_monthly
@@ -63,7 +69,7 @@ def check(engine: Any, plan: Plan) -> Plan:
     month, start, end = month_bounds(None, now)
     # No tolerance here: a budget that cannot be read cannot be kept (StateError, exit 3).
     spent, committed, unsettled = _standing(ctx, month, start, now, warn=True)
-    request = _request(plan, plan.offer, now, end)
+    request = _request(plan, plan.offer, now, end, disk_gb)
     if request is None:
         raise _unknown_price(ctx, plan, plan.offer, limit)
     total = spent + committed + request
@@ -77,7 +83,7 @@ def check(engine: Any, plan: Plan) -> Plan:
         ctx.warn(f"this create brings {month} to {_percent(total, limit)} of the monthly "
                  f"budget: {figures}")
     fits = tuple(o for o in plan.alternatives
-                 if (cost := _request(plan, o, now, end)) is not None
+                 if (cost := _request(plan, o, now, end, disk_gb)) is not None
                  and spent + committed + cost <= limit)
     return plan.model_copy(update={"notes": (*plan.notes, figures), "alternatives": fits})
 
@@ -147,7 +153,8 @@ def _check_extension(ctx: Any, instance: Instance, target: datetime, now: dateti
                  f"this extension ${pricing.money(request)}")
 
 
-def admit(ctx: Any, plan: Plan, offer: Offer, record: Callable[[Decimal | None], None]) -> None:
+def admit(ctx: Any, plan: Plan, offer: Offer, record: Callable[[Decimal | None], None],
+          disk_gb: int | None = None) -> None:
     """Journal one machine's launch intent (`record`, given what it commits this
     month) only if it fits the monthly budget with everything spent, running and
     in flight; BudgetExceededError otherwise, with nothing journaled. The check
@@ -160,7 +167,7 @@ def admit(ctx: Any, plan: Plan, offer: Offer, record: Callable[[Decimal | None],
     journal write there already blocks it for as long."""
     now = utcnow()
     month, start, end = month_bounds(None, now)
-    cost = _request(plan, offer, now, end, machines=1)
+    cost = _request(plan, offer, now, end, disk_gb, machines=1)
     limit: Decimal | None = ctx.config.budget_monthly
     if limit is None:
         record(cost)  # counted should a budget be set while it is in flight
@@ -218,26 +225,29 @@ def _unknown_price(ctx: Any, plan: Plan, offer: Offer, limit: Decimal) -> Budget
              f"{ctx.config.path}")
 
 
-def _request(plan: Plan, offer: Offer, now: datetime, end: datetime,
+def _request(plan: Plan, offer: Offer, now: datetime, end: datetime, disk_gb: int | None,
              machines: int | None = None) -> Decimal | None:
-    """What the plan's machines (or `machines` of them) cost this month on
-    `offer`; None: price unknown."""
+    """What the plan's machines (or `machines` of them) launched on `offer` now
+    cost this month: at the offer's price with the plan's disk, up to the
+    deadline the launcher gives a machine there (planner.deadline_for: under
+    ``max_cost`` a cheaper fallback runs longer, so it commits the whole cap,
+    not its price x the chosen offer's hours) or the end of the month,
+    whichever is first. None: price unknown."""
+    from .planner import deadline_for  # the planner imports this module
+
     n = plan.instances if machines is None else machines
-    if offer is plan.offer:
-        per_hour = plan.estimate.price_per_hour
-    else:  # a fallback: its own price (the plan's disk size is not kept; the offer's is)
-        per_hour = pricing.estimate(offer, 1).price_per_hour
+    per_hour = pricing.estimate(offer, 1, disk_gb=disk_gb).price_per_hour
     if per_hour is None:
         return None
-    if plan.shutdown_at is not None and plan.shutdown_at <= end:
-        hours = plan.estimate.hours  # the plan's own window: the figure the plan shows
+    deadline = deadline_for(plan, offer, disk_gb, now=now)
+    if deadline is not None and deadline == plan.shutdown_at and deadline <= end:
+        # The plan's own window, counted from the plan: the figure the plan shows,
+        # never less than what is left of it.
+        hours = plan.estimate.hours
     else:  # no deadline, or one next month: counted to the end of this month
-        hours = max(Decimal(0), Decimal(int((end - now).total_seconds())) / Decimal(3600))
-    cost = per_hour * hours * n
-    if plan.hours_basis == "max_cost" and plan.max_cost is not None:
-        # Each machine's deadline is when its share of the cap is spent, on any offer.
-        cost = min(cost, plan.max_cost * n / plan.instances)
-    return cost
+        stop = end if deadline is None else min(deadline, end)
+        hours = max(Decimal(0), Decimal(int((stop - now).total_seconds())) / Decimal(3600))
+    return per_hour * hours * n
 
 
 def _percent(total: Decimal, limit: Decimal) -> str:

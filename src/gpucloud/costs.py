@@ -250,7 +250,8 @@ def _round_hours(value: Decimal) -> Decimal:
 
 def report(engine: Any, month: str | None = None, by: str = "instance") -> Op:
     """List the providers first (so machines ended elsewhere close their
-    intervals in the ledger), then report from the ledger alone."""
+    intervals in the ledger; jobs too where a job has no machine,
+    job_costs.py), then report from the ledger alone."""
     if by not in BY_VALUES:
         compute((), month, by)  # raises the usage error before anything is listed
     month_bounds(month, utcnow())
@@ -261,6 +262,17 @@ def report(engine: Any, month: str | None = None, by: str = "instance") -> Op:
     except GpuCloudError as exc:  # the report still stands on the ledger
         warnings.append(f"could not list the providers ({exc}); the ledger may miss "
                         "machines ended since it last saw them")
+    # Jobs without a machine (Kubernetes Jobs) are in no machine listing: their
+    # providers' jobs are listed too, so those that ended stop counting.
+    ctx = engine.ctx
+    with_jobs = {p for p, _ in Ledger(ctx.journal).open_jobs(
+        ctx.scope(None, listing=True))} if ctx.journal.path.exists() else set()
+    for name in sorted(n for n in with_jobs if ctx.can_call(n)):
+        try:
+            yield from engine.jobs(name)
+        except GpuCloudError as exc:
+            warnings.append(f"could not list the jobs of {name} ({exc}); jobs that ended "
+                            "since gpucloud last saw them count to their deadline")
     rows = Ledger(engine.ctx.journal).rows()
     result = compute(rows, month, by, budget=engine.ctx.config.budget_monthly,
                      warnings=warnings)

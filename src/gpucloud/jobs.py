@@ -14,7 +14,7 @@ import os
 from datetime import timezone
 from typing import Any
 
-from . import ledger
+from . import job_costs, ledger
 from .errors import CredentialsError, GpuCloudError, NotFoundError, SpecError
 from .jobspec import JobSpec, from_any
 from .launcher import launch
@@ -145,6 +145,9 @@ def jobs(engine: Any, provider: str | None = None) -> Op:
             ctx.warnings.append(f"{name}: could not list jobs ({result})")
             continue
         out.extend(result)
+    whole = [n for n, r in zip(names, results) if isinstance(r, list)]
+    ctx.tolerant("the cost ledger did not record the jobs that ended", job_costs.seen, ctx,
+                 out, whole)
     return sorted(out, key=lambda j: (j.created_at is None, j.created_at), reverse=True)
 
 
@@ -187,6 +190,8 @@ def job(engine: Any, ref: Any) -> Op:
     provider, ident = yield from _ref(engine, ref)
     engine.ctx.require_callable(provider)
     found: Job = yield Call(provider, engine.ctx.adapter(provider).get_job(ident))
+    engine.ctx.tolerant("the cost ledger did not record the job's end", job_costs.seen,
+                        engine.ctx, [found])
     return found
 
 
@@ -198,6 +203,8 @@ def cancel(engine: Any, ref: Any) -> Op:
     adapter = ctx.adapter(provider)
     before: Job = yield Call(provider, adapter.get_job(ident))
     if before.status in ENDED:
+        ctx.tolerant("the cost ledger did not record the job's end", job_costs.seen, ctx,
+                     [before])
         return before
     yield Call(provider, adapter.cancel_job(ident))
     if before.instance is not None:
@@ -206,6 +213,9 @@ def cancel(engine: Any, ref: Any) -> Op:
                      ctx.journal.mark_deleted, provider, machine.id)
         ctx.tolerant(f"{machine.ref}: its end is not in the cost ledger",
                      ledger.ended, ctx, provider, machine.id, "delete")
+    else:
+        ctx.tolerant(f"{before.ref}: its end is not in the cost ledger",
+                     job_costs.cancelled, ctx, provider, ident)
     try:
         after: Job = yield Call(provider, adapter.get_job(ident))
     except NotFoundError:  # some providers forget a cancelled job at once
@@ -223,6 +233,8 @@ def logs(engine: Any, ref: Any, tail: int | None = None) -> Op:
     # The status first: logs read after a job is seen ended are complete, so
     # following stops with the last line, never one read short of it.
     current: Job = yield Call(provider, adapter.get_job(ident))
+    engine.ctx.tolerant("the cost ledger did not record the job's end", job_costs.seen,
+                        engine.ctx, [current])
     text: str = yield Call(provider, adapter.job_logs(ident, tail))
     return current, text
 

@@ -31,7 +31,9 @@ ambiguous failures, a journal entry for every attempt.
   then is the launch journaled delivered.
 * A job (``job=``, a JobRun) is launched the same way through the adapter's
   ``submit_job``, with a job launch id; its secret values are registered for
-  redaction before the request exists. It returns the Job.
+  redaction before the request exists. It returns the Job. A job without a
+  machine (a Kubernetes Job) goes into the cost ledger as itself
+  (job_costs.py), so the budget never stops counting it once delivered.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from typing import Any
 
 from .adapters.base import Sleep
 from .context import ssh_key_file
-from . import budget, ledger
+from . import budget, job_costs, ledger
 from .ops import Call, Op
 from .errors import (
     APIConnectionError, APIError, APIResponseValidationError, GpuCloudError,
@@ -86,7 +88,8 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
             launch_id=spec.launch_id, provider=offer.provider, instance_type=offer.instance_type,
             region=offer.region, name=spec.name, price_per_hour=str(offer.price_per_hour),
             shutdown_at=shutdown_at, ssh_key_path=ssh_key_file(ssh_key), committed=committed,
-            **({} if slot is None else {"batch_key": batch_key, "slot": index})))
+            **({} if slot is None else {"batch_key": batch_key, "slot": index})),
+            disk_gb=disk_gb)
         # In flight until its outcome is known: an interrupt (Ctrl-C) now
         # leaves a machine that may exist, and the caller must be able to say so.
         launching = _attempt(offer, spec.launch_id, "launching", None)
@@ -150,6 +153,10 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
                          "listing records it for `gpucloud costs` and the monthly budget)",
                          ledger.launched, ctx, instance, offer, disk_gb, shutdown_at,
                          spec.launch_id)
+        else:  # a job without a machine (a Kubernetes Job): counted as itself
+            ctx.tolerant(f"{made.ref} is not in the cost ledger: `gpucloud costs` and the "
+                         "monthly budget do not count it", job_costs.launched, ctx, submitted,
+                         offer, disk_gb, shutdown_at, spec.launch_id)
         ctx.tolerant(f"{made.ref} (launch id {spec.launch_id}) was created but is not "
                      "journaled as delivered: once the state database is usable, run "
                      "`gpucloud reconcile` to record it", ctx.journal.mark, spec.launch_id,

@@ -39,7 +39,7 @@ SCHEMA = (
     provider      TEXT NOT NULL,
     instance_id   TEXT NOT NULL,
     event         TEXT NOT NULL,     -- started | stopped | terminated | observed | first_seen
-    source        TEXT NOT NULL,     -- launch | delete | reap | power | list
+    source        TEXT NOT NULL,     -- launch | delete | reap | power | list | job
     state         TEXT NOT NULL,     -- ... the machine is running | stopped | ended
     price_per_hour TEXT,             -- ... at this price (NULL: unknown)
     stopped_price_per_hour TEXT,     -- what it bills while stopped (NULL: unknown)
@@ -56,6 +56,10 @@ SCHEMA = (
 )
 
 RUNNING, STOPPED, ENDED = "running", "stopped", "ended"
+# The source of the rows of a job that has no machine (a Kubernetes Job, keyed
+# by its provider and job id): no machine listing shows it, so a listing never
+# takes it for a machine that has gone (job_costs.py ends it).
+JOB = "job"
 # A machine missing from its provider's list is taken as ended only once its
 # last row is older than this: a new launch can take a moment to be listed.
 APPEAR_GRACE = timedelta(minutes=10)
@@ -144,6 +148,12 @@ class Ledger:
         with self._db() as db:
             return _latest(db, set(machines))
 
+    def open_jobs(self, providers: Iterable[str]) -> dict[tuple[str, str], Row]:
+        """The latest row of every job of `providers` the ledger still counts."""
+        with self._db() as db:
+            found = _latest(db, set(), set(providers))
+        return {k: r for k, r in found.items() if r.source == JOB}
+
     def history(self, machines: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[Row]]:
         """Every row of each of `machines`, in order (through the machine index)."""
         by_provider: dict[str, list[str]] = {}
@@ -189,7 +199,8 @@ class Ledger:
                     rows.append(_carry(row, latest))
             for key, last in list(latest.items()):
                 # A launch may take a moment to show in its provider's list.
-                if key not in seen and last.state != ENDED and now - last.at > APPEAR_GRACE:
+                if key not in seen and last.state != ENDED and last.source != JOB \
+                        and now - last.at > APPEAR_GRACE:
                     rows.append(_carry(Row(at=now, provider=key[0], instance_id=key[1],
                                            event="observed", source="list", state=ENDED),
                                        latest))
@@ -378,5 +389,5 @@ def observed(ctx: Any, instances: Iterable[Instance], listed: Iterable[str] = ()
     Ledger(ctx.journal).observe(machines, utcnow(), listed)
 
 
-__all__ = ["ENDED", "Ledger", "RUNNING", "Row", "STOPPED", "ended", "launched", "observed",
+__all__ = ["ENDED", "JOB", "Ledger", "RUNNING", "Row", "STOPPED", "ended", "launched", "observed",
            "powered", "state_of"]

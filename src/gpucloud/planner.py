@@ -142,7 +142,8 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
                 total_per_hour=per_hour * n if per_hour is not None else None,
                 total=pricing.money(total * n) if total is not None else None,
                 notes=tuple(notes))
-    return budget.check(engine, made)  # the monthly budget, when config.toml sets one
+    # The monthly budget, when config.toml sets one.
+    return budget.check(engine, made, disk_gb)
 
 
 NEVER = ("never", "none", "off")
@@ -210,9 +211,12 @@ def budget_hours(offer: Offer, budget: Decimal, disk_gb: int | None) -> Decimal:
     return min(pricing.hours_for_budget(estimate.price_per_hour, budget), pricing.MAX_HOURS)
 
 
-def deadline_for(plan: Plan, offer: Offer, disk_gb: int | None) -> datetime | None:
-    """The deadline of a machine launched on `offer` (a fallback may cost more)."""
+def deadline_for(plan: Plan, offer: Offer, disk_gb: int | None,
+                 now: datetime | None = None) -> datetime | None:
+    """The deadline of a machine launched on `offer` at `now` (a fallback may
+    cost more or less per hour). The launcher sets it, and the monthly budget
+    admits the launch on what the machine costs up to it: one rule for both."""
     if plan.hours_basis == "max_cost" and plan.max_cost is not None:
         hours = budget_hours(offer, plan.max_cost / plan.instances, disk_gb)
-        return utcnow() + timedelta(seconds=int(hours * 3600))
+        return (now or utcnow()) + timedelta(seconds=int(hours * 3600))
     return plan.shutdown_at
