@@ -24,7 +24,8 @@ visibility timeout finds its task re-delivered, and its late result is
 ignored (the queue's scripts refuse a stale claim) and reported as lost.
 
 What the worker sends to Redis (log lines, errors) never holds the task's
-secret values, nor their base64: they are replaced with ``[redacted]`` before
+secret values, nor their base64, alone or inside the base64 of longer text
+(``Basic base64("user:" + token)``): they are replaced with ``[redacted]`` before
 they leave the machine, as everywhere else gpucloud keeps text.
 
 The runner decides how a task's process is started (``docker run --gpus all``
