@@ -27,6 +27,8 @@ REDACTED = "[redacted]"
 SECRETS_EXTENSION = "gpucloud_secrets"
 # Values shorter than this are not scrubbed from text: "1" would mangle everything.
 MIN_SECRET = 4
+# Shorter values are not looked for inside longer base64 (see secret_forms).
+MIN_BASE64_SECRET = 8
 _KNOWN: set[str] = set()  # job secret values seen by this process (never written out)
 
 
@@ -48,10 +50,23 @@ def scrub(text: str, extra: Any = ()) -> str:
 
 def secret_forms(values: Any) -> set[str]:
     """Each secret value (of at least MIN_SECRET characters) as a program may
-    print it: itself and its base64 in the standard and the URL-safe
-    alphabets, with and without the ``=`` padding (RFC 4648, sections 4 and 5).
-    A task that logs ``base64(token)`` for an Authorization header must not
-    put the token in the queue's logs in a form anyone can decode."""
+    print it: itself, its base64 and the base64 of any text that holds it, in
+    the standard and the URL-safe alphabets (RFC 4648, sections 4 and 5). A
+    task that logs ``Authorization: Basic base64("user:" + token)`` must not
+    put the token in the queue's logs in a form anyone can decode.
+
+    base64 turns each 3 bytes into 4 characters, so a secret inside a longer
+    text is encoded in one of three ways, by its offset modulo 3. For each,
+    the form kept is the part of the encoding made of the secret's bits
+    alone: the first characters (mixed with the unknown bytes before it) and
+    the last partial one (mixed with those after) are left out, so the form
+    is found wherever the secret sits. What remains beside a replaced form
+    holds a few bits of the secret, never a whole byte of it.
+
+    A value shorter than MIN_BASE64_SECRET characters has too short an
+    encoding to look for inside other text (it would replace parts of
+    unrelated base64): it is replaced only as itself and as its own base64,
+    with and without the ``=`` padding, not inside longer encodings."""
     import base64
 
     forms: set[str] = set()
@@ -61,8 +76,19 @@ def secret_forms(values: Any) -> set[str]:
             continue
         forms.add(text)
         raw = text.encode()
-        for encoded in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
-            forms.update((encoded.decode(), encoded.decode().rstrip("=")))
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            whole = encode(raw).decode()
+            forms.update((whole, whole.rstrip("=")))
+            if len(text) < MIN_BASE64_SECRET:
+                continue
+            for offset in (0, 1, 2):
+                encoded = encode(b"\0" * offset + raw).decode()
+                # Character i holds bits 6i..6i+5 of the encoded bytes: the
+                # first ones share bits with the `offset` bytes before the
+                # secret, the last one may share bits with the byte after it.
+                first = -(-8 * offset // 6)
+                end = 8 * (offset + len(raw)) // 6
+                forms.add(encoded[first:end])
     return forms
 
 

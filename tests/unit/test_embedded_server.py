@@ -1,9 +1,18 @@
 """The embedded server outlives the command that started it: the next one
-attaches to it; it stops by itself when idle, or at `gpucloud queue stop`."""
+attaches to it; it stops by itself when idle, or at `gpucloud queue stop`. A
+busy server is waited for, never joined by a second one on its data file."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import socket
+import threading
 import time
+from pathlib import Path
+
+import pytest
 
 from typer.testing import CliRunner
 
@@ -76,3 +85,97 @@ def test_queue_stop_command():
     stopped = cli.invoke(app, ["queue", "stop", "--json"])
     assert stopped.exit_code == 0, stopped.output
     assert '"stopped": true' in stopped.output and _gone_within(pid, 5)
+
+
+def _servers_on(data_dir: Path) -> list[int]:
+    """The redis-server processes working in ``data_dir`` (a server chdirs to
+    its data directory)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if ((entry / "comm").read_text().strip() == "redis-server"
+                    and os.readlink(entry / "cwd") == str(data_dir)
+                    and embedded._alive(int(entry.name))):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _debug_sleep(socket_path: str, seconds: int) -> tuple[socket.socket, threading.Thread]:
+    """DEBUG SLEEP on a connection of its own, answered in a thread (a raw
+    socket: redis-py would time out and send the command again)."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(socket_path)
+    conn.sendall(f"DEBUG SLEEP {seconds}\r\n".encode())
+    thread = threading.Thread(target=conn.recv, args=(64,), daemon=True)
+    thread.start()
+    return conn, thread
+
+
+@pytest.mark.skipif(not Path("/proc/self/cwd").exists(), reason="reads /proc")
+def test_a_busy_server_is_waited_for_not_joined_by_a_second_one():
+    first = embedded.EmbeddedServer()
+    data_dir = embedded.data_file().parent
+    # Longer than one PING's timeout: the server is alive but answers nothing.
+    busy, sleeping = _debug_sleep(first.socket, 6)
+    try:
+        time.sleep(0.3)
+        second = embedded.EmbeddedServer()
+        sleeping.join()
+        assert (second.socket, second.pid) == (first.socket, first.pid)
+        assert _servers_on(data_dir) == [first.pid]
+        assert json.loads(embedded.data_file().with_name("queue.db.settings").read_text()
+                          )["unixsocket"] == first.socket
+    finally:
+        sleeping.join()
+        busy.close()
+        for pid in _servers_on(data_dir):
+            if pid != first.pid:  # a second server, started by mistake
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_server_that_stays_busy_is_a_clear_error(monkeypatch):
+    from gpucloud.errors import APITimeoutError
+
+    first = embedded.EmbeddedServer()
+    monkeypatch.setattr(embedded, "PING_TIMEOUT", 0.2)
+    busy, sleeping = _debug_sleep(first.socket, 3)
+    try:
+        time.sleep(0.3)
+        with pytest.raises(APITimeoutError) as caught:
+            embedded._running(embedded.data_file(), wait=1.0)
+        assert f"pid {first.pid}" in str(caught.value) and "busy" in str(caught.value)
+        assert caught.value.hint and "queue stop" in caught.value.hint
+        assert embedded.data_file().with_name("queue.db.settings").exists()  # kept
+    finally:
+        sleeping.join()
+        busy.close()
+
+
+def test_a_killed_server_is_replaced_at_once():
+    first = embedded.EmbeddedServer()
+    os.kill(first.pid, signal.SIGKILL)
+    assert _gone_within(first.pid, 5)
+    started = time.monotonic()
+    second = embedded.EmbeddedServer()
+    assert second.pid != first.pid and time.monotonic() - started < 5
+
+
+def test_a_shutdown_keeps_the_registry_of_a_newer_server(tmp_path):
+    import redis
+
+    old = embedded.EmbeddedServer()
+    newer = embedded.EmbeddedServer(tmp_path / "newer" / "queue.db")
+    registry = embedded.data_file().with_name("queue.db.settings")
+    # Since `old` was registered, another server took the registry over.
+    registry.write_text((tmp_path / "newer" / "queue.db.settings").read_text())
+    try:
+        embedded.shut_down(embedded.data_file(), redis.Redis(unix_socket_path=old.socket),
+                           old.socket, old.pid)
+        assert _gone_within(old.pid, 5)
+        assert json.loads(registry.read_text())["unixsocket"] == newer.socket
+    finally:
+        embedded.stop(tmp_path / "newer" / "queue.db", force=True)

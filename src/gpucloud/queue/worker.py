@@ -10,6 +10,11 @@ A task cancelled while it runs (``gpucloud queue cancel``) is seen at the
 next heartbeat, whose answer says the task is no longer this worker's: its
 process group (or container) gets SIGTERM, then SIGKILL after the kill grace,
 and the worker counts it as cancelled; the queue's state stays `cancelled`.
+Any other answer that the claim is gone stops the run the same way, whatever
+the task's state is by then: cancelled and requeued before the beat, or taken
+by another worker past the visibility timeout. That run is counted as lost:
+the task's current holder (or next claimer) runs it, and two runs of one task
+at once would write one CHECKPOINT_DIR and one log stream.
 
 A lost connection to Redis (a restart of the server, a network blip) is
 waited out within ``idle``: every call is retried with backoff, reconnecting
@@ -19,7 +24,8 @@ visibility timeout finds its task re-delivered, and its late result is
 ignored (the queue's scripts refuse a stale claim) and reported as lost.
 
 What the worker sends to Redis (log lines, errors) never holds the task's
-secret values, nor their base64: they are replaced with ``[redacted]`` before
+secret values, nor their base64, alone or inside the base64 of longer text
+(``Basic base64("user:" + token)``): they are replaced with ``[redacted]`` before
 they leave the machine, as everywhere else gpucloud keeps text.
 
 The runner decides how a task's process is started (``docker run --gpus all``
@@ -64,7 +70,8 @@ class WorkerSummary(BaseModel):
     worker_id: str
     succeeded: int = 0
     failed: int = 0
-    lost: int = 0              # finished here after the task was re-delivered: result ignored
+    lost: int = 0              # no longer this worker's (re-delivered, requeued): its run
+                               # stopped here, or its result ignored
     cancelled: int = 0         # cancelled while it ran here: stopped, nothing recorded
     interrupted: bool = False  # stopped by a signal; the task it held was not acked
     reason: str = "idle"       # "idle" or "signal"
@@ -181,6 +188,11 @@ class _Cancelled(Exception):
     """The task was cancelled while it ran here; its process is stopped."""
 
 
+class _Lost(Exception):
+    """The claim was gone while the task ran here (cancelled and requeued,
+    re-delivered to another worker); its process is stopped."""
+
+
 def run_worker(queue: Any, worker_id: Optional[str] = None, idle: float = 600,
                runner: Optional[Runner] = None, *, work_dir: Optional[Path] = None,
                stop: Optional[threading.Event] = None,
@@ -236,6 +248,12 @@ def run_worker(queue: Any, worker_id: Optional[str] = None, idle: float = 600,
                 last_work = time.monotonic()
                 summary.cancelled += 1
                 emit("cancelled", {"task_id": claim.task_id})
+                continue
+            except _Lost:
+                last_work = time.monotonic()
+                summary.lost += 1
+                emit("lost", {"task_id": claim.task_id, "exit_code": None, "error": "",
+                              "stopped": True})
                 continue
             last_work = time.monotonic()
             if recorded is False and _cancelled(queue, claim):  # ended as it was cancelled
@@ -329,7 +347,7 @@ def _run_task(queue: Any, worker_id: str, claim: Any, runner: Runner, work_dir: 
               kill_grace: float = KILL_GRACE) -> tuple[Optional[int], str, bool]:
     """(exit code, error, whether no retry can heal it), free of the task's
     secrets; raises _Stopped when a signal stopped the task, _Cancelled when a
-    cancel did."""
+    cancel did, _Lost when the claim was gone for another reason."""
     from ..errors import CredentialsError, GpuCloudError
     from ..redaction import scrub, secret_forms
     from . import failures
@@ -360,9 +378,11 @@ def _run_task(queue: Any, worker_id: str, claim: Any, runner: Runner, work_dir: 
     pump.start()
     beating = threading.Event()
     revoked = threading.Event()
+    cancelled = threading.Event()
     interval = max(0.05, float(getattr(queue, "visibility_timeout", 60.0)) / 3)
     beat = threading.Thread(target=_heartbeat,
-                            args=(queue, worker_id, claim, interval, beating, revoked),
+                            args=(queue, worker_id, claim, interval, beating, revoked,
+                                  cancelled),
                             daemon=True)
     beat.start()
     last_flush = time.monotonic()
@@ -379,6 +399,9 @@ def _run_task(queue: Any, worker_id: str, claim: Any, runner: Runner, work_dir: 
             if revoked.is_set():
                 _stop(proc, launch, kill_grace)
                 pump.join(timeout=5)
+                if not cancelled.is_set():
+                    # The log stream is the next run's now: its last lines stay out.
+                    raise _Lost
                 _flush(queue, claim, lines)  # its last lines, for `queue logs`
                 raise _Cancelled
             if lines.pending() >= LOG_BATCH or time.monotonic() - last_flush >= LOG_FLUSH_SECONDS:
@@ -403,13 +426,18 @@ def _stop(proc: subprocess.Popen[str], launch: Launch, grace: float = KILL_GRACE
 
 
 def _heartbeat(queue: Any, worker_id: str, claim: Any, interval: float,
-               done: threading.Event, revoked: Optional[threading.Event] = None) -> None:
+               done: threading.Event, revoked: Optional[threading.Event] = None,
+               cancelled: Optional[threading.Event] = None) -> None:
     """Beat until ``done``; set ``revoked`` (and stop) when the beat's answer
-    says the claim is gone because the task was cancelled. A task re-delivered
-    to another worker keeps running here, as before: its result is ignored."""
+    says the claim is gone, whatever the task's state now (cancelled, pending
+    again after a requeue, another worker's), with ``cancelled`` set first
+    when that state is `cancelled`. The run must stop either way: a second
+    run of the task may be starting elsewhere."""
     while not done.wait(interval):
         try:
-            if queue.heartbeat(worker_id, claim) is False and _cancelled(queue, claim):
+            if queue.heartbeat(worker_id, claim) is False:
+                if cancelled is not None and _cancelled(queue, claim):
+                    cancelled.set()
                 if revoked is not None:
                     revoked.set()
                 return
