@@ -1,4 +1,4 @@
-"""Batch provisioning at the rate-limit bound (issue 10).
+"""Batch provisioning at the rate-limit bound.
 
 500 creates through ``Client.create_many`` against the sandbox with 20 ms of
 latency per request and a 50 requests/s limit (the simulated cloud answers

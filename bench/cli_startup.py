@@ -2,7 +2,7 @@
 
 Every command and the baseline run in turn inside one loop, so machine noise
 hits them alike; the script prints each median and its ratio to the baseline,
-against its goal (issue 10):
+against its goal:
 
     gpucloud --help                         <= 1.5
     gpucloud offers --gpu h100 --count 8    <= 2.5  (catalog only, no credentials)

@@ -153,8 +153,8 @@ PROVIDERS: dict[str, dict[str, Any]] = {
         "auth": "oauth2",
         "kind": "vm",
         # The OS image of the SDK's create-instance request and instance fixtures
-        # (specs/verda/examples/create_instance_request_sdk.json, get_instance_200_sdk_fixture.json)
-        # and the example image_type in specs/CONTRACTS.md (Verda, GET /images).
+        # (tests/fixtures/verda/create_instance_request_sdk.json and
+        # get_instance_200_sdk_fixture.json); GET /images lists it as an image_type.
         "default_image": "ubuntu-24.04-cuda-12.8-open-docker",
         "gpu_memory": "mib_per_gpu",
         "note": (

@@ -274,7 +274,7 @@ def spoken_by_cli() -> Callable[[], None]:
     return restore
 
 
-# One table: error class -> CLI exit code (DESIGN.md, "CLI contract").
+# One table: error class -> CLI exit code (the codes docs/errors.md documents).
 # Looked up along the MRO, so the most specific entry wins.
 EXIT_CODES: dict[type[BaseException], int] = {
     GpuCloudError: 10,

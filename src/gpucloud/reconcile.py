@@ -15,7 +15,7 @@ description), so the providers, not the journal, say what happened:
 * the provider could not be listed (or has no credentials): *pending*, with a
   warning. Absence is never assumed from a failed look.
 
-Every provider listed is also searched for *orphans* (DESIGN.md): machines
+Every provider listed is also searched for *orphans*: machines
 carrying a launch id from this journal that the journal never recorded as
 delivered (its entry says failed, or deleted while the machine still runs, or
 another machine was delivered for that launch). ``terminate_orphans``

@@ -8,7 +8,7 @@ in either: token requests are yielded through the auth flow, so they travel
 through the same ``httpx.Client`` / ``AsyncClient`` and transport as the API
 requests they unlock (and respx sees them in tests).
 
-The rules (DESIGN.md, "Credentials"):
+The rules:
 
 * A token is renewed ``leeway`` seconds before ``expires_at``: with the
   refresh token when the source has one, falling back to the initial grant

@@ -1,4 +1,5 @@
-"""`gpucloud top`: per-GPU samples of the seed's §8.3 query, and its hint.
+"""`gpucloud top`: per-GPU samples of nvidia-smi's utilisation, memory,
+temperature and power, and a hint when the GPUs mostly wait.
 
 Pure functions: ``read_sample`` turns one ExecResult of
 ``nvidia.query_command(nvidia.TOP_FIELDS)`` into a Sample; ``low_use_hint``
@@ -16,10 +17,11 @@ from . import nvidia
 if TYPE_CHECKING:
     from .models import ExecResult
 
-LOW_USE_PERCENT = 30.0  # the seed (§4): "below 30% for long" is worth acting on
+LOW_USE_PERCENT = 30.0  # below 30% for long, the GPUs mostly wait: worth acting on
 LOW_USE_SAMPLES = 3
 COMMAND = nvidia.query_command(nvidia.TOP_FIELDS)
-# The seed's §8.3 hint, and its §4 advice, in English.
+# Low utilisation usually means the GPUs wait for their input, not that more GPUs
+# would help; if it lasts, the task is better split or put on a smaller machine.
 HINT = ("GPU utilisation has stayed low (mean {mean:.0f}% over the last {n} samples): "
         "data loading, CPU preprocessing or network communication may be the bottleneck, "
         "not a lack of GPUs; if it stays under 30%, consider splitting the task or a "
@@ -66,7 +68,7 @@ def mean_use(gpus: Sequence[GpuSample]) -> float | None:
 
 
 def low_use_hint(history: Sequence[Sequence[GpuSample]]) -> str | None:
-    """The seed's hint when the mean utilisation of the last LOW_USE_SAMPLES
+    """HINT when the mean utilisation of the last LOW_USE_SAMPLES
     samples (all GPUs) is under LOW_USE_PERCENT; None otherwise or too early."""
     recent = history[-LOW_USE_SAMPLES:]
     if len(recent) < LOW_USE_SAMPLES:

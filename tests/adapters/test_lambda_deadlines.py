@@ -1,4 +1,4 @@
-"""Lambda deadlines (issue 7): extend renames the machine with a marker (tags are
+"""Lambda deadlines: extend renames the machine with a marker (tags are
 fixed after launch), reads take the later of tag and marker, and the reaper run
 through Client terminates exactly the expired machines. Requests validated
 against the trimmed OpenAPI 1.8.3 (postInstance included)."""

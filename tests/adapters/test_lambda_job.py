@@ -1,4 +1,4 @@
-"""Lambda runs a job from cloud-init user_data (issue 8 item 3): the exact
+"""Lambda runs a job from cloud-init user_data: the exact
 launch request (golden file, validated against the 1.8.3 OpenAPI fixture),
 the runner it carries, and what a job's status can say."""
 

@@ -1,4 +1,4 @@
-"""RunPod deadlines (issue 7): extend PATCHes the pod's name only (an env change
+"""RunPod deadlines: extend PATCHes the pod's name only (an env change
 restarts the pod), reads take the later of env and the name marker, and the
 reaper run through Client terminates exactly the expired pods. Requests
 validated against the trimmed OpenAPI v2 (updatePod included)."""

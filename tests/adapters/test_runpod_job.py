@@ -1,4 +1,4 @@
-"""RunPod runs a job as a pod of the job's image (issue 8 item 3): the exact
+"""RunPod runs a job as a pod of the job's image: the exact
 create request (golden file, validated against the v2 OpenAPI fixture), the
 wrapper that stops the pod with its pod-scoped key, and job statuses."""
 

@@ -1,5 +1,5 @@
-"""The sandbox counts capacity off an index over machines not yet ended (issue
-10, item 4): no request reads every machine of a type, region or cloud, and
+"""The sandbox counts capacity off an index over machines not yet ended:
+no request reads every machine of a type, region or cloud, and
 machines still end by time exactly as before (termination, native timer)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Vast.ai deadlines (issue 7): extend rewrites the label (manageInstance),
+"""Vast.ai deadlines: extend rewrites the label (manageInstance),
 reads take the later of label and env, and the reaper run through Client
 terminates exactly the expired machines. Requests validated against the trimmed
 official OpenAPI document. The self-guard is in test_vastai_guard.py."""

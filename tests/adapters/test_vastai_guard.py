@@ -1,4 +1,4 @@
-"""The Vast.ai self-guard (issue 7 item 3): the create body carries an onstart
+"""The Vast.ai self-guard: the create body carries an onstart
 script that destroys the machine at deadline + grace with the per-instance key
 Vast injects, re-reading the label first so an extend is honoured. The guard's
 python is extracted from the request actually sent and run here against

@@ -1,4 +1,4 @@
-"""Vast.ai runs a job as an instance of the job's image (issue 8 item 3): the
+"""Vast.ai runs a job as an instance of the job's image: the
 exact create request (golden file, validated against the OpenAPI fixture), an
 onstart that keeps the self-guard and starts the job's runner within 4048
 characters, and job statuses."""

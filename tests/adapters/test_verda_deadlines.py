@@ -1,4 +1,4 @@
-"""Verda deadlines (issue 7): the description cannot change, so extend writes
+"""Verda deadlines: the description cannot change, so extend writes
 one of two alternating instance tags (Go SDK: POST /instances/{id}/tags,
 DELETE /instances/{id}/tags/{key}); reads take the latest of description and
 tags; the reaper run through Client terminates exactly the expired machines.

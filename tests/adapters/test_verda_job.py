@@ -1,4 +1,4 @@
-"""Verda runs a job from a start-up script (issue 8 item 3): POST /scripts,
+"""Verda runs a job from a start-up script: POST /scripts,
 the launch with startup_script_id, then DELETE /scripts/{id} whatever the
 launch answered. No OpenAPI exists: bodies are checked against the SDK's
 (tests/fixtures/verda/create_startup_script_request_sdk.json) and a golden file."""

@@ -76,7 +76,7 @@ def test_top_json_streams_one_object_per_sample(cli, machine, monkeypatch):
     assert isinstance(first["cost_so_far"], str) and 0 < first["time_left_seconds"] <= 7200
 
 
-def test_top_says_the_seeds_hint_when_gpus_wait(cli, machine, monkeypatch):
+def test_top_hints_at_a_data_bottleneck_when_gpus_wait(cli, machine, monkeypatch):
     monkeypatch.setattr("gpucloud.cli.doctor_cmds.time.sleep", lambda s: None)
     original = exec_sim.Box.__init__
 

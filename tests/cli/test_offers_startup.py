@@ -1,5 +1,5 @@
 """A catalog-only `gpucloud offers` renders catalog rows without pydantic
-(issue 10: its start-up is held to 2.5x `import typer`, and pydantic alone is
+(its start-up is held to 2.5x `import typer`, and pydantic alone is
 ~0.8x), yet prints what the SDK's Offer objects say, in text and in --json."""
 
 from __future__ import annotations

@@ -71,9 +71,6 @@ RUNS = {
 }
 
 
-# Queue commands run once the queue core is there (issue 9 lands in two halves).
-
-
 @pytest.fixture
 def lambda_accepts_the_key(monkeypatch, tmp_path):
     monkeypatch.setenv("GPUCLOUD_LAMBDA_API_KEY", KEY)

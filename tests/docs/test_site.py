@@ -10,7 +10,7 @@ from tests.docs._readme import DOCS, README, ROOT, manual, nav_pages, pages, sec
 
 # Documents and trackers outside the repository: a page states the rule or the
 # fact itself instead of pointing at them.
-CITATIONS = re.compile(r"\bthe seed\b|\bseed §|DESIGN\.md|CONTRACTS\.md|\bissue \d+\b"
+CITATIONS = re.compile(r"\bthe seeds?\b|\bseed §|DESIGN\.md|CONTRACTS\.md|\bissue \d+\b"
                        r"|\bitem \d+\b|/work/", re.I)
 LINK = re.compile(r"\]\(([^)#\s]+\.md)(#[^)\s]*)?\)")
 

@@ -1,4 +1,4 @@
-"""A provider's unexpected reply shape (issue 6, item 3) is
+"""A provider's unexpected reply shape is
 APIResponseValidationError (exit 10), never a crash (exit 1), and a launch
 it answers keeps its launch id in the error and in the journal."""
 

@@ -1,4 +1,4 @@
-"""Batch create (issue 10, item 1) against the in-process sandbox: no cap at
+"""Batch create against the in-process sandbox: no cap at
 100, launches really concurrent in both clients and bounded, all-or-nothing
 terminates what it made, max_cost over a list of requests, the CLI's report
 and exit code when some machines fail."""

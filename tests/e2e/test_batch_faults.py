@@ -1,5 +1,5 @@
 """A batch of 200 creates under injected faults, killed with SIGKILL part-way and
-restarted with the same --batch key, then `gpucloud reconcile` (issue 10, item 3).
+restarted with the same --batch key, then `gpucloud reconcile`.
 
 The sandbox drops the connection after committing some creates, answers 503
 after committing others, and answers plain 503s and 429s. Afterwards: no

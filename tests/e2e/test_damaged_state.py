@@ -1,4 +1,4 @@
-"""A damaged or unwritable journal (issue 6, item 4): exit 3 with the file's
+"""A damaged or unwritable journal: exit 3 with the file's
 path and a fix before anything is created; listing and deleting still work
 from the providers, with a warning; every delete is attempted."""
 

@@ -1,4 +1,4 @@
-"""Errors tell the truth (issue 6, items 1-2): a provider that cannot be
+"""Errors tell the truth: a provider that cannot be
 reached or that rejects its key is reported as what it is, never as "no offer";
 falling back to catalog prices is the same in offers, estimate and
 create --dry-run, and always visible."""

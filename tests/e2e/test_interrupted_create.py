@@ -1,4 +1,4 @@
-"""Ctrl-C during create (issue 6, item 5): every machine that exists, or may
+"""Ctrl-C during create: every machine that exists, or may
 exist because its launch was in flight, is named with its launch id and the
 command that deletes it, in text and in --json; never "nothing was done"."""
 

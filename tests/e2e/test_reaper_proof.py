@@ -1,4 +1,4 @@
-"""Proof that deadlines hold without the laptop (issue 7, item 7).
+"""Proof that deadlines hold without the laptop.
 
 One GPUCLOUD_HOME creates 100 sandbox machines with random deadlines a few
 seconds apart (the clock is compressed: seconds stand for hours). A reaper

@@ -1,5 +1,5 @@
 """A `gpucloud create` killed with SIGKILL after the cloud made the machine and
-before the journal learnt it (issue 7, item 7): `gpucloud reconcile` adopts the
+before the journal learnt it: `gpucloud reconcile` adopts the
 machine. No duplicate (one machine carries the launch id), no leak (journaled
 delivered, listed, no warning left). Real processes, the sandbox cloud."""
 

@@ -94,7 +94,7 @@ def test_a_gpu_fallen_off_the_bus_without_an_xid_line_fails_quoting_the_driver()
 
 @pytest.mark.parametrize("log,pci", [
     (text("real/dmesg_fallen_off_bus_old.txt"), "0000:01:00.0"),
-    # the single-line form of driver 570's message, as the tracker quotes it
+    # the single-line form of driver 570's message, CONSTRUCTED: no paste of it was found
     ("[ 12.5] NVRM: GPU 0000:b3:00.0: GPU has fallen off the bus.\n", "0000:b3:00.0"),
 ])
 def test_every_form_of_the_fallen_off_the_bus_line_fails(log, pci):
@@ -155,7 +155,7 @@ def test_published_gpu_names_match_what_was_paid_for(fixture, paid):
     ("NVIDIA GeForce RTX 4080 SUPER", "RTX4080"),
     ("NVIDIA A100-SXM4-80GB", "A100"),  # sold as the family, without memory
 ])
-def test_the_trackers_gpu_names_match(name, paid):
+def test_every_spelling_of_a_paid_gpu_matches(name, paid):
     gpus, _ = doctor.check_gpus(machine(gpu=paid, count=1), listing(name))
     assert gpus.status == "ok", gpus
 

@@ -1,4 +1,4 @@
-"""The journal scales (issue 10, item 4): one connection per process and file,
+"""The journal scales: one connection per process and file,
 its schema made once, WAL, and one query for all the ids of a listing — while
 two processes, or two Journal objects, still see each other's writes, and a
 forked child (the queue worker) opens its own connection."""

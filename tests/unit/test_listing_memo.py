@@ -1,4 +1,4 @@
-"""Listing again is cheap (issue 10's per-call overhead): the cost ledger
+"""Listing again is cheap (little per-call overhead): the cost ledger
 remembers the rows its last listing read or wrote, and reads them back only
 when another connection committed since; the waiting line of every request
 is kept by one watchdog thread, not a thread per request."""

@@ -1,4 +1,4 @@
-"""Client.reconcile (issue 7, item 4): adopt by launch id, fail only on proven
+"""Client.reconcile: adopt by launch id, fail only on proven
 absence, keep what could not be checked pending, report orphans and foreign
 machines, terminate orphans only when asked and never a foreign machine."""
 

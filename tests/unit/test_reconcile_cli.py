@@ -1,5 +1,5 @@
 """`gpucloud reconcile` on the command line, and the warning every command that
-lists machines gives while launches are unresolved (issue 7, item 4)."""
+lists machines gives while launches are unresolved."""
 
 from __future__ import annotations
 

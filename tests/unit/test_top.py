@@ -1,4 +1,4 @@
-"""top's sampling over recorded query outputs: the seed's hint when GPUs wait."""
+"""top's sampling over recorded query outputs: a data-bottleneck hint when GPUs wait."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def test_a_sample_reads_every_gpu():
     assert gpus[0].power_limit_w == 700 and all(g.utilization_pct >= 93 for g in gpus)
 
 
-def test_low_utilisation_for_three_samples_gives_the_seeds_hint():
+def test_low_utilisation_for_three_samples_hints_at_a_data_bottleneck():
     low = [sample(f"h100x8_query_low_{k}.txt") for k in (1, 2, 3)]
     assert top.low_use_hint(low[:2]) is None  # too early to say
     hint = top.low_use_hint(low)

@@ -1,4 +1,4 @@
-"""The public API is typed (issue 6, item 13): py.typed ships, mypy --strict
+"""The public API is typed: py.typed ships, mypy --strict
 passes on the modules behind `gpucloud.__all__` and on a user's script of the
 public API, and no public signature says `Any`."""
 

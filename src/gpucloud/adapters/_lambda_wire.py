@@ -70,8 +70,8 @@ def text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-# Lambda's images log in as `ubuntu` on port 22 (CONTRACTS.md §1 "SSH keys",
-# from dstack's Lambda backend); the spec's Instance has `ip` only, absent
+# Lambda's images log in as `ubuntu` on port 22 (dstack's Lambda backend,
+# src/dstack/_internal/core/backends/lambdalabs); the spec's Instance has `ip` only, absent
 # until the machine has booted.
 SSH_USER = "ubuntu"
 SSH_PORT = 22

@@ -68,7 +68,7 @@ class LambdaProvider(Provider):
     id_format = re.compile(r"[0-9a-z]{32}")
     capabilities = Capabilities(spot=False, stop_start=False, custom_disk=False,
                                 needs_ssh_key=True, native_shutdown=False)
-    # Spec 1.8.3 (CONTRACTS.md "Rate limits"): "generally limited to one request
+    # Lambda Cloud API spec 1.8.3, its description: "generally limited to one request
     # per second"; launch "one request per 12 seconds, or five requests per minute".
     rate_limits = {"*": RateLimit(1.0), "launch": RateLimit.every(12.0)}
 

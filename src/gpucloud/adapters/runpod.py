@@ -87,7 +87,8 @@ class RunPodProvider(Provider):
     # No static limits: the quota is per user in minute/hour/day windows that
     # each account's responses state (RateLimit-Policy; the spec's 60/min,
     # 3000/h, 50000/day are example values), and a 429 carries Retry-After,
-    # which the shared limiter honours (CONTRACTS.md section 2a "Rate limits").
+    # which the shared limiter honours (RunPod's REST v2 OpenAPI 2.0.0,
+    # https://api.runpod.io/v2/openapi.json).
     rate_limits = {}
 
     # -- flows -----------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 typer builds a click command (parameters, help) for every command registered
 on the app, on every run; with this map a run of one command imports and
-builds that command alone (issue 10). tests/cli/test_startup_imports.py fails
+builds that command alone, so start-up stays fast. tests/cli/test_startup_imports.py fails
 when a module registers a command the map does not list, or the map lists one
 its modules do not register.
 """

@@ -51,10 +51,10 @@ class KubernetesProvider(KubernetesJobs, Provider):
     name = "kubernetes"
     capabilities = Capabilities(spot=False, stop_start=False, custom_disk=False,
                                 needs_ssh_key=False, native_shutdown=False)
-    # None in the contract: the API server sheds load itself (429 TooManyRequests
-    # + Retry-After, CONTRACTS.md section 5 "Errors"), which the shared
-    # limiter honours; client-go's QPS 5 / burst 10 is a client default, not a
-    # server limit.
+    # None in the API: the API server sheds load itself (429 TooManyRequests
+    # + Retry-After, StatusReasonTooManyRequests in k8s.io/apimachinery
+    # pkg/apis/meta/v1), which the shared limiter honours; client-go's QPS 5 /
+    # burst 10 is a client default, not a server limit.
     rate_limits = {}
     default_gpu_labels: tuple[str, ...] = _settings.DEFAULT_GPU_LABELS
     # Items per list request (`limit`); None lists everything in one response.

@@ -3,7 +3,7 @@
 Contract: Vast's official OpenAPI 3.1 "Vast.ai API" 1.0.0 (tests/fixtures/vastai/
 openapi.json is the trimmed copy every test request is validated against),
 plus the docs and the official client (vast-cli) where the spec is silent or
-wrong; see specs/CONTRACTS.md section 3.
+wrong (e.g. the client's trailing slashes, which the spec omits).
 
 What shapes this adapter:
 

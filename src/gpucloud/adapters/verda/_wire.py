@@ -1,7 +1,7 @@
 """Verda's wire format: the token endpoint, statuses, error codes and field readers.
 
 Everything here is taken from the official SDKs (verda-cloud/sdk-python
-164e09ac, verdacloud-sdk-go ca1aa5cd) as summarised in CONTRACTS.md section 4;
+164e09ac, verdacloud-sdk-go ca1aa5cd; see tests/fixtures/verda/SOURCE.txt);
 no OpenAPI document exists for this provider.
 """
 

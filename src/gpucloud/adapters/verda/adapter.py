@@ -1,8 +1,8 @@
 """Verda (formerly DataCrunch) Public API, https://api.verda.com/v1.
 
-Contract: the official SDKs (no OpenAPI document exists; CONTRACTS.md section 4
-and tests/fixtures/verda/SOURCE.txt). Bodies are bare JSON; errors are
-``{"code", "message"}``; prices are JSON strings.
+Contract: the official SDKs (no OpenAPI document exists; the vendor's reference is
+https://api.verda.com/v1/docs; see tests/fixtures/verda/SOURCE.txt). Bodies are
+bare JSON; errors are ``{"code", "message"}``; prices are JSON strings.
 
 What shapes this adapter:
 
@@ -68,8 +68,8 @@ class VerdaProvider(Provider):
     id_format = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
     capabilities = Capabilities(spot=True, stop_start=False, custom_disk=True,
                                 needs_ssh_key=True, native_shutdown=False)
-    # None documented (CONTRACTS.md section 4, "Rate limits: none documented";
-    # the Go SDK retries 408/429/5xx): only 429s pace it.
+    # None documented (the official Go SDK, verdacloud-sdk-go, retries
+    # 408/429/5xx): only 429s pace it.
     rate_limits = {}
 
     def __init__(self, catalog: Any, credential: Any = None) -> None:
