@@ -19,7 +19,7 @@ Checked at the end of every plan (so ``create``, ``create --dry-run`` and
   a warning naming them;
 * the fallback offers create may try are kept only where they fit too, each
   costed as it would be launched: its own price with the plan's disk, up to
-  the deadline the launcher gives it (``planner.deadline_for``: under
+  the deadline the launcher gives it (``launch_deadline.deadline_for``: under
   ``max_cost`` alone a cheaper offer runs longer and commits the whole cap).
 
 The plan's check is advice (a dry run shows it; a prompt may wait between
@@ -50,6 +50,7 @@ from typing import Any
 from . import pricing
 from .costs import compute, month_bounds
 from .errors import BudgetExceededError, option
+from .launch_deadline import deadline_for
 from .ledger import SCHEMA as LEDGER_SCHEMA, Ledger, Row
 from .models import Instance, Offer, Plan
 from .state import utcnow
@@ -229,12 +230,10 @@ def _request(plan: Plan, offer: Offer, now: datetime, end: datetime, disk_gb: in
              machines: int | None = None) -> Decimal | None:
     """What the plan's machines (or `machines` of them) launched on `offer` now
     cost this month: at the offer's price with the plan's disk, up to the
-    deadline the launcher gives a machine there (planner.deadline_for: under
+    deadline the launcher gives a machine there (launch_deadline.deadline_for: under
     ``max_cost`` a cheaper fallback runs longer, so it commits the whole cap,
     not its price x the chosen offer's hours) or the end of the month,
     whichever is first. None: price unknown."""
-    from .planner import deadline_for  # the planner imports this module
-
     n = plan.instances if machines is None else machines
     per_hour = pricing.estimate(offer, 1, disk_gb=disk_gb).price_per_hour
     if per_hour is None:

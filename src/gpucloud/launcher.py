@@ -50,7 +50,7 @@ from .errors import (
     InsufficientCapacityError, InternalServerError, NotFoundError, QuotaExceededError, option,
 )
 from .models import Attempt, Offer, Plan
-from .planner import deadline_for
+from .launch_deadline import deadline_for
 from .redaction import register_secrets
 
 MAX_ATTEMPTS = 3

@@ -8,7 +8,7 @@ the other candidates create may fall back on (only those that also fit
   that window (times the number of machines) must fit, or BudgetExceededError.
 * ``max_cost`` alone: each machine's deadline is when its share of the cap is
   spent; computed again for whichever offer is finally launched
-  (``deadline_for``), since a fallback may cost more per hour. A deadline
+  (``launch_deadline.deadline_for``), since a fallback may cost more per hour. A deadline
   less than a minute away is refused.
 * A cap is never kept on a guess: with any price part unknown (a disk price
   not in the data, a live price of 0) ``max_cost`` is refused, naming the part.
@@ -29,7 +29,8 @@ from .errors import (
     BudgetExceededError, ConfigurationError, InsufficientCapacityError, SpecError, option,
 )
 from .gpus import parse_gpu
-from .models import CostEstimate, Offer, Plan
+from .launch_deadline import budget_hours, refuse_unknown
+from .models import Offer, Plan
 from .state import utcnow
 
 # A max_cost deadline closer than this is no run at all: refused, not planned.
@@ -85,7 +86,7 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
         if origin:
             notes.append(origin)
         if cap is not None:
-            _refuse_unknown(estimate, cap)
+            refuse_unknown(estimate, cap)
             if estimate.total * n > cap:
                 raise BudgetExceededError(
                     f"estimate ${estimate.total * n} over "
@@ -97,7 +98,7 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
         fits = [o for o in candidates[1:] if cap is None or _fits(o, hours, disk_gb, cap / n)]
     elif cap is not None:
         estimate = pricing.estimate(offer, 1, disk_gb=disk_gb)
-        _refuse_unknown(estimate, cap)
+        refuse_unknown(estimate, cap)
         hours = budget_hours(offer, cap / n, disk_gb)
         seconds = int(hours * 3600)
         if seconds < MIN_RUN_SECONDS:
@@ -185,17 +186,6 @@ def _span(window: timedelta) -> str:
     return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
-def _refuse_unknown(estimate: CostEstimate, cap: Decimal) -> None:
-    """A cap cannot be kept on a price that is not known: refuse rather than guess."""
-    if estimate.unknown:
-        o = estimate.offer
-        raise BudgetExceededError(
-            f"cannot keep --max-cost ${cap}: the price of {' and '.join(estimate.unknown)} "
-            f"for {o.provider} {o.instance_type} is unknown",
-            hint=f"drop {option('max_cost', '--max-cost')}, or pick another provider or GPU "
-                 "(`gpucloud offers`)")
-
-
 def _fits(offer: Offer, hours: Decimal, disk_gb: int | None, cap: Decimal) -> bool:
     est = pricing.estimate(offer, hours, disk_gb=disk_gb)
     return est.total is not None and est.total <= cap
@@ -203,20 +193,3 @@ def _fits(offer: Offer, hours: Decimal, disk_gb: int | None, cap: Decimal) -> bo
 
 def _runtime(seconds: int) -> str:
     return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min"
-
-
-def budget_hours(offer: Offer, budget: Decimal, disk_gb: int | None) -> Decimal:
-    estimate = pricing.estimate(offer, 1, disk_gb=disk_gb)
-    _refuse_unknown(estimate, budget)
-    return min(pricing.hours_for_budget(estimate.price_per_hour, budget), pricing.MAX_HOURS)
-
-
-def deadline_for(plan: Plan, offer: Offer, disk_gb: int | None,
-                 now: datetime | None = None) -> datetime | None:
-    """The deadline of a machine launched on `offer` at `now` (a fallback may
-    cost more or less per hour). The launcher sets it, and the monthly budget
-    admits the launch on what the machine costs up to it: one rule for both."""
-    if plan.hours_basis == "max_cost" and plan.max_cost is not None:
-        hours = budget_hours(offer, plan.max_cost / plan.instances, disk_gb)
-        return (now or utcnow()) + timedelta(seconds=int(hours * 3600))
-    return plan.shutdown_at

@@ -18,7 +18,7 @@ from gpucloud.budget import admit, check
 from gpucloud.config import load_config, state_db_path
 from gpucloud.launch_ids import new_launch_id
 from gpucloud.models import Offer, Plan
-from gpucloud.planner import deadline_for
+from gpucloud.launch_deadline import deadline_for
 from gpucloud.state import Journal, utcnow
 
 
