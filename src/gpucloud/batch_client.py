@@ -20,7 +20,7 @@ def many_op(engine: Any, gpu: str, count: int, n: int, provider: str | None,
             until: Deadline | None, requests: Any, concurrency: int,
             all_or_nothing: bool, batch: str | None, on_item: Any) -> Op:
     from . import batch as batching
-    from .batch_models import CreateRequest  # noqa: F811 - the real class, not a name for types
+    from .batch_models import CreateRequest  # the real class, not a name for types
 
     if requests is None:
         one = CreateRequest(gpu=gpu, count=count, provider=provider, region=region,

@@ -128,7 +128,7 @@ def _detect_backend() -> Any:
             init = plugin.load()
             if callable(init):
                 init()
-        except Exception:  # noqa: BLE001
+        except Exception:
             logging.getLogger("keyring.backend").exception(f"Error initializing plugin {plugin}.")
     rings = []
     for cls in KeyringBackend.get_viable_backends():

@@ -25,7 +25,6 @@ from gpucloud.errors import (
     InternalServerError,
     NotFoundError,
     OfferRefusedError,
-    PermissionDeniedError,
     QuotaExceededError,
     RateLimitError,
     SpecError,

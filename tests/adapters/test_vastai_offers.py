@@ -1,4 +1,4 @@
-"""Vast.ai adapter, contract-tested (the trimmed spec and offers): 
+"""Vast.ai adapter, contract-tested (the trimmed spec and offers):
 respx answers at the HTTP transport with bodies derived from the official
 OpenAPI document (tests/fixtures/vastai), every request the adapter sends is
 validated against the trimmed spec and checked for the Bearer key, and flows

@@ -161,7 +161,6 @@ class VerdaProvider(Provider):
         return list(dict.fromkeys([*(c for c in codes if c), *sorted(live)]))
 
     def create(self, spec: InstanceSpec) -> Flow[Instance]:
-        offer = spec.offer
         # Everything that can be refused locally is refused before any request.
         if not spec.image:
             raise SpecError("verda needs an OS image to launch",
