@@ -79,8 +79,9 @@ class BatchMethods:
         the batch resumable: run again with it, only missing machines are made.
         `on_item` is called as each machine settles (from a worker thread)."""
         result: BatchResult = self._run(many_op(
-            self._engine, gpu, count, n, provider, region, name, image, ssh_key, disk_gb, auto_shutdown,
-            max_cost, spot, plan, until, requests, concurrency, all_or_nothing, batch, on_item))
+            self._engine, gpu, count, n, provider, region, name, image, ssh_key, disk_gb,
+            auto_shutdown, max_cost, spot, plan, until, requests, concurrency, all_or_nothing,
+            batch, on_item))
         return result
 
 
@@ -103,6 +104,7 @@ class AsyncBatchMethods:
                          on_item: Callable[[BatchItem], None] | None = None) -> BatchResult:
         """As Client.create_many; launches run as concurrent tasks."""
         result: BatchResult = await self._run(many_op(
-            self._engine, gpu, count, n, provider, region, name, image, ssh_key, disk_gb, auto_shutdown,
-            max_cost, spot, plan, until, requests, concurrency, all_or_nothing, batch, on_item))
+            self._engine, gpu, count, n, provider, region, name, image, ssh_key, disk_gb,
+            auto_shutdown, max_cost, spot, plan, until, requests, concurrency, all_or_nothing,
+            batch, on_item))
         return result
