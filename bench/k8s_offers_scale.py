@@ -67,9 +67,10 @@ def gpu_node(i: int) -> dict[str, Any]:
                    "conditions": [{"type": kind, "status": "False", "reason": reason,
                                    "lastHeartbeatTime": "2026-12-01T00:00:00Z",
                                    "lastTransitionTime": "2026-11-01T00:00:00Z"}
-                                  for kind, reason in (("MemoryPressure", "KubeletHasSufficientMemory"),
-                                                       ("DiskPressure", "KubeletHasNoDiskPressure"),
-                                                       ("PIDPressure", "KubeletHasSufficientPID"))]
+                                  for kind, reason in (
+                                      ("MemoryPressure", "KubeletHasSufficientMemory"),
+                                      ("DiskPressure", "KubeletHasNoDiskPressure"),
+                                      ("PIDPressure", "KubeletHasSufficientPID"))]
                    + [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                        "lastHeartbeatTime": "2026-12-01T00:00:00Z",
                        "lastTransitionTime": "2026-11-01T00:00:00Z"}],

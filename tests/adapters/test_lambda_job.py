@@ -9,7 +9,13 @@ import pytest
 from gpucloud.adapters.base import job_of
 from gpucloud.errors import BadRequestError, SpecError
 from gpucloud.models import JobStatus
-from tests.adapters._job_support import DEADLINE, SECRET, assert_golden, assert_marked_and_keyless, make_job
+from tests.adapters._job_support import (
+    DEADLINE,
+    SECRET,
+    assert_golden,
+    assert_marked_and_keyless,
+    make_job,
+)
 from tests.adapters._lambda_support import (  # noqa: F401 (fixtures)
     INSTANCE_ID,
     KEY,
