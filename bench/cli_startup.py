@@ -83,7 +83,8 @@ def main() -> int:
     for package in (gpucloud, typer):
         compileall.compile_dir(str(Path(package.__file__).parent), quiet=1)
 
-    exe = shutil.which("gpucloud", path=str(Path(sys.executable).parent)) or shutil.which("gpucloud")
+    exe = (shutil.which("gpucloud", path=str(Path(sys.executable).parent))
+           or shutil.which("gpucloud"))
     prefix = [exe] if exe else [sys.executable, "-m", "gpucloud"]
     commands = {BASELINE: [sys.executable, "-c", "import typer"]}
     commands.update({label: prefix + argv for label, argv, _ in CASES})

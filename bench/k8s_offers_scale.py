@@ -67,9 +67,10 @@ def gpu_node(i: int) -> dict[str, Any]:
                    "conditions": [{"type": kind, "status": "False", "reason": reason,
                                    "lastHeartbeatTime": "2026-12-01T00:00:00Z",
                                    "lastTransitionTime": "2026-11-01T00:00:00Z"}
-                                  for kind, reason in (("MemoryPressure", "KubeletHasSufficientMemory"),
-                                                       ("DiskPressure", "KubeletHasNoDiskPressure"),
-                                                       ("PIDPressure", "KubeletHasSufficientPID"))]
+                                  for kind, reason in (
+                                      ("MemoryPressure", "KubeletHasSufficientMemory"),
+                                      ("DiskPressure", "KubeletHasNoDiskPressure"),
+                                      ("PIDPressure", "KubeletHasSufficientPID"))]
                    + [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                        "lastHeartbeatTime": "2026-12-01T00:00:00Z",
                        "lastTransitionTime": "2026-11-01T00:00:00Z"}],
@@ -153,7 +154,7 @@ class Served:
                               headers={"Content-Type": "application/json"})
 
 
-def provider_for(home: Path):  # noqa: ANN201 - gpucloud imported late, after compileall
+def provider_for(home: Path):  # unannotated: gpucloud is imported late, after compileall
     from pydantic import SecretStr
 
     from gpucloud.adapters.kubernetes import KubernetesProvider
@@ -172,7 +173,7 @@ def provider_for(home: Path):  # noqa: ANN201 - gpucloud imported late, after co
                                          client_id=str(kubeconfig)))
 
 
-def offers(provider, page_size: int | None, traced: bool) -> tuple[float, int, int]:  # noqa: ANN001
+def offers(provider, page_size: int | None, traced: bool) -> tuple[float, int, int]:
     """(seconds, peak bytes or 0, offers) of one offers call through a Session."""
     from gpucloud._http import Session
     from gpucloud.adapters.base import OfferQuery

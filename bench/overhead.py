@@ -58,7 +58,7 @@ def serve(instances: dict[str, dict]) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as the real API
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:  # http.server's name
             if self.headers.get("Authorization") != f"Bearer {KEY}":
                 return self.reply(401, b'{"error": {"code": "global/invalid-api-key"}}')
             if self.path == "/api/v1/instances":

@@ -47,7 +47,8 @@ def main() -> int:
 
     for package in (gpucloud, typer):
         compileall.compile_dir(str(Path(package.__file__).parent), quiet=1)
-    exe = shutil.which("gpucloud", path=str(Path(sys.executable).parent)) or shutil.which("gpucloud")
+    exe = (shutil.which("gpucloud", path=str(Path(sys.executable).parent))
+           or shutil.which("gpucloud"))
     gpucloud_cmd = [exe] if exe else [sys.executable, "-m", "gpucloud"]
     status = gpucloud_cmd + ["queue", "status"]
     times: dict[str, list[float]] = {k: [] for k in (BASELINE, EMPTY, RUNNING, STOPPED)}

@@ -34,7 +34,7 @@ def sandbox_env(root: Path) -> dict[str, str]:
             "GPUCLOUD_SANDBOX_CAPACITY": "1000000"}
 
 
-def client_for(root: Path):  # noqa: ANN201 - gpucloud imported late, after compileall
+def client_for(root: Path):  # unannotated: gpucloud is imported late, after compileall
     """A client bound to this cloud and home (both are read once, then kept)."""
     import gpucloud
 
@@ -44,7 +44,7 @@ def client_for(root: Path):  # noqa: ANN201 - gpucloud imported late, after comp
     return client
 
 
-def fill(root: Path, client, machines: int) -> None:  # noqa: ANN001
+def fill(root: Path, client, machines: int) -> None:
     """`machines` more machines, of the type and region a create takes."""
     from decimal import Decimal
 
@@ -78,7 +78,7 @@ def fill(root: Path, client, machines: int) -> None:  # noqa: ANN001
     ledger.Ledger(journal).append(rows)
 
 
-def timed_create(client) -> float:  # noqa: ANN001
+def timed_create(client) -> float:
     start = time.perf_counter()
     client.create(gpu=GPU, count=COUNT, provider="sandbox")
     return time.perf_counter() - start

@@ -82,9 +82,11 @@ __all__ = [
     "__version__", "Client", "AsyncClient", "Offer", "Instance", "InstanceStatus",
     "CostEstimate", "CostLine", "Attempt", "Plan", "ReapAction", "ReapReport",
     "Job", "JobStatus", "Connection", "ExecResult", "JobSpec", "CreateRequest", "BatchItem",
-    "BatchResult", "BatchIncompleteError", "BatchBusyError", "ReconcileReport", "LaunchIntent", "Orphan", "CostReport", "SpendLine",
+    "BatchResult", "BatchIncompleteError", "BatchBusyError", "ReconcileReport", "LaunchIntent",
+    "Orphan", "CostReport", "SpendLine",
     "parse_gpu",
-    "GpuCloudError", "ConfigurationError", "CredentialsError", "StateError", "SpecError", "UnknownGPUError",
+    "GpuCloudError", "ConfigurationError", "CredentialsError", "StateError", "SpecError",
+    "UnknownGPUError",
     "BudgetExceededError", "ConfirmationRequired", "NoOffersError", "APIError",
     "APIConnectionError", "APITimeoutError", "APIStatusError", "AuthenticationError",
     "PermissionDeniedError", "NotFoundError", "BadRequestError", "ConflictError",
@@ -101,7 +103,8 @@ if TYPE_CHECKING:  # pragma: no cover - what type checkers and IDEs see
     from .client import AsyncClient as AsyncClient, Client as Client
     from .costs import CostReport as CostReport, SpendLine as SpendLine
     from .errors import (
-        BatchBusyError as BatchBusyError, GpuCloudError as GpuCloudError, ConfigurationError as ConfigurationError,
+        BatchBusyError as BatchBusyError, GpuCloudError as GpuCloudError,
+        ConfigurationError as ConfigurationError,
         CredentialsError as CredentialsError, StateError as StateError, SpecError as SpecError,
         UnknownGPUError as UnknownGPUError, BudgetExceededError as BudgetExceededError,
         ConfirmationRequired as ConfirmationRequired, NoOffersError as NoOffersError,

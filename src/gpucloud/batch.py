@@ -30,7 +30,14 @@ from . import ledger, pricing
 from .adapters.base import Sleep
 from .batch_models import BatchIncompleteError, BatchItem, BatchResult, CreateRequest
 from .deadlines import ENDED
-from .errors import BudgetExceededError, GpuCloudError, NotFoundError, SpecError, exit_code_for, option
+from .errors import (
+    BudgetExceededError,
+    GpuCloudError,
+    NotFoundError,
+    SpecError,
+    exit_code_for,
+    option,
+)
 from .launcher import RECONCILE_DELAYS, launch
 from .models import Attempt, Instance, Plan
 from .ops import Call, Concurrent, Gather, Op

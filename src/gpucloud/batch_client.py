@@ -20,7 +20,7 @@ def many_op(engine: Any, gpu: str, count: int, n: int, provider: str | None,
             until: Deadline | None, requests: Any, concurrency: int,
             all_or_nothing: bool, batch: str | None, on_item: Any) -> Op:
     from . import batch as batching
-    from .batch_models import CreateRequest  # noqa: F811 - the real class, not a name for types
+    from .batch_models import CreateRequest  # the real class, not a name for types
 
     if requests is None:
         one = CreateRequest(gpu=gpu, count=count, provider=provider, region=region,
@@ -79,8 +79,9 @@ class BatchMethods:
         the batch resumable: run again with it, only missing machines are made.
         `on_item` is called as each machine settles (from a worker thread)."""
         result: BatchResult = self._run(many_op(
-            self._engine, gpu, count, n, provider, region, name, image, ssh_key, disk_gb, auto_shutdown,
-            max_cost, spot, plan, until, requests, concurrency, all_or_nothing, batch, on_item))
+            self._engine, gpu, count, n, provider, region, name, image, ssh_key, disk_gb,
+            auto_shutdown, max_cost, spot, plan, until, requests, concurrency, all_or_nothing,
+            batch, on_item))
         return result
 
 
@@ -103,6 +104,7 @@ class AsyncBatchMethods:
                          on_item: Callable[[BatchItem], None] | None = None) -> BatchResult:
         """As Client.create_many; launches run as concurrent tasks."""
         result: BatchResult = await self._run(many_op(
-            self._engine, gpu, count, n, provider, region, name, image, ssh_key, disk_gb, auto_shutdown,
-            max_cost, spot, plan, until, requests, concurrency, all_or_nothing, batch, on_item))
+            self._engine, gpu, count, n, provider, region, name, image, ssh_key, disk_gb,
+            auto_shutdown, max_cost, spot, plan, until, requests, concurrency, all_or_nothing,
+            batch, on_item))
         return result

@@ -211,7 +211,8 @@ def _over(ctx: Any, month: str, limit: Decimal, spent: Decimal, committed: Decim
         f"this create would bring {month} to ${pricing.money(total)}, over the monthly "
         f"budget ${pricing.money(limit)} (spent ${spent}, committed ${committed}"
         f"{_in_flight(unsettled)}, this request ${pricing.money(request)})",
-        hint=f"set a shorter {option('auto_shutdown', '--auto-shutdown')}, fewer machines or a cheaper GPU; delete "
+        hint=f"set a shorter {option('auto_shutdown', '--auto-shutdown')}, fewer machines or a "
+             "cheaper GPU; delete "
              "machines you no longer need (`gpucloud costs` shows what runs); or raise "
              f"[budget] monthly in {ctx.config.path}{stale}")
 

@@ -156,7 +156,8 @@ class ClientContext:
     def can_call(self, name: str) -> bool:
         return self.has_adapter(name) and self.has_credentials(name)
 
-    def missing_credentials(self, names: list[str], *, any_provider: bool = False) -> CredentialsError:
+    def missing_credentials(self, names: list[str], *,
+                            any_provider: bool = False) -> CredentialsError:
         with_adapter = [n for n in names if has_adapter(n) and n != "sandbox"]
         if len(with_adapter) == 1 and not any_provider:
             name = with_adapter[0]
@@ -185,8 +186,9 @@ class ClientContext:
                 raise ConfigurationError(f"no adapter for provider {name!r}")
             catalog = self.catalogs.get(name)
             if catalog is None:
-                raise ConfigurationError(f"no catalog file for provider {name!r}",
-                                         hint=f"add {config_mod.config_dir()}/providers/{name}.toml")
+                raise ConfigurationError(
+                    f"no catalog file for provider {name!r}",
+                    hint=f"add {config_mod.config_dir()}/providers/{name}.toml")
             self._adapters[name] = cls(catalog, self.credential(name))
         return self._adapters[name]
 

@@ -89,7 +89,8 @@ def month_bounds(month: str | None, now: datetime) -> tuple[str, datetime, datet
             datetime(year, number, 1)
         except ValueError:
             raise SpecError(f"month {month!r} is not a month",
-                            hint=f"give it as YYYY-MM, e.g. {option('month', '--month', repr('2026-11'), '2026-11')}") \
+                            hint="give it as YYYY-MM, e.g. "
+                                 f"{option('month', '--month', repr('2026-11'), '2026-11')}") \
                 from None
     start = datetime(year, number, 1, tzinfo=timezone.utc)
     end = datetime(year + number // 12, number % 12 + 1, 1, tzinfo=timezone.utc)

@@ -15,8 +15,9 @@ Two kinds of credential:
 * ``kubeconfig`` (Kubernetes, CoreWeave): a kubeconfig file, found at the
   explicit argument (a path), ``GPUCLOUD_<PROVIDER>_KUBECONFIG``, and for
   ``kubernetes`` only, ``KUBECONFIG`` (all its existing entries, which the
-  adapter merges as kubectl does) or ``~/.kube/config``: a preset (``coreweave``) needs its own variable, so one
-  cluster never shows up as two providers (listed, reaped and costed twice). The
+  adapter merges as kubectl does) or ``~/.kube/config``: a preset (``coreweave``)
+  needs its own variable, so one cluster never shows up as two providers (listed,
+  reaped and costed twice). The
   Credential holds the file's path (or paths, joined by os.pathsep) in
   ``client_id`` (paths, not a secret);
   what the file says (tokens, keys, exec plugins) is read by the adapter.
@@ -128,7 +129,7 @@ def _detect_backend() -> Any:
             init = plugin.load()
             if callable(init):
                 init()
-        except Exception:  # noqa: BLE001
+        except Exception:
             logging.getLogger("keyring.backend").exception(f"Error initializing plugin {plugin}.")
     rings = []
     for cls in KeyringBackend.get_viable_backends():

@@ -25,8 +25,9 @@ or gone was ended before the extension took hold (InstanceFailedError,
 exit 9), never reported as extended.
 
 A machine that is terminated or terminating is left alone; one that is
-stopped or failed is terminated too (it still exists, and its disk may bill). Deadlines only ever move later, so a
-copy that missed an update can only make the reaper act earlier, never later.
+stopped or failed is terminated too (it still exists, and its disk may bill).
+Deadlines only ever move later, so a copy that missed an update can only make
+the reaper act earlier, never later.
 """
 
 from __future__ import annotations

@@ -69,7 +69,8 @@ class SecretRef(_Spec):
     submitting shell, or the system keyring ("<service>/<user>")."""
 
     env: Optional[str] = Field(default=None, description="Environment variable holding the value.")
-    keyring: Optional[str] = Field(default=None, description='System keyring entry, "<service>/<user>".')
+    keyring: Optional[str] = Field(default=None,
+                                   description='System keyring entry, "<service>/<user>".')
 
     @model_validator(mode="before")
     @classmethod
@@ -118,12 +119,15 @@ class Resources(_Spec):
 
 
 class Checkpoint(_Spec):
-    dir: str = Field(default="/checkpoints", description="Directory exposed to the job as CHECKPOINT_DIR.")
-    url: Optional[str] = Field(default=None, description="Object storage the directory is synced to "
-                                                 "(s3://bucket/path, gs://bucket/path, or an "
-                                                 "rclone remote:path), so a retried or "
-                                                 "preempted job resumes.")
-    sync_interval: Optional[str] = Field(default=None, description="How often it is synced, e.g. 10m.")
+    dir: str = Field(default="/checkpoints",
+                     description="Directory exposed to the job as CHECKPOINT_DIR.")
+    url: Optional[str] = Field(default=None,
+                               description="Object storage the directory is synced to "
+                                           "(s3://bucket/path, gs://bucket/path, or an "
+                                           "rclone remote:path), so a retried or "
+                                           "preempted job resumes.")
+    sync_interval: Optional[str] = Field(default=None,
+                                         description="How often it is synced, e.g. 10m.")
 
     @field_validator("dir")
     @classmethod
@@ -153,7 +157,8 @@ class JobSpec(_Spec):
     long and for how much at most; secrets by reference only."""
 
     name: str = Field(description="Lower-case letters, digits and '-' (at most 63).")
-    image: str = Field(description="Container image, e.g. pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime.")
+    image: str = Field(description="Container image, e.g. "
+                                   "pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime.")
     command: list[str] = Field(default_factory=list,
                                description="Replaces the image's entrypoint when given.")
     args: list[str] = Field(default_factory=list, description="Arguments to the command.")
@@ -164,18 +169,22 @@ class JobSpec(_Spec):
         description="Environment variables whose values are read at submit time from your "
                     "environment or keyring: NAME: {env: VAR} or NAME: {keyring: service/user}.")
     resources: Resources
-    provider: Optional[str] = Field(default=None, description="Only this provider (default: cheapest).")
+    provider: Optional[str] = Field(default=None,
+                                    description="Only this provider (default: cheapest).")
     region: Optional[str] = Field(default=None, description="Only this region.")
-    max_runtime: Optional[str] = Field(default=None, description="Deadline after submission, e.g. 6h; "
-                                                         "the machine is ended then.")
-    max_cost: Optional[Decimal] = Field(default=None, gt=0, description="USD: refuse if the estimate "
-                                                                "exceeds it (without max_runtime: "
-                                                                "the deadline is when it is spent).")
+    max_runtime: Optional[str] = Field(default=None,
+                                       description="Deadline after submission, e.g. 6h; "
+                                                   "the machine is ended then.")
+    max_cost: Optional[Decimal] = Field(default=None, gt=0,
+                                        description="USD: refuse if the estimate "
+                                                    "exceeds it (without max_runtime: "
+                                                    "the deadline is when it is spent).")
     retries: int = Field(default=0, ge=0, le=20, description="Times a failed or preempted job is "
                                                       "run again (where the provider can).")
     spot: bool = Field(default=False, description="Spot/interruptible capacity (checkpoint!).")
-    checkpoint: Optional[Checkpoint] = Field(default=None, description="Checkpointing, so a retried "
-                                                               "job resumes.")
+    checkpoint: Optional[Checkpoint] = Field(default=None,
+                                             description="Checkpointing, so a retried "
+                                                         "job resumes.")
 
     @field_validator("name")
     @classmethod

@@ -287,7 +287,8 @@ class ProviderStatus(_Model):
 
 
 __all__ = [
-    "Job", "JobRun", "JobStatus", "Attempt", "AuthStatus", "ReapAction", "ReapReport", "CostEstimate", "CostLine", "Instance", "InstanceSpec",
+    "Job", "JobRun", "JobStatus", "Attempt", "AuthStatus", "ReapAction", "ReapReport",
+    "CostEstimate", "CostLine", "Instance", "InstanceSpec",
     "InstanceStatus", "Offer", "Plan", "ProviderStatus", "UsagePrice", "Field",
 ]
 

@@ -84,5 +84,5 @@ def split_ref(ref: Any) -> tuple[str, str]:
 
 
 
-__all__ = ["Call", "Concurrent", "DEFAULT_CONCURRENCY", "Gather", "MAX_FALLBACKS", "Op", "Sleep", "check_count",
-           "sort_offers", "split_ref"]
+__all__ = ["Call", "Concurrent", "DEFAULT_CONCURRENCY", "Gather", "MAX_FALLBACKS", "Op", "Sleep",
+           "check_count", "sort_offers", "split_ref"]

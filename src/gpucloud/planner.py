@@ -51,7 +51,8 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
     cap = pricing.to_decimal(max_cost, "max cost") if max_cost is not None else None
     if cap is not None and cap <= 0:
         raise SpecError(f"max cost must be positive, got {max_cost}",
-                        hint=f"USD for the whole run, e.g. {option('max_cost', '--max-cost', '200')}")
+                        hint="USD for the whole run, e.g. "
+                             f"{option('max_cost', '--max-cost', '200')}")
     window, target, origin = _deadline(engine.ctx, auto_shutdown, until, max_cost)
 
     # A dry run spends nothing and needs nothing: with no credentials for any
@@ -88,9 +89,10 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
         if cap is not None:
             refuse_unknown(estimate, cap)
             if estimate.total * n > cap:
+                over = (auto_shutdown if isinstance(auto_shutdown, str) and until is None
+                        else _span(window))
                 raise BudgetExceededError(
-                    f"estimate ${estimate.total * n} over "
-                    f"{auto_shutdown if isinstance(auto_shutdown, str) and until is None else _span(window)}"
+                    f"estimate ${estimate.total * n} over {over}"
                     f"{per_machine} exceeds "
                     f"--max-cost ${cap}",
                     hint=f"shorten {option('auto_shutdown', '--auto-shutdown')}, raise "
@@ -106,7 +108,8 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
                 f"--max-cost ${cap} buys {_runtime(seconds)} of {offer.instance_type} at "
                 f"${pricing.money(estimate.price_per_hour)}/h{' per machine' if n > 1 else ''}: "
                 "the deadline would be now",
-                hint=f"raise {option('max_cost', '--max-cost')} (at least ${pricing.money(estimate.price_per_hour * n)} "
+                hint=f"raise {option('max_cost', '--max-cost')} "
+                     f"(at least ${pricing.money(estimate.price_per_hour * n)} "
                      "buys an hour), or pick a cheaper GPU")
         shutdown_at = utcnow() + timedelta(seconds=seconds)
         estimate = pricing.estimate(offer, hours, disk_gb=disk_gb)

@@ -29,7 +29,8 @@ def to_decimal(value: Any, what: str = "amount", limit: Decimal = MAX_AMOUNT) ->
         try:
             result = Decimal(str(value).strip().lstrip("$"))
         except (InvalidOperation, ValueError) as exc:
-            raise SpecError(f"invalid {what}: {value!r}", hint="use a number such as 200 or 12.5") from exc
+            raise SpecError(f"invalid {what}: {value!r}",
+                            hint="use a number such as 200 or 12.5") from exc
     if not result.is_finite():
         raise SpecError(f"invalid {what}: {value!r}", hint="use a finite number")
     if abs(result) > limit:

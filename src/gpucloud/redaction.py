@@ -169,7 +169,8 @@ def _text(value: str, marked: tuple[str, ...]) -> str:
 
 
 def redact_url(url: Optional[str]) -> Optional[str]:
-    """A URL (Redis, object storage) with its password (and a user-only secret) replaced: safe to print."""
+    """A URL (Redis, object storage) with its password (and a user-only secret)
+    replaced: safe to print."""
     if not url:
         return url
     parts = urlsplit(url)

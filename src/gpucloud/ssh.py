@@ -254,5 +254,5 @@ def message_line(result: ExecResult) -> str:
 
 
 __all__ = ["CONNECT_TIMEOUT", "default_identity", "host_key_alias", "identity_file",
-           "login_identity", "message_line", "pick_identity", "remembered_key", "remembered_keys", "run_ssh",
-           "shell_line", "ssh_args", "ssh_binary"]
+           "login_identity", "message_line", "pick_identity", "remembered_key", "remembered_keys",
+           "run_ssh", "shell_line", "ssh_args", "ssh_binary"]

@@ -62,7 +62,8 @@ class Token:
 
     def __repr__(self) -> str:
         refresh = "[secure]" if self.refresh_token is not None else "None"
-        return f"Token(access_token=[secure], refresh_token={refresh}, expires_at={self.expires_at!r})"
+        return (f"Token(access_token=[secure], refresh_token={refresh}, "
+                f"expires_at={self.expires_at!r})")
 
     __str__ = __repr__
 
@@ -152,7 +153,9 @@ class RefreshingTokenAuth(httpx.Auth):
 
     # -- the flows -------------------------------------------------------------
 
-    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+    def sync_auth_flow(
+        self, request: httpx.Request,
+    ) -> Generator[httpx.Request, httpx.Response, None]:
         request.read()  # a 401 retry re-sends the body
         token = self._token
         if self._needs_renewal(token):

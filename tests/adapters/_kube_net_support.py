@@ -97,7 +97,7 @@ class TLSServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 peer = self.connection.getpeercert()
                 client = None
                 if peer:

@@ -134,7 +134,8 @@ def make_spec(**changes: Any) -> InstanceSpec:
 def launch_routes(api: FakeVerda, *answers: Any) -> tuple[respx.Route, respx.Route]:
     api.on("GET", "/sshkeys", reply(200, SSH_KEYS))
     launch = api.on("POST", "/instances", *(answers or (reply(202, text=INSTANCE_ID),)))
-    get = api.on("GET", f"/instances/{INSTANCE_ID}", reply(200, body("get_instance_200_sdk_fixture")))
+    get = api.on("GET", f"/instances/{INSTANCE_ID}",
+                 reply(200, body("get_instance_200_sdk_fixture")))
     return launch, get
 
 

@@ -103,7 +103,7 @@ def test_a_context_is_chosen_by_environment(tmp_path, monkeypatch):
     assert "gpucloud@cks-cluster" in info.value.hint
 
 
-def test_kubeconfig_is_found_through_KUBECONFIG(tmp_path, monkeypatch):
+def test_kubeconfig_is_found_through_KUBECONFIG(tmp_path, monkeypatch):  # noqa: N802 - the variable's name
     path = kubeconfig(tmp_path)
     monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(tmp_path / "absent"), str(path)]))
     client = Client(providers=["kubernetes"])

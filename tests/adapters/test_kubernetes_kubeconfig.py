@@ -152,7 +152,7 @@ def test_a_name_twice_in_one_file_is_an_error(tmp_path):
         _kubeconfig.load(str(path))
 
 
-def test_the_usual_multi_cluster_setup_works_through_KUBECONFIG(tmp_path, monkeypatch):
+def test_the_usual_multi_cluster_setup_works_through_KUBECONFIG(tmp_path, monkeypatch):  # noqa: N802 - the variable's name
     """~/.kube/config for the home cluster, a second file for CoreWeave's, chosen
     by name; and with no current-context in the first, the second's applies."""
     with KubeEmulator() as emulator:

@@ -48,9 +48,9 @@ DEADLINE = datetime(2026, 1, 2, 0, 0, tzinfo=timezone.utc)
 class PagedCluster:
     """Nodes and pods made when a page asks for them: node i has 8 GPUs (H100
     for even i, A100 for odd); pod j runs on node j // 100 % nodes and holds 1 GPU
-    when j is a multiple of 100 (the others are CPU pods). Records every query string and page size; `expire` lists
-    which continued requests (1 = the first request carrying a token) are
-    answered 410 Expired."""
+    when j is a multiple of 100 (the others are CPU pods). Records every query
+    string and page size; `expire` lists which continued requests (1 = the first
+    request carrying a token) are answered 410 Expired."""
 
     def __init__(self, router: respx.MockRouter, nodes: int, pods: int) -> None:
         self.counts = {"/api/v1/nodes": nodes, "/api/v1/pods": pods}
@@ -92,7 +92,8 @@ class PagedCluster:
         self.sizes.append(len(items))
         meta: dict[str, Any] = {"resourceVersion": "7"}
         if end < total:
-            meta["continue"] = token if self.repeat_token and token else f"{path.rsplit('/', 1)[1]}-{end}"
+            meta["continue"] = (token if self.repeat_token and token
+                                else f"{path.rsplit('/', 1)[1]}-{end}")
         response = httpx.Response(200, json={"kind": "List", "apiVersion": "v1",
                                              "metadata": meta, "items": items})
         self.served.add(response)

@@ -9,7 +9,13 @@ import pytest
 from gpucloud.adapters.base import job_of
 from gpucloud.errors import BadRequestError, SpecError
 from gpucloud.models import JobStatus
-from tests.adapters._job_support import DEADLINE, SECRET, assert_golden, assert_marked_and_keyless, make_job
+from tests.adapters._job_support import (
+    DEADLINE,
+    SECRET,
+    assert_golden,
+    assert_marked_and_keyless,
+    make_job,
+)
 from tests.adapters._lambda_support import (  # noqa: F401 (fixtures)
     INSTANCE_ID,
     KEY,
@@ -70,7 +76,7 @@ def test_a_script_over_one_megabyte_is_refused_before_any_request(api, run, prov
     # job's power-off is not in the contract, and never reads as success.
     ("unhealthy", JobStatus.UNKNOWN), ("terminated", JobStatus.UNKNOWN),
 ])
-def test_job_status_is_what_the_machine_says(api, run, provider, status, job):  # noqa: F811
+def test_job_status_is_what_the_machine_says(api, run, provider, status, job):
     api.on("GET", f"/api/v1/instances/{INSTANCE_ID}", reply(200, instance_body(
         status=status, tags=[{"key": "gpucloud-launch-id", "value": "gj-7f3a9c"}])))
     found = run(provider.get_job(INSTANCE_ID))

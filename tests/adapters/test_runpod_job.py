@@ -54,7 +54,8 @@ def test_job_pod_sends_exactly_the_golden_request(api, run, provider):
 def test_the_args_string_evaluates_the_wrapper_from_env():
     # What the container's entrypoint receives, split shell-style as RunPod's docs quote it.
     result = subprocess.run(["sh", "-c", f"exec {JOB_ARGS}"], text=True, capture_output=True,
-                            env={"GPUCLOUD_JOB": "echo ran; echo $((1 + 1))", "PATH": "/usr/bin:/bin"},
+                            env={"GPUCLOUD_JOB": "echo ran; echo $((1 + 1))",
+                                 "PATH": "/usr/bin:/bin"},
                             check=False)
     assert result.stdout == "ran\n2\n"
 

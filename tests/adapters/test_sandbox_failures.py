@@ -225,11 +225,11 @@ def test_knobs_env_wins_and_bad_values_are_refused():
     assert knobs.exhaust == {"a", "b"} and knobs.fail_on == {"types", "list", "get", "create",
                                                               "update", "delete"}
     assert Knobs.load({}, environ={}) == Knobs()
-    for config, env in [({"fail_429": 2}, {}), ({}, {"GPUCLOUD_SANDBOX_CAPACITY": "many"}),
+    for config, environ in [({"fail_429": 2}, {}), ({}, {"GPUCLOUD_SANDBOX_CAPACITY": "many"}),
                         ({"capacty": 3}, {}), ({"fail_on": "create,boot"}, {}),
                         ({"boot_seconds": -1}, {}), ({"capacity": True}, {})]:
         with pytest.raises(ConfigurationError):
-            Knobs.load(config, environ=env)
+            Knobs.load(config, environ=environ)
 
 
 def test_latency_is_simulated_by_the_transport(tmp_path, catalog, clock):

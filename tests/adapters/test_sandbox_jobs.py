@@ -19,7 +19,7 @@ from tests.adapters._sandbox_support import (  # noqa: F401 (fixtures)
 SECRET = "pw-s3cr3t-db-0123"
 
 
-def make(tmp_path, catalog, clock, **knobs):  # noqa: F811
+def make(tmp_path, catalog, clock, **knobs):
     knobs = {"boot_seconds": 5, "terminate_seconds": 3, "job_seconds": 100, "seed": 7, **knobs}
     return Env(tmp_path / "cloud.sqlite", catalog, clock, **knobs)
 

@@ -1,4 +1,4 @@
-"""Vast.ai adapter, contract-tested (create): 
+"""Vast.ai adapter, contract-tested (create):
 respx answers at the HTTP transport with bodies derived from the official
 OpenAPI document (tests/fixtures/vastai), every request the adapter sends is
 validated against the trimmed spec and checked for the Bearer key, and flows
@@ -57,7 +57,8 @@ def test_create_rents_the_ask_with_exactly_this_body(api, run, provider):
     assert (instance.id, instance.launch_id, instance.name, instance.status) == (
         NEW, "lid-7f3a9c", "gpucloud-h100-lid-7f3a9c", InstanceStatus.PENDING)
     # No key given: nothing registered.
-    assert [r.url.path for r in api.requests] == [f"/api/v0/asks/{ASK}/", f"/api/v0/instances/{NEW}/"]
+    assert [r.url.path for r in api.requests] == [f"/api/v0/asks/{ASK}/",
+                                                  f"/api/v0/instances/{NEW}/"]
 
 
 def test_create_asks_for_direct_ssh_with_the_proxy_as_fallback(api, run, provider):
@@ -88,7 +89,8 @@ def test_create_registers_a_new_ssh_key_first(api, run, provider):
     keys = api.on("GET", "/api/v0/ssh/", reply(200, [
         {"id": 1, "user_id": 2, "key": KEY_ON_FILE, "created_at": "2026-01-01T00:00:00Z",
          "deleted_at": None}]))
-    add = api.on("POST", "/api/v0/ssh/", reply(200, body("create_ssh_key_200_from_schema_examples")))
+    add = api.on("POST", "/api/v0/ssh/",
+                 reply(200, body("create_ssh_key_200_from_schema_examples")))
     create_routes(api)
     run(provider.create(make_spec(ssh_public_key=NEW_KEY + "\n")))
     assert keys.call_count == 1 and add.call_count == 1
@@ -148,7 +150,8 @@ def test_create_reports_the_machine_even_if_the_read_back_fails(api, run, provid
 def test_create_whose_reply_names_an_instance_vast_then_404s_is_not_created(api, run, provider):
     """new_contract named an instance Vast then does not have: not the machine
     (the launcher looks for the launch id instead)."""
-    api.on("PUT", f"/api/v0/asks/{ASK}/", reply(200, body("create_instance_200_from_schema_examples")))
+    api.on("PUT", f"/api/v0/asks/{ASK}/",
+           reply(200, body("create_instance_200_from_schema_examples")))
     api.on("GET", f"/api/v0/instances/{NEW}/",
            reply(404, body("destroy_instance_404_from_schema_examples")))
     with pytest.raises(APIResponseValidationError, match="does not exist"):

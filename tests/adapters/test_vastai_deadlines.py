@@ -94,7 +94,8 @@ def test_a_label_earlier_than_env_never_moves_the_deadline_earlier(api, run, pro
 
 
 def test_a_garbage_label_deadline_is_ignored(api, run, provider):
-    for label in ("gpucloud:gc-a000000001 shutdown:someday train-a", "gpucloud:gc-a000000001 shutdown: x",
+    for label in ("gpucloud:gc-a000000001 shutdown:someday train-a",
+                  "gpucloud:gc-a000000001 shutdown: x",
                   "gpucloud:gc-a000000001 shutdown:2026-13-45T99:00:00Z"):
         api.on("GET", INSTANCE, reply(200, show(SHOWN, label=label, extra_env=[
             ["GPUCLOUD_SHUTDOWN_AT", "2026-11-30T10:00:00Z"]])))

@@ -25,7 +25,6 @@ from gpucloud.errors import (
     InternalServerError,
     NotFoundError,
     OfferRefusedError,
-    PermissionDeniedError,
     QuotaExceededError,
     RateLimitError,
     SpecError,
@@ -282,7 +281,8 @@ def test_insufficient_credit_moves_failover_on_with_a_hint(api, run, provider, p
 
 def test_no_such_instance_is_not_found(api, run, provider):
     exc = fail_with(api, run, provider, "delete", reply(400, {
-        "success": False, "error": "no_such_instance", "msg": "Instance with that ID does not exist."}))
+        "success": False, "error": "no_such_instance",
+        "msg": "Instance with that ID does not exist."}))
     assert type(exc) is NotFoundError
 
 

@@ -1,4 +1,4 @@
-"""Vast.ai adapter, contract-tested (the trimmed spec and offers): 
+"""Vast.ai adapter, contract-tested (the trimmed spec and offers):
 respx answers at the HTTP transport with bodies derived from the official
 OpenAPI document (tests/fixtures/vastai), every request the adapter sends is
 validated against the trimmed spec and checked for the Bearer key, and flows
@@ -68,7 +68,8 @@ def test_spec_rejects_a_request_without_the_key():
 
 @pytest.mark.parametrize("env,ok", [({"A": "b"}, True), ("-e A=b", True), (["A=b"], False)])
 def test_spec_create_env_is_an_object_or_a_string(env, ok):
-    request = httpx.Request("PUT", f"{API}/api/v0/asks/{ASK}/", headers={"Authorization": "Bearer x"},
+    request = httpx.Request("PUT", f"{API}/api/v0/asks/{ASK}/",
+                            headers={"Authorization": "Bearer x"},
                             json={"image": "vastai/pytorch", "env": env})
     assert (request_errors(SPEC, request) == []) is ok
 
@@ -79,7 +80,8 @@ def test_spec_create_env_is_an_object_or_a_string(env, ok):
     ("ssh_direct ssh_proxy", False), ("ssh direct", False),
 ])
 def test_spec_create_runtype(runtype, ok):
-    request = httpx.Request("PUT", f"{API}/api/v0/asks/{ASK}/", headers={"Authorization": "Bearer x"},
+    request = httpx.Request("PUT", f"{API}/api/v0/asks/{ASK}/",
+                            headers={"Authorization": "Bearer x"},
                             json={"image": "vastai/pytorch", "runtype": runtype})
     assert (request_errors(SPEC, request) == []) is ok
 
@@ -310,10 +312,14 @@ def test_region_is_the_country_code(api, run, provider, geolocation, region):
 
 def test_offers_are_filtered_by_gpu_count_and_region(api, run, provider):
     asks = [
-        example_offer(id=1, gpu_name="A100 SXM4", gpu_ram=81920, num_gpus=8, geolocation="Ohio, US"),
-        example_offer(id=2, gpu_name="A100 SXM4", gpu_ram=40960, num_gpus=8, geolocation="Ohio, US"),
-        example_offer(id=3, gpu_name="A100 PCIE", gpu_ram=81920, num_gpus=4, geolocation="Ohio, US"),
-        example_offer(id=4, gpu_name="A100 PCIE", gpu_ram=81920, num_gpus=8, geolocation="Oslo, NO"),
+        example_offer(id=1, gpu_name="A100 SXM4", gpu_ram=81920, num_gpus=8,
+                      geolocation="Ohio, US"),
+        example_offer(id=2, gpu_name="A100 SXM4", gpu_ram=40960, num_gpus=8,
+                      geolocation="Ohio, US"),
+        example_offer(id=3, gpu_name="A100 PCIE", gpu_ram=81920, num_gpus=4,
+                      geolocation="Ohio, US"),
+        example_offer(id=4, gpu_name="A100 PCIE", gpu_ram=81920, num_gpus=8,
+                      geolocation="Oslo, NO"),
     ]
     offers, _ = search(api, run, provider, asks, gpu="A100-80GB", count=8, region="US")
     assert [(o.offer_id, o.gpu, o.instance_type) for o in offers] == [

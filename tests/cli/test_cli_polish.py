@@ -96,7 +96,8 @@ def test_completion_of_an_unknown_shell_is_a_usage_error():
     (["get"], "Missing argument 'REF'.", "`gpucloud get --help` shows the options"),
     (["offers", "--count", "abc"], "Invalid value for '--count' / '-c'",
      "`gpucloud offers --help` shows the options"),
-    (["lst"], "No such command 'lst'. Did you mean 'list'?", "`gpucloud --help` shows the commands"),
+    (["lst"], "No such command 'lst'. Did you mean 'list'?",
+     "`gpucloud --help` shows the commands"),
     (["--bogus"], "No such option: --bogus", "`gpucloud --help` shows the commands"),
     (["jobs", "get"], "Missing argument 'JOB'.", "`gpucloud jobs get --help` shows the options"),
 ])

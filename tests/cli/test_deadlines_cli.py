@@ -81,7 +81,8 @@ def test_config_default_deadline_applies_and_can_be_opted_out_of(cli):
     before = datetime.now(timezone.utc)
     data = create(cli)
     deadline = at(data["instance"]["shutdown_at"])
-    assert timedelta(hours=8) - timedelta(minutes=1) < deadline - before <= timedelta(hours=8, seconds=5)
+    assert (timedelta(hours=8) - timedelta(minutes=1) < deadline - before
+            <= timedelta(hours=8, seconds=5))
     assert any("[defaults] auto_shutdown" in n for n in data["plan"]["notes"])
     # Explicit flags win over the default; "never" opts out.
     assert at(create(cli, "--auto-shutdown", "1h")["instance"]["shutdown_at"]) < deadline

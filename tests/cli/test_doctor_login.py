@@ -23,7 +23,7 @@ def invoke(*args: str):
     return CliRunner().invoke(app, list(args))
 
 
-def test_doctor_says_the_login_failed_and_how_to_fix_it(vm, monkeypatch):  # noqa: F811
+def test_doctor_says_the_login_failed_and_how_to_fix_it(vm, monkeypatch):
     _, log = vm
     monkeypatch.setenv("FAKE_SSH_EXIT", "255")
     monkeypatch.setenv("FAKE_SSH_STDERR", REFUSED + "\n")
@@ -41,7 +41,7 @@ def test_doctor_says_the_login_failed_and_how_to_fix_it(vm, monkeypatch):  # noq
     assert "fix (login):" in text.output and "--identity" in text.output
 
 
-def test_doctor_logs_in_with_the_identity_given(vm, tmp_path):  # noqa: F811
+def test_doctor_logs_in_with_the_identity_given(vm, tmp_path):
     _, log = vm
     key = tmp_path / "work"
     key.write_text("not a real key")
@@ -50,7 +50,7 @@ def test_doctor_logs_in_with_the_identity_given(vm, tmp_path):  # noqa: F811
     assert calls and all(args[args.index("-i") + 1] == str(key) for args in calls)
 
 
-def test_top_says_ssh_failed_exit_9(vm, monkeypatch):  # noqa: F811
+def test_top_says_ssh_failed_exit_9(vm, monkeypatch):
     monkeypatch.setenv("FAKE_SSH_EXIT", "255")
     monkeypatch.setenv("FAKE_SSH_STDERR", REFUSED + "\n")
     result = invoke("top", REF, "--count", "1", "--json")
@@ -60,7 +60,7 @@ def test_top_says_ssh_failed_exit_9(vm, monkeypatch):  # noqa: F811
     assert "--identity PATH" in error["hint"]
 
 
-def test_top_logs_in_with_the_identity_given(vm, tmp_path):  # noqa: F811
+def test_top_logs_in_with_the_identity_given(vm, tmp_path):
     _, log = vm
     key = tmp_path / "work"
     key.write_text("not a real key")
@@ -81,7 +81,7 @@ NVML = "Failed to initialize NVML: No supported GPUs were found"
 ADDED = "Warning: Permanently added '198.51.100.2' (ED25519) to the list of known hosts.\n"
 
 
-def test_nvidia_smis_own_255_is_no_gpu_in_doctor_not_a_login_failure(vm, monkeypatch):  # noqa: F811
+def test_nvidia_smis_own_255_is_no_gpu_in_doctor_not_a_login_failure(vm, monkeypatch):
     monkeypatch.setenv("FAKE_SSH_RULES", json.dumps([["nvidia-smi", 255, NVML + "\n"]]))
     result = invoke("doctor", REF, "--json", "--skip-burn")
     assert result.exit_code == 9, result.output
@@ -91,7 +91,7 @@ def test_nvidia_smis_own_255_is_no_gpu_in_doctor_not_a_login_failure(vm, monkeyp
     assert checks["gpus"]["detail"] == f"no GPU visible: {NVML}"
 
 
-def test_nvidia_smis_own_255_ends_top_as_no_gpu_not_ssh_failed(vm, monkeypatch):  # noqa: F811
+def test_nvidia_smis_own_255_ends_top_as_no_gpu_not_ssh_failed(vm, monkeypatch):
     monkeypatch.setenv("FAKE_SSH_RULES", json.dumps([["nvidia-smi", 255, NVML + "\n"]]))
     result = invoke("top", REF, "--count", "1", "--json")
     assert result.exit_code == 9, result.output
@@ -100,7 +100,7 @@ def test_nvidia_smis_own_255_ends_top_as_no_gpu_not_ssh_failed(vm, monkeypatch):
     assert error["message"].startswith("no GPU visible on ") and NVML in error["message"]
 
 
-def test_ssh_notices_stay_out_of_doctors_explanation(vm, monkeypatch):  # noqa: F811
+def test_ssh_notices_stay_out_of_doctors_explanation(vm, monkeypatch):
     monkeypatch.setenv("FAKE_SSH_EXIT", "255")
     monkeypatch.setenv("FAKE_SSH_STDERR", ADDED + REFUSED + "\n")
     [check] = json.loads(invoke("doctor", REF, "--json").stdout)["checks"]

@@ -23,7 +23,8 @@ with contextlib.redirect_stdout(io.StringIO()) as out:
         main()
     except SystemExit:
         pass
-print(json.dumps({"modules": sorted(k for k, v in sys.modules.items() if v is not None), "out": out.getvalue()}))
+print(json.dumps({"modules": sorted(k for k, v in sys.modules.items() if v is not None),
+                  "out": out.getvalue()}))
 """
 
 

@@ -132,8 +132,8 @@ from gpucloud import Client
 client = Client(credentials={"lambda": "k1", "runpod": "k2", "vastai": "k3",
                              "verda": ("id", "secret")})
 sources = {s.name: s.source for s in client.providers()}
-print(json.dumps({"modules": sorted(k for k, v in sys.modules.items() if v is not None), "sources": sources,
-                  "problem": client.keyring_problem}))
+print(json.dumps({"modules": sorted(k for k, v in sys.modules.items() if v is not None),
+                  "sources": sources, "problem": client.keyring_problem}))
 """
     probe = run(code)
     assert probe["sources"]["verda"] == "argument" and probe["problem"] is None
@@ -223,8 +223,8 @@ for args in ARGS:
         except SystemExit as exc:
             codes[line] = exc.code
     helps[line], errors[line] = out.getvalue(), err.getvalue()
-print(json.dumps({"modules": sorted(k for k, v in sys.modules.items() if v is not None), "built": built, "helps": helps,
-                  "errors": errors, "codes": codes}))
+print(json.dumps({"modules": sorted(k for k, v in sys.modules.items() if v is not None),
+                  "built": built, "helps": helps, "errors": errors, "codes": codes}))
 """
 
 

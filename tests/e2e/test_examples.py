@@ -21,8 +21,8 @@ def run(name):
 
 
 def test_every_example_is_tested():
-    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == ["batch_provision.py", "cheapest_h100.py",
-                                                            "quickstart.py"]
+    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == [
+        "batch_provision.py", "cheapest_h100.py", "quickstart.py"]
 
 
 def test_quickstart():

@@ -109,7 +109,7 @@ def test_interrupt_during_the_read_back_names_the_replied_id(monkeypatch):
     assert result.exit_code == 130
     [ref] = live_refs()
     assert f"exists: {ref}" not in result.stderr
-    assert f"may exist: sandbox" in result.stderr and f"({ref}, the id the create reply" \
+    assert "may exist: sandbox" in result.stderr and f"({ref}, the id the create reply" \
         in result.stderr
     [record] = Journal(state_db_path()).all()
     assert (record.status, f"sandbox/{record.instance_id}") == ("ambiguous", ref)

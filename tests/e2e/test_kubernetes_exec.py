@@ -11,15 +11,15 @@ import pytest
 
 pytest.importorskip("websockets")
 
-from gpucloud import Client, InstanceStatus  # noqa: E402
-from gpucloud.errors import (  # noqa: E402
+from gpucloud import Client, InstanceStatus
+from gpucloud.errors import (
     AuthenticationError,
     NotFoundError,
     PermissionDeniedError,
     SpecError,
     WaitTimeoutError,
 )
-from tests.k8s_emulator import FakeClock, Knobs, KubeEmulator, write_kubeconfig  # noqa: E402
+from tests.k8s_emulator import FakeClock, Knobs, KubeEmulator, write_kubeconfig
 
 NS = "gpu-team"
 IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"

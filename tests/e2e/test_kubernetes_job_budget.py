@@ -17,15 +17,15 @@ import yaml
 
 pytest.importorskip("gpucloud.adapters.kubernetes")
 
-from typer.testing import CliRunner  # noqa: E402
+from typer.testing import CliRunner
 
-from gpucloud import BudgetExceededError, Client  # noqa: E402
-from gpucloud.config import config_dir, state_db_path  # noqa: E402
-from gpucloud.costs import month_bounds  # noqa: E402
-from gpucloud.ledger import ENDED, RUNNING, Ledger  # noqa: E402
-from gpucloud.state import Journal, utcnow  # noqa: E402
+from gpucloud import BudgetExceededError, Client
+from gpucloud.config import config_dir, state_db_path
+from gpucloud.costs import month_bounds
+from gpucloud.ledger import ENDED, RUNNING, Ledger
+from gpucloud.state import Journal, utcnow
 
-from .test_kubernetes_e2e import IMAGE, clock, emulator, kubeconfig  # noqa: E402,F401
+from .test_kubernetes_e2e import IMAGE, clock, emulator, kubeconfig  # noqa: F401 (fixtures)
 
 # $2.50 per H100-hour (README, Kubernetes prices): a 1-GPU job of max_runtime
 # 2h commits $5; the budget fits two, not three.
@@ -40,7 +40,7 @@ def not_at_the_month_end():
 
 
 @pytest.fixture
-def settings(kubeconfig):  # noqa: F811
+def settings(kubeconfig):
     config_dir().mkdir(parents=True, exist_ok=True)
     (config_dir() / "config.toml").write_text(SETTINGS)
 
@@ -76,7 +76,7 @@ def ledger_state(ref: str) -> str:
 
 
 def test_a_third_job_over_the_budget_is_refused_and_costs_lists_the_jobs(
-        settings, emulator, tmp_path):  # noqa: F811
+        settings, emulator, tmp_path):
     first, second = submit(tmp_path, "one"), submit(tmp_path, "two")
     assert first.exit_code == 0, first.output
     assert second.exit_code == 0, second.output
@@ -93,7 +93,8 @@ def test_a_third_job_over_the_budget_is_refused_and_costs_lists_the_jobs(
     lines = {line["key"]: line for line in report["lines"]}
     assert set(lines) == set(refs)
     for ref in refs:
-        assert lines[ref]["status"] == "running" and Decimal(lines[ref]["price_per_hour"]) == Decimal("2.5")
+        assert lines[ref]["status"] == "running"
+        assert Decimal(lines[ref]["price_per_hour"]) == Decimal("2.5")
         assert PER_JOB - Decimal("0.02") < Decimal(lines[ref]["total"]) <= PER_JOB
 
     # The SDK's own admission refuses it too.
@@ -109,7 +110,7 @@ def test_a_third_job_over_the_budget_is_refused_and_costs_lists_the_jobs(
 
 
 def test_a_job_seen_finished_stops_counting_and_a_machine_listing_never_ends_one(
-        settings, emulator, clock, tmp_path, monkeypatch):  # noqa: F811
+        settings, emulator, clock, tmp_path, monkeypatch):
     emulator.knobs.job_run_seconds = 60
     done = json.loads(submit(tmp_path, "short").stdout)["job"]["ref"]
     clock.advance(10)  # its pod starts: it runs 60 s from there

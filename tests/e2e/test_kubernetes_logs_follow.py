@@ -10,10 +10,10 @@ import pytest
 
 pytest.importorskip("gpucloud.adapters.kubernetes")
 
-from typer.testing import CliRunner  # noqa: E402
+from typer.testing import CliRunner
 
-from gpucloud.cli import app  # noqa: E402
-from tests.k8s_emulator import Knobs, KubeEmulator, write_kubeconfig  # noqa: E402
+from gpucloud.cli import app
+from tests.k8s_emulator import Knobs, KubeEmulator, write_kubeconfig
 
 NS = "gpu-team"
 

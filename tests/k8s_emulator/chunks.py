@@ -79,7 +79,8 @@ def expired(start: str) -> ApiError:
 
 def page(items: list[dict[str, Any]], query: dict[str, str], rv: int, compacted: int,
          selected: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The page of the (filtered) `items` a query asks for, and its list metadata. `compacted`: tokens from before this resourceVersion are gone."""
+    """The page of the (filtered) `items` a query asks for, and its list metadata.
+    `compacted`: tokens from before this resourceVersion are gone."""
     token = query.get("continue") or ""
     raw_limit = query.get("limit") or "0"
     try:

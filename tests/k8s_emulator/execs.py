@@ -77,7 +77,8 @@ class ExecRun:
         if name == "nvidia-smi" and self.gpus > 0 and args == ["-L"]:
             model = (self.product or "NVIDIA-GPU").replace("-", " ")
             lines = "".join(
-                f"GPU {i}: {model} (UUID: GPU-{uuid.uuid5(uuid.NAMESPACE_OID, f'{self.pod_uid}/{i}')})\n"
+                f"GPU {i}: {model} "
+                f"(UUID: GPU-{uuid.uuid5(uuid.NAMESPACE_OID, f'{self.pod_uid}/{i}')})\n"
                 for i in range(self.gpus))
             yield STDOUT, lines.encode()
             return 0, b"", False
@@ -135,7 +136,8 @@ def upgrade(cluster: Any, ns: str, name: str, queries: dict[str, list[str]],
                   None)
     if chosen is None:
         raise failure(400, "BadRequest", "requested protocol(s) are not supported: "
-                      f"{websocket.offered(headers)}; supports {list(cluster.knobs.exec_protocols)}")
+                      f"{websocket.offered(headers)}; "
+                      f"supports {list(cluster.knobs.exec_protocols)}")
     node = cluster.nodes.get(pod["spec"]["nodeName"]) or {}
     run = ExecRun(argv=argv, gpus=int(sum(_gpus(c) for c in pod["spec"]["containers"])),
                   product=(node.get("metadata", {}).get("labels") or {}).get(

@@ -9,7 +9,8 @@ from typing import assert_type
 
 from gpucloud.jobspec import Resources
 from gpucloud import (
-    APIError, AsyncClient, Attempt, BatchItem, BatchResult, Client, CreateRequest, CostEstimate, CostReport, GpuCloudError, Instance,
+    APIError, AsyncClient, Attempt, BatchItem, BatchResult, Client, CreateRequest, CostEstimate,
+    CostReport, GpuCloudError, Instance,
     InsufficientCapacityError, Job, JobSpec, JobStatus, Offer, Plan, ReapReport, SpendLine,
     parse_gpu,
 )

@@ -359,7 +359,8 @@ def test_generator_reproduces_the_committed_files(tmp_path):
 
 
 def test_the_lambda_disk_table_matches_the_example_when_present():
-    example = ROOT.parent / "shared" / "specs" / "lambda" / "examples" / "list_instance_types_200.json"
+    example = (ROOT.parent / "shared" / "specs" / "lambda" / "examples"
+               / "list_instance_types_200.json")
     if not example.exists():
         pytest.skip("needs ../shared/specs")
     data = json.loads(example.read_text(encoding="utf-8"))["data"]

@@ -50,7 +50,8 @@ def test_launch_read_timeout_is_ambiguous_and_not_resent():
 
 def test_launch_connect_error_is_resent_because_it_never_left():
     req = httpx.Request("POST", "https://example.invalid/x")
-    status, sent, _ = drive(one_request("launch"), [httpx.ConnectError("refused", request=req), 201])
+    status, sent, _ = drive(one_request("launch"),
+                            [httpx.ConnectError("refused", request=req), 201])
     assert status == 201 and len(sent) == 2
 
 

@@ -118,7 +118,8 @@ def bus_socket(box):
 
 
 CHANGES = {
-    "PYTHON_KEYRING_BACKEND": lambda box: {"PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"},
+    "PYTHON_KEYRING_BACKEND":
+        lambda box: {"PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"},
     "keyringrc.cfg created": keyring_config,
     "XDG_CONFIG_HOME moved": lambda box: {"XDG_CONFIG_HOME": str(box.path / "userhome")},
     "sys.path dir touched": touch_plugins,

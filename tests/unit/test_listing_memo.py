@@ -32,7 +32,7 @@ def ledger_reads(statements: list[str]) -> list[str]:
     return [s for s in statements if s.startswith("SELECT") and "FROM ledger" in s]
 
 
-def test_a_second_listing_reads_no_ledger_row(traced):  # noqa: F811
+def test_a_second_listing_reads_no_ledger_row(traced):
     _, statements = traced
     book = Ledger(Journal(state_db_path()))
     book.observe(machines(20), T, ["sandbox"])
@@ -41,7 +41,7 @@ def test_a_second_listing_reads_no_ledger_row(traced):  # noqa: F811
     assert ledger_reads(statements) == []
 
 
-def test_another_connections_commit_is_read_back(traced):  # noqa: F811
+def test_another_connections_commit_is_read_back(traced):
     _, statements = traced
     book = Ledger(Journal(state_db_path()))
     book.observe(machines(3), T, ["sandbox"])
@@ -60,7 +60,7 @@ def test_another_connections_commit_is_read_back(traced):  # noqa: F811
     assert [r.state for r in rows][-2:] == ["stopped", "running"]
 
 
-def test_this_processs_own_append_forgets_the_memo(traced):  # noqa: F811
+def test_this_processs_own_append_forgets_the_memo(traced):
     _, statements = traced
     book = Ledger(Journal(state_db_path()))
     book.observe(machines(2), T, ["sandbox"])

@@ -51,7 +51,7 @@ def test_python_construction_refuses_a_nul_too():
         JobSpec(name="t", image="busybox", args=["\0"], resources={"gpu": "h100"})
 
 
-def test_a_nul_in_a_queue_parameter_is_refused_at_submit(make):  # noqa: F811
+def test_a_nul_in_a_queue_parameter_is_refused_at_submit(make):
     q = make()
     spec = loads(JOB + 'args: ["--lr={lr}"]\n')
     with pytest.raises(SpecError, match="parameter lr: the value contains a NUL") as caught:
@@ -83,7 +83,7 @@ def _enqueue_raw(q: Queue, task_id: str, spec: dict, params: dict) -> None:
     r.close()
 
 
-def test_a_worker_dead_letters_a_queued_nul_and_runs_the_next_task(make, tmp_path):  # noqa: F811
+def test_a_worker_dead_letters_a_queued_nul_and_runs_the_next_task(make, tmp_path):
     q = make()
     good = {"name": "ok", "image": "python:3.12", "command": [PY, "-c", "print('ran')"],
             "resources": {"gpu": "H100"}}

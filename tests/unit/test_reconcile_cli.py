@@ -37,7 +37,8 @@ def test_text_report_names_what_was_adopted_and_what_is_pending():
     assert f"adopted {machine.ref} (launch id {machine.launch_id}" in result.stdout
     assert f"pending sandbox launch id {launch_id}" in result.stdout
     again = cli("reconcile")
-    assert "adopted" not in again.stdout and f"pending sandbox launch id {launch_id}" in again.stdout
+    assert "adopted" not in again.stdout
+    assert f"pending sandbox launch id {launch_id}" in again.stdout
 
 
 def test_nothing_to_do_says_what_was_listed():

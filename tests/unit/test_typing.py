@@ -13,7 +13,8 @@ import gpucloud
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC_MODULES = ["__init__.py", "client.py", "models.py", "errors.py", "gpus.py", "jobspec.py",
-                  "job_client.py", "safety_client.py", "exec_client.py", "batch_client.py", "sdk_types.py"]
+                  "job_client.py", "safety_client.py", "exec_client.py", "batch_client.py",
+                  "sdk_types.py"]
 
 
 def test_py_typed_ships_with_the_package() -> None:

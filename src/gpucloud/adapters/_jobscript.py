@@ -267,7 +267,8 @@ def _runner(job: JobRun, prelude: list[str], argv: list[str], end: EndAction,
         '  if [ -n "$GC_LIMIT" ]; then',
         '    GC_LEFT=$(( GC_DEADLINE - $(date +%s) ))',
         '    if [ "$GC_LEFT" -le 0 ]; then status=124; break; fi',
-        f'    if command -v timeout >/dev/null 2>&1; then set -- timeout -k {KILL_AFTER} "$GC_LEFT"; '
+        '    if command -v timeout >/dev/null 2>&1; then '
+        f'set -- timeout -k {KILL_AFTER} "$GC_LEFT"; '
         'else echo "gpucloud: no timeout command, max_runtime is left to the reaper" '
         '>>"$GC_STATE/job.log"; fi',
         "  fi",

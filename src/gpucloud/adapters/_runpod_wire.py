@@ -7,7 +7,6 @@ is tests/fixtures/runpod/openapi-v2.json (RunPod's OpenAPI, version 2.0.0).
 from __future__ import annotations
 
 import re
-from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
 

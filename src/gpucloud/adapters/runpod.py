@@ -116,7 +116,8 @@ class RunPodProvider(Provider):
                                  "see `gpucloud offers --provider runpod`")
         image = spec.job.image if spec.job else spec.image or self.catalog.default_image
         if not image:
-            raise SpecError("RunPod pods need a container image", hint=f"pass {option('image', '--image')}")
+            raise SpecError("RunPod pods need a container image",
+                            hint=f"pass {option('image', '--image')}")
         env: dict[str, str] = {}
         args = None
         if spec.job is not None:

@@ -171,7 +171,7 @@ class GpuCloudGroup(HelpGroup):
             fail(130, "interrupted", "interrupted", None, as_json)
         except typer.Exit:
             raise
-        except Exception as exc:  # noqa: BLE001 - a bug: no traceback unless --debug
+        except Exception as exc:  # a bug: no traceback unless --debug
             if logging.getLogger("gpucloud").isEnabledFor(logging.DEBUG):
                 raise
             fail(1, "internal", f"internal error: {type(exc).__name__}: {exc}",

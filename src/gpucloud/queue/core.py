@@ -87,8 +87,6 @@ class Queue:
     def __init__(self, url: Optional[str] = None, name: str = "default", *,
                  visibility_timeout: float = 60.0, backoff_base: float = 5.0,
                  backoff_max: float = 600.0) -> None:
-        import redis
-
         check_queue_name(name)
         if visibility_timeout <= 0 or backoff_base < 0 or backoff_max < 0:
             raise SpecError("visibility_timeout must be > 0 and backoffs >= 0")

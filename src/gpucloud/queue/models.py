@@ -28,8 +28,8 @@ class TaskInfo(BaseModel):
     started_at: Optional[datetime] = None
     finished_at: Optional[datetime] = None
     not_before: Optional[datetime] = Field(default=None, description="A retry's earliest start.")
-    age_seconds: Optional[float] = Field(default=None,
-                                         description="Running: since started; else since submitted.")
+    age_seconds: Optional[float] = Field(
+        default=None, description="Running: since started; else since submitted.")
     exit_code: Optional[int] = None
     error: Optional[str] = None
 

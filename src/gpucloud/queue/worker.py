@@ -466,7 +466,7 @@ def _flush(queue: Any, claim: Any, lines: _LineBuffer, strict: bool = False) -> 
     for start in range(0, len(batch), LOG_BATCH):
         try:
             queue.append_log(claim, batch[start:start + LOG_BATCH])
-        except Exception as exc:  # noqa: BLE001 - see above
+        except Exception as exc:
             if not _transient(exc):
                 continue
             lines.put_back(batch[start:])

@@ -37,7 +37,9 @@ def check_ttl(ttl_seconds: Any) -> int:
     if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int) or not (
             MIN_TTL <= ttl_seconds <= MAX_TTL):
         raise SpecError(f"a token's lifetime must be 10 minutes to {MAX_TTL} s, got "
-                        f"{ttl_seconds!r} s", hint=f"e.g. {option('ttl', '--ttl', repr('1h'), '1h')} (the API's minimum is 10m)")
+                        f"{ttl_seconds!r} s",
+                        hint=f"e.g. {option('ttl', '--ttl', repr('1h'), '1h')} "
+                             "(the API's minimum is 10m)")
     return ttl_seconds
 
 
@@ -45,7 +47,8 @@ def mint(provider: Provider, service_account: str, namespace: str,
          ttl_seconds: int) -> Flow[ServiceAccountToken]:
     ttl = check_ttl(ttl_seconds)
     if not service_account:
-        raise SpecError("a service account name is needed", hint=f"give {option('service_account', '--service-account', repr('NAME'), 'NAME')}")
+        flag = option('service_account', '--service-account', repr('NAME'), 'NAME')
+        raise SpecError("a service account name is needed", hint=f"give {flag}")
     path = (f"/api/v1/namespaces/{quote(namespace, safe='')}/serviceaccounts/"
             f"{quote(service_account, safe='')}/token")
     # Empty audiences: the API server's own, as kubectl create token does.

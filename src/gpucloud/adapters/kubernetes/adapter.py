@@ -256,7 +256,8 @@ class KubernetesProvider(KubernetesJobs, Provider):
     def create(self, spec: InstanceSpec) -> Flow[Instance]:
         image = spec.image or self.catalog.default_image
         if not image:
-            raise SpecError(f"{self.name} needs a container image", hint=f"pass {option('image', '--image')}")
+            raise SpecError(f"{self.name} needs a container image",
+                            hint=f"pass {option('image', '--image')}")
         body = pod_manifest(spec, namespace=self.namespace, gpu_label=self._label(),
                             image=image)
         self._place(body["spec"], spec.offer.instance_type)

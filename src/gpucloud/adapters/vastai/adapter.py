@@ -163,7 +163,8 @@ class VastProvider(Provider):
             raise SpecError(f"invalid launch id {spec.launch_id!r}")
         image = spec.job.image if spec.job else spec.image or self.catalog.default_image
         if not image:
-            raise SpecError("Vast needs a container image", hint=f"pass {option('image', '--image')}")
+            raise SpecError("Vast needs a container image",
+                            hint=f"pass {option('image', '--image')}")
         # A job: its env (secret values included) is the container's env, and
         # onstart runs it after the guard (see _job.py).
         script = job_onstart(spec.job) if spec.job else onstart()

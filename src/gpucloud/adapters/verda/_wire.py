@@ -31,7 +31,7 @@ from ...errors import (
 from ...models import Connection, InstanceStatus
 from ...tokens import TOKEN_REQUEST_EXTENSION, Token, TokenSource
 from .._connection import ssh_endpoint
-from ..base import KIND_EXTENSION, format_utc, parse_utc  # noqa: F401  (re-exported)
+from ..base import KIND_EXTENSION, format_utc, parse_utc  # re-exported as well
 
 TOKEN_PATH = "/oauth2/token"
 

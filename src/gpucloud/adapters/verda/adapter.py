@@ -161,11 +161,11 @@ class VerdaProvider(Provider):
         return list(dict.fromkeys([*(c for c in codes if c), *sorted(live)]))
 
     def create(self, spec: InstanceSpec) -> Flow[Instance]:
-        offer = spec.offer
         # Everything that can be refused locally is refused before any request.
         if not spec.image:
             raise SpecError("verda needs an OS image to launch",
-                            hint=f"pass {option('image', '--image')} (e.g. ubuntu-24.04-cuda-12.8-open-docker)")
+                            hint=f"pass {option('image', '--image')} "
+                                 "(e.g. ubuntu-24.04-cuda-12.8-open-docker)")
         if not spec.ssh_key_name and not spec.ssh_public_key:
             raise ConfigurationError(
                 "verda needs an SSH key to launch (a VM without one cannot be logged in to)",
