@@ -58,11 +58,10 @@ def write(tmp_path: Path, text: str, name: str = "job.yaml") -> str:
     return str(path)
 
 
-def refused(done: subprocess.CompletedProcess[str], *words: str) -> str:
+def refused(done: subprocess.CompletedProcess[str]) -> str:
+    """The stderr of a run refused as a spec error (exit 2), never a crash."""
     assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr
-    for word in words:
-        assert word in done.stderr, (word, done.stderr)
     return done.stderr
 
 
@@ -72,28 +71,30 @@ def test_an_alias_bomb_is_refused_at_once(tmp_path, home, command):
     bomb = alias_bomb()
     assert len(bomb.encode()) < 600  # the point: tiny text, 9**9 values
     path = write(tmp_path, bomb)
-    refused(gpucloud(*command, path, home=home), path, "more than 100,000 values", "alias")
+    err = refused(gpucloud(*command, path, home=home))
+    assert path in err and "more than 100,000 values" in err and "alias" in err, err
 
 
 @pytest.mark.parametrize("command", [["submit", "--dry-run", "--provider", "sandbox"],
                                      ["queue", "submit"]])
 def test_nesting_100000_levels_deep_is_a_spec_error_naming_the_file(tmp_path, home, command):
     path = write(tmp_path, JOB + "args: " + "[" * 100_000 + "]" * 100_000 + "\n")
-    refused(gpucloud(*command, path, home=home), path, "nested deeper than 64 levels")
+    err = refused(gpucloud(*command, path, home=home))
+    assert path in err and "nested deeper than 64 levels" in err, err
 
 
 def test_a_job_file_over_1_mib_is_refused_with_the_limit_named(tmp_path, home):
     path = write(tmp_path, JOB + "# padding\n" * 120_000)  # valid YAML, 1.2 MB
-    refused(gpucloud("submit", "--dry-run", "--provider", "sandbox", path, home=home),
-            path, "larger than 1 MiB")
+    err = refused(gpucloud("submit", "--dry-run", "--provider", "sandbox", path, home=home))
+    assert path in err and "larger than 1 MiB" in err, err
 
 
 @pytest.mark.parametrize("command", [["submit", "--dry-run", "--provider", "sandbox"],
                                      ["queue", "submit"]])
 def test_a_nul_escape_in_a_job_field_is_refused_naming_the_field(tmp_path, home, command):
     path = write(tmp_path, JOB + 'args: ["--out", "run\\0.log"]\n')  # YAML's "\0" is NUL
-    err = refused(gpucloud(*command, path, home=home), path, "args", "NUL")
-    assert "item 1" in err
+    err = refused(gpucloud(*command, path, home=home))
+    assert path in err and "args" in err and "NUL" in err and "item 1" in err, err
 
 
 def test_a_config_toml_nested_100000_deep_is_a_configuration_error(home):

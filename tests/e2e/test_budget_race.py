@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
@@ -120,23 +121,31 @@ def budgeted(monkeypatch):
     write_budget(config_dir())
 
 
-def test_threads_of_a_client_make_exactly_two(budgeted):
+def in_threads(n: int, call: Callable[[], object]) -> list[object]:
+    """`call` in n threads released at once: what each returned, or its
+    BudgetExceededError."""
     outcomes: list[object] = []
-    gate = threading.Barrier(RACERS)
-    with Client(providers=["sandbox"]) as client:
-        def one() -> None:
-            gate.wait()
-            try:
-                outcomes.append(client.create(gpu="h100", count=8, provider="sandbox",
-                                              auto_shutdown="30m"))
-            except BudgetExceededError as exc:
-                outcomes.append(exc)
+    gate = threading.Barrier(n)
 
-        threads = [threading.Thread(target=one) for _ in range(RACERS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+    def one() -> None:
+        gate.wait()
+        try:
+            outcomes.append(call())
+        except BudgetExceededError as exc:
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return outcomes
+
+
+def test_threads_of_a_client_make_exactly_two(budgeted):
+    with Client(providers=["sandbox"]) as client:
+        outcomes = in_threads(RACERS, lambda: client.create(
+            gpu="h100", count=8, provider="sandbox", auto_shutdown="30m"))
     refused = [o for o in outcomes if isinstance(o, BudgetExceededError)]
     print(f"\n{RACERS} threads: machines created {len(_sandbox_rows())}, refused {len(refused)}")
     assert len(_sandbox_rows()) == 2 and len(refused) == RACERS - 2, outcomes
@@ -181,21 +190,7 @@ def test_job_submits_in_threads_never_pass_the_budget(monkeypatch):
     (config_dir() / "config.toml").write_text(
         f'[budget]\nmonthly = "{one_job * 2 + one_job / 2}"\n')  # fits two jobs, not three
     with Client(providers=["sandbox"]) as client:
-        gate = threading.Barrier(6)
-        outcomes: list[object] = []
-
-        def one() -> None:
-            gate.wait()
-            try:
-                outcomes.append(client.submit(spec, provider="sandbox"))
-            except BudgetExceededError as exc:
-                outcomes.append(exc)
-
-        threads = [threading.Thread(target=one) for _ in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        outcomes = in_threads(6, lambda: client.submit(spec, provider="sandbox"))
     refused = [o for o in outcomes if isinstance(o, BudgetExceededError)]
     print(f"\n6 job submits: jobs made {6 - len(refused)}, refused {len(refused)}")
     assert len(refused) == 4, outcomes

@@ -81,17 +81,23 @@ def spec(name: str, command: list[str], retries: int = 0) -> JobSpec:
                    resources={"gpu": "H100"}, retries=retries)
 
 
+def start_worker(tmp_path: Path, redis_url: str, queue: str,
+                 *options: str) -> subprocess.Popen[str]:
+    """`gpucloud worker` with the direct runner in a process group of its own."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpucloud", "worker", "--queue", queue, "--redis", redis_url,
+         "--runner", "direct", *options], env=env(tmp_path), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
 def test_cancel_stops_the_running_task_and_its_children(tmp_path: Path, redis_url: str) -> None:
     pids_file = tmp_path / "pids"
     with Queue(redis_url, "cx") as q:
         [task] = q.submit(spec("trainer", [sys.executable, "-c", TRAINER]),
                           [{"pids": str(pids_file)}])
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "gpucloud", "worker", "--queue", "cx", "--redis", redis_url,
-             "--idle", "2s", "--runner", "direct", "--worker-id", "w-cancel",
-             "--visibility-timeout", f"{VISIBILITY}s", "--kill-grace", f"{GRACE}s", "--json"],
-            env=env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            start_new_session=True)
+        worker = start_worker(tmp_path, redis_url, "cx", "--idle", "2s", "--worker-id",
+                              "w-cancel", "--visibility-timeout", f"{VISIBILITY}s",
+                              "--kill-grace", f"{GRACE}s", "--json")
         try:
             pids = [int(p) for p in wait_for(pids_file, timeout=30).split()]
             args = ("queue", "cancel", task, "--queue", "cx", "--redis", redis_url)
@@ -134,11 +140,8 @@ def test_the_worker_text_summary_says_cancelled(tmp_path: Path, redis_url: str) 
     with Queue(redis_url, "ct") as q:
         [task] = q.submit(spec("trainer", [sys.executable, "-c", TRAINER]),
                           [{"pids": str(pids_file)}])
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "gpucloud", "worker", "--queue", "ct", "--redis", redis_url,
-             "--idle", "1s", "--runner", "direct", "--visibility-timeout", "0.6s",
-             "--kill-grace", "0.2s"], env=env(tmp_path), stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, start_new_session=True)
+        worker = start_worker(tmp_path, redis_url, "ct", "--idle", "1s",
+                              "--visibility-timeout", "0.6s", "--kill-grace", "0.2s")
         try:
             wait_for(pids_file, timeout=30)
             q.cancel(task)
