@@ -51,7 +51,7 @@ from . import pricing
 from .costs import compute, month_bounds
 from .errors import BudgetExceededError, option
 from .launch_deadline import deadline_for
-from .ledger import SCHEMA as LEDGER_SCHEMA, Ledger, Row
+from .ledger import SCHEMA as LEDGER_SCHEMA, Ledger, Row, state_of
 from .models import Instance, Offer, Plan
 from .state import utcnow
 
@@ -112,8 +112,6 @@ def check_extension(engine: Any, instance: Instance, target: datetime, now: date
 
 
 def _record_extension(ctx: Any, instance: Instance, target: datetime, now: datetime) -> None:
-    from .ledger import state_of
-
     ledger = Ledger(ctx.journal)
     state = state_of(instance.status)
     # A machine the ledger has not seen yet (made elsewhere) is first recorded
@@ -129,7 +127,7 @@ def _check_extension(ctx: Any, instance: Instance, target: datetime, now: dateti
     month, start, end = month_bounds(None, now)
     counted_to = min(instance.shutdown_at or end, end)
     extra = min(target, end) - max(counted_to, now)
-    hours = max(Decimal(0), Decimal(int(extra.total_seconds())) / Decimal(3600))
+    hours = max(Decimal(0), pricing.duration_hours(extra))
     if instance.price_per_hour is None:
         if hours == 0:
             return  # nothing more this month, whatever the price
@@ -246,7 +244,7 @@ def _request(plan: Plan, offer: Offer, now: datetime, end: datetime, disk_gb: in
         hours = plan.estimate.hours
     else:  # no deadline, or one next month: counted to the end of this month
         stop = end if deadline is None else min(deadline, end)
-        hours = max(Decimal(0), Decimal(int((stop - now).total_seconds())) / Decimal(3600))
+        hours = max(Decimal(0), pricing.duration_hours(stop - now))
     return per_hour * hours * n
 
 

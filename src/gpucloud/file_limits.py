@@ -29,10 +29,9 @@ def read_limited(path: Union[str, Path], max_bytes: int) -> str:
     return data.decode("utf-8")
 
 
-def depth_of(data: Any, limit: int) -> int:
-    """The nesting depth of dicts and lists in ``data`` (a scalar: 0), counted
-    without recursion; InputLimitError as soon as it passes ``limit``."""
-    deepest = 0
+def depth_of(data: Any, limit: int) -> None:
+    """InputLimitError as soon as dicts and lists in ``data`` nest deeper than
+    ``limit`` (checked without recursion, so any depth is safe to check)."""
     stack: list[tuple[Any, int]] = [(data, 1)]
     while stack:
         value, depth = stack.pop()
@@ -44,9 +43,7 @@ def depth_of(data: Any, limit: int) -> int:
             continue
         if depth > limit:
             raise InputLimitError(f"nested deeper than {limit} levels, the limit")
-        deepest = max(deepest, depth)
         stack.extend((child, depth + 1) for child in children)
-    return deepest
 
 
 def size_text(n: int) -> str:

@@ -28,7 +28,6 @@ from .state import utcnow
 
 RECENT_END = timedelta(minutes=10)
 # On its way out: nothing left to delete.
-GONE = (InstanceStatus.TERMINATING, InstanceStatus.TERMINATED)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _CENT = Decimal("0.01")
 
@@ -105,6 +104,7 @@ def _with_ends(ctx: Any, machines: list[Instance]) -> list[Instance]:
 
 def in_scope(machines: Iterable[Instance], name_prefix: str | None = None) -> list[Instance]:
     """gpucloud's machines still up, whose name starts with `name_prefix` if given."""
+    from .deadlines import GONE
     from .launch_ids import is_gpucloud
 
     return [m for m in machines if m.status not in GONE and is_gpucloud(m.launch_id)
@@ -140,4 +140,4 @@ def delete_all(engine: Any, provider: str | None = None, name_prefix: str | None
     return deleted
 
 
-__all__ = ["GONE", "RECENT_END", "delete_all", "deletable", "in_scope", "listing", "statuses"]
+__all__ = ["RECENT_END", "delete_all", "deletable", "in_scope", "listing", "statuses"]

@@ -11,10 +11,10 @@ one stops the submit, naming it (exit 3).
 from __future__ import annotations
 
 import os
-from datetime import timezone
 from typing import Any
 
 from . import job_costs, ledger
+from .adapters.base import format_utc
 from .errors import CredentialsError, GpuCloudError, NotFoundError, SpecError
 from .jobspec import JobSpec, from_any
 from .launcher import launch
@@ -168,10 +168,10 @@ def _ref(engine: Any, ref: Any) -> Op:
         # Runs of one name that have all ended: the last run is the one meant
         # (its logs, its exit code); said, since an older run might have been.
         newest = max(matches, key=lambda j: j.created_at)  # type: ignore[arg-type,return-value]
-        created = newest.created_at.astimezone(timezone.utc)  # type: ignore[union-attr]
+        assert newest.created_at is not None  # all(...) above
         engine.ctx.warn(f"{text!r} matches {len(matches)} jobs that have all ended: using the "
                         f"newest, {newest.ref} ({newest.status.value}, created "
-                        f"{created:%Y-%m-%dT%H:%M:%SZ}); name another by its provider/id "
+                        f"{format_utc(newest.created_at)}); name another by its provider/id "
                         "(REF in `gpucloud jobs list`)")
         matches = [newest]
     if len(matches) == 1:

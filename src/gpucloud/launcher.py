@@ -38,7 +38,6 @@ ambiguous failures, a journal entry for every attempt.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from .adapters.base import Sleep
@@ -47,14 +46,13 @@ from . import budget, job_costs, ledger
 from .ops import Call, Op
 from .errors import (
     APIConnectionError, APIError, APIResponseValidationError, GpuCloudError,
-    InsufficientCapacityError, InternalServerError, NotFoundError, QuotaExceededError, option,
+    InsufficientCapacityError, InternalServerError, QuotaExceededError, option,
 )
 from .models import Attempt, Offer, Plan
 from .launch_deadline import deadline_for
 from .redaction import register_secrets
 
 MAX_ATTEMPTS = 3
-log = logging.getLogger("gpucloud")
 RECONCILE_DELAYS = (0.0, 2.0, 5.0)  # seconds before each look for an ambiguous launch
 
 
@@ -98,10 +96,10 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
         try:
             if job is None:
                 instance = yield Call(offer.provider, adapter.create(spec))
-                _check_id(adapter, offer.provider, instance)
                 if not adapter.create_reads_back:
+                    adapter.check_reply_id(instance.id)  # before the journal names it
                     launching = _answered(ctx, launching, instance.id)
-                    instance = yield from _read_back(adapter, offer.provider, instance)
+                    instance = yield Call(offer.provider, adapter.read_back(instance))
                 _check_launch_id(adapter, spec.launch_id, instance)
             else:
                 submitted = yield Call(offer.provider, adapter.submit_job(spec))
@@ -191,26 +189,11 @@ def _answered(ctx: Any, launching: Attempt, instance_id: str) -> Attempt:
     return answered
 
 
-def _read_back(adapter: Any, provider: str, replied: Any) -> Op:
-    """The machine the create reply named, read by its id. 404: the reply
-    named a machine that is not there (an unreadable reply). Any other failure
-    does not contradict the reply: its machine is kept."""
-    try:
-        return (yield Call(provider, adapter.get(replied.id)))
-    except NotFoundError as exc:
-        raise adapter.not_created(replied.id) from exc
-    except GpuCloudError as exc:
-        log.warning("%s: created %s but could not read it back: %s", provider, replied.id, exc)
-        return replied
-
-
 def _check_launch_id(adapter: Any, launch_id: str, instance: Any) -> None:
     """A machine read back under the replied id that carries another launch id
     is someone else's machine, never this launch's."""
     if instance.launch_id is not None and instance.launch_id != launch_id:
-        raise APIResponseValidationError(
-            f"{adapter.name}: the create reply names machine {str(instance.id)[:40]!r}, which "
-            f"carries another launch id", provider=adapter.name)
+        raise adapter.not_created(instance.id, "carries another launch id")
 
 
 def _settle(ctx: Any, launching: Attempt) -> None:
@@ -255,16 +238,6 @@ def _attempt(offer: Offer, launch_id: str, outcome: str, exc: GpuCloudError | No
                    region=offer.region, outcome=outcome,  # type: ignore[arg-type]
                    error=str(exc) if exc else None, error_code=exc.code if exc else None,
                    launch_id=launch_id)
-
-
-def _check_id(adapter: Any, provider: str, instance: Any) -> None:
-    """The machine a create reply names, when its id has the provider's form; any
-    other id is an unreadable reply (the caller then looks for the launch id)."""
-    pattern = getattr(adapter, "id_format", None)
-    if pattern is not None and not pattern.fullmatch(str(instance.id)):
-        raise APIResponseValidationError(
-            f"{provider}: the create reply names machine id {str(instance.id)[:40]!r}, "
-            "which is not an id of this provider's form", provider=provider)
 
 
 def _find_launch(ctx: Any, provider: str, launch_id: str, job: bool = False) -> Op:

@@ -15,13 +15,14 @@ redaction live once, in the driver.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 import re
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from ..errors import APIError, APIResponseValidationError, APIStatusError
+from ..errors import APIError, APIResponseValidationError, APIStatusError, NotFoundError
 from .flow import JOB_PREFIX, Flow, OfferQuery, Sleep, T  # noqa: F401 - re-exported
 from ..ratelimit import RateLimit, account_digest
 # The marker for values a request carries that must never be shown (a job's
@@ -182,13 +183,37 @@ class Provider:
                 provider=self.name, request=response.request,
             ) from exc
 
-    def not_created(self, instance_id: str) -> APIResponseValidationError:
-        """A create reply named ``instance_id`` and the provider has no machine by
-        that id: the reply cannot be taken as the machine, which may still exist
-        under another id (the launcher then looks for its launch id)."""
+    def not_created(self, instance_id: str, why: str | None = None) -> APIResponseValidationError:
+        """A create reply named ``instance_id`` but it cannot be taken as the
+        machine (by default: the provider has no machine by that id); the
+        machine may still exist under another id, and the launcher then looks
+        for its launch id."""
+        why = why or f"{self.name} then says does not exist"
         return APIResponseValidationError(
-            f"{self.name}: the create reply names machine {instance_id[:40]!r}, which "
-            f"{self.name} then says does not exist", provider=self.name)
+            f"{self.name}: the create reply names machine {str(instance_id)[:40]!r}, which "
+            f"{why}", provider=self.name)
+
+    def check_reply_id(self, instance_id: str) -> None:
+        """A create reply's id must have the form the provider documents
+        (``id_format``): ``{"id": "<html>"}`` is an unreadable reply, not a machine."""
+        if self.id_format is not None and not self.id_format.fullmatch(str(instance_id)):
+            raise self.not_created(instance_id, "is not an id of this provider's form")
+
+    def read_back(self, replied: Instance) -> Flow[Instance]:
+        """The machine a create reply named, read by its id: one mechanism for
+        every provider. An id not of the provider's form, or a 404, means the
+        reply named no machine of this launch. Any other failure does not
+        contradict the reply, and the machine is billed from here on: it is
+        kept as replied (raising would make the caller launch a second one)."""
+        self.check_reply_id(replied.id)
+        try:
+            return (yield from self.get(replied.id))
+        except NotFoundError as exc:
+            raise self.not_created(replied.id) from exc
+        except Exception as exc:  # noqa: BLE001 - any failure of the read-back, see above
+            logging.getLogger(f"gpucloud.{self.name}").warning(
+                "%s: created %s but could not read it back: %s", self.name, replied.id, exc)
+            return replied
 
     def invalid(self, response: httpx.Response, detail: str) -> APIResponseValidationError:
         return APIResponseValidationError(

@@ -39,7 +39,7 @@ import httpx
 
 from ..http_errors import status_error
 from ..errors import (
-    APIStatusError, ConfigurationError, NotFoundError, RateLimitError, SpecError, option,
+    APIStatusError, ConfigurationError, RateLimitError, SpecError, option,
 )
 from ..gpus import gpu_info, normalize_gpu
 from ..models import Instance, InstanceSpec, InstanceStatus, Offer
@@ -140,22 +140,13 @@ class LambdaProvider(Provider):
             raise self.invalid(response, "no instance_ids in the launch response")
         instance_id = ids[0]
 
-        # The machine exists and is billed from here on. If reading it back
-        # fails, still report it as created: raising now would make the caller
-        # believe the launch failed and try another offer, i.e. a second machine.
-        try:
-            return (yield from self.get(instance_id))
-        except NotFoundError as exc:  # the reply named a machine that is not there
-            raise self.not_created(instance_id) from exc
-        except Exception as exc:  # noqa: BLE001 - any failure of the read-back, see above
-            log.warning("lambda: launched %s but could not read it back: %s", instance_id, exc)
-            return Instance(
-                provider=self.name, id=instance_id, name=body["name"],
-                status=InstanceStatus.PENDING, gpu=offer.gpu, gpu_count=offer.gpu_count,
-                instance_type=offer.instance_type, region=offer.region,
-                price_per_hour=offer.price_per_hour, launch_id=spec.launch_id,
-                shutdown_at=parse_utc(deadline),
-            )
+        # The machine exists and is billed from here on (see read_back).
+        return (yield from self.read_back(Instance(
+            provider=self.name, id=instance_id, name=body["name"],
+            status=InstanceStatus.PENDING, gpu=offer.gpu, gpu_count=offer.gpu_count,
+            instance_type=offer.instance_type, region=offer.region,
+            price_per_hour=offer.price_per_hour, launch_id=spec.launch_id,
+            shutdown_at=parse_utc(deadline))))
 
     def list_instances(self) -> Flow[list[Instance]]:
         response = yield self.request("GET", "/api/v1/instances")

@@ -7,11 +7,11 @@ answers those calls with the names of commands, options and choices.
 
 from __future__ import annotations
 
-import json
 import sys
 
 import typer
 
+from . import output
 from .app import COMPLETE_VAR, app, fail
 
 SHELLS = ("bash", "zsh", "fish")
@@ -38,6 +38,6 @@ def completion(shell: str = typer.Argument(..., metavar="SHELL", help="bash, zsh
     script = get_completion_script(prog_name="gpucloud", complete_var=COMPLETE_VAR,
                                    shell=shell)
     if json_output:
-        sys.stdout.write(json.dumps({"shell": shell, "script": script}) + "\n")
+        output.emit_json({"shell": shell, "script": script})
         return
     sys.stdout.write(f"# gpucloud completion for {shell}: {_HOW[shell]}\n{script}\n")

@@ -103,7 +103,6 @@ def _report_text(report: Any) -> None:
 
 def _install(json_output: bool, write: bool) -> None:
     from .. import reaper_install, remote_install
-    from ..config import load_config
     from ..client import Client
     from ..credentials import env_vars
 
@@ -113,7 +112,7 @@ def _install(json_output: bool, write: bool) -> None:
     variables: list[str] = []
     for status in chosen:
         variables.extend(env_vars(status.name, client._ctx.auth_kind(status.name)))
-    source = remote_install.source(load_config())
+    source = remote_install.source(client._ctx.config)
     files = reaper_install.render(variables, source)
     written = reaper_install.write(files, Path.cwd()) if write else []
     if json_output:

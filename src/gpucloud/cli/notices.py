@@ -8,7 +8,6 @@ document's ``warnings`` holds them all.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import typer
@@ -20,11 +19,11 @@ QUIET = typer.Option(False, "--quiet",
                           "([defaults] quiet_missing = true in config.toml does the same).")
 
 
-def show_warnings(client: Any, quiet: bool = False, shown: Iterable[str] = ()) -> None:
+def show_warnings(client: Any, quiet: bool = False) -> None:
     from ..catalog_gaps import summary
 
     gaps = client.catalog_gaps
-    skip = set(shown) | {g.warning for g in gaps}
+    skip = {g.warning for g in gaps}
     for warning in client.warnings:
         if warning not in skip:
             output.warn(warning)

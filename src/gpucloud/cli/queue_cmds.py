@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any, Optional
 
 import typer
@@ -133,14 +133,13 @@ def status(queue: str = QUEUE, redis_url: Optional[str] = REDIS,
         # A task's retry time and error go on lines of their own under its row, so
         # the table keeps its columns at 80 wide and the error is not cut to a cell.
         width = output.terminal_width()
-        now = datetime.now(timezone.utc)
+        now = output.utcnow()
         lines = rows[:1]
         for row, t in zip(rows[1:], report.tasks):
             lines.append(row)
             for detail in _details(t, now):
                 text = output.clean("    " + detail)
-                lines.append(text if not width or len(text) <= width
-                             else text[:width - 1] + output.ELLIPSIS)
+                lines.append(output._cut(text, width) if width else text)
         output.out("\n".join(lines))
 
 
@@ -206,11 +205,12 @@ def cancel(task: str = typer.Argument(..., metavar="TASK", help="The task id."),
     worker at its next heartbeat: SIGTERM, then SIGKILL after the worker's
     --kill-grace; it ends `cancelled`."""
     from ..errors import SpecError
+    from ..queue.names import ENDED
     from .instance_cmds import _confirm
 
     with _open(redis_url, queue) as q:
         before = q.task(task)  # an unknown or finished task is refused before any prompt
-        if before.state not in ("pending", "failed", "running"):
+        if before.state in ENDED:
             raise SpecError(f"task {task} already {before.state}: nothing to cancel")
         _confirm(f"Cancel task {task} ({before.state}"
                  + (f" on {before.worker}" if before.state == "running" else "") + ")?",
@@ -342,9 +342,9 @@ def _untouched(queue: str) -> bool:
 
 
 def _summary(queue: str, where: str, counts: dict[str, int]) -> str:
-    return f"Queue {queue} ({where}): " + ", ".join(
-        f"{counts.get(s, 0)} {s}" for s in ("pending", "running", "succeeded", "failed",
-                                            "dead", "cancelled"))
+    from ..queue.names import STATES
+
+    return f"Queue {queue} ({where}): " + ", ".join(f"{counts.get(s, 0)} {s}" for s in STATES)
 
 
 def _params(values: dict[str, str]) -> str:

@@ -36,12 +36,13 @@ from ..redaction import redact_url
 from . import _scripts
 from .models import STATES, Claim, DeadTask, LogLine, QueueStatus, TaskInfo
 from .names import check_queue_name
+from .params import NAME, env_name, fill
 
 GROUP = "workers"
 LOG_MAXLEN = 10_000
 LOG_TAIL = 50
 LOG_BATCH_READ = 1000  # log lines per read while following
-_PARAM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PARAM = re.compile(rf"^{NAME}$")
 T = TypeVar("T")
 
 
@@ -49,7 +50,6 @@ def apply_params(spec: JobSpec, params: dict[str, str]) -> JobSpec:
     """The spec with a task's params: GPUCLOUD_PARAM_<NAME> in its env and
     "{name}" in its command, args and env values replaced, "{{name}}" made
     "{name}" (the rules: queue/params.py)."""
-    from .params import env_name, fill
 
     env = {key: fill(value, params) for key, value in spec.env.items()}
     for name, value in params.items():
@@ -147,8 +147,7 @@ class Queue:
                 server = EmbeddedServer(self._server.path)
             except (GpuCloudError, redis.RedisError):
                 return False  # still down, or still loading: the caller waits and asks again
-            old, self._server = self._server, server
-            old.abandon()
+            self._server = server  # the old one holds nothing: dropping it is enough
             self.url = server.url
             self._connect(server.url)
             return True
@@ -282,9 +281,7 @@ class Queue:
 
     @_redis_errors
     def logs(self, task_id: str) -> list[str]:
-        if not self._r.exists(self._key("task", task_id)):
-            raise _unknown(task_id, self.name)
-        return [f.get("line", "") for _, f in self._r.xrange(self._key("log", task_id))]
+        return [entry.line for entry in self.log_entries(task_id)]
 
     @_redis_errors
     def log_entries(self, task_id: str, after: Optional[str] = None, *,

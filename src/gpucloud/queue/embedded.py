@@ -197,9 +197,6 @@ class EmbeddedServer:
     def url(self) -> str:
         return f"unix://{self.socket}"
 
-    def abandon(self) -> None:
-        """Forget a server that stopped answering (nothing of it is held here)."""
-
     def close(self) -> None:
         """Leave the server running for the next command; it stops itself when idle."""
 

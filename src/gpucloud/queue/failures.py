@@ -34,15 +34,10 @@ class Failure(NamedTuple):
     permanent: bool
 
 
-def meaningful(line: str) -> bool:
-    """False for a line that says nothing of what failed (error_line.is_noise)."""
-    return not is_noise(line)
-
-
 def key_line(lines: Sequence[str], docker: bool) -> str:
     """The line to keep: docker's own error where the task ran under docker
     and docker printed one, else the last meaningful line."""
-    kept = [line.strip() for line in lines if meaningful(line)]
+    kept = [line.strip() for line in lines if not is_noise(line)]
     if docker:
         own = next((line for line in kept if _DOCKER_LINE.match(line)), None)
         if own is not None:

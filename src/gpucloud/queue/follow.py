@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from typing import Any, Optional
 
 from .models import LogLine
+from .names import ENDED
 
-ENDED = ("succeeded", "dead", "cancelled")  # `failed` is waiting for its retry
 
 
 def follow(queue: Any, task_id: str, *, tail: Optional[int] = None,

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 
 STATES = ("pending", "running", "succeeded", "failed", "dead", "cancelled")
+# A task that runs no more; `failed` waits for its retry.
+ENDED = ("succeeded", "dead", "cancelled")
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 

@@ -17,9 +17,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+NAME = r"[A-Za-z_][A-Za-z0-9_]*"  # a parameter name, as submit checks it
 # Tried left to right at each position: a shell variable, an escaped brace, a reference.
-_TEMPLATE = re.compile(r"\$\{" + _NAME + r"\}|\{\{(" + _NAME + r")\}\}|\{(" + _NAME + r")\}")
+_TEMPLATE = re.compile(r"\$\{" + NAME + r"\}|\{\{(" + NAME + r")\}\}|\{(" + NAME + r")\}")
 
 
 def fill(text: str, params: Mapping[str, str]) -> str:

@@ -53,6 +53,7 @@ from typing import Any, Optional, Protocol, TypeVar
 from pydantic import BaseModel
 
 from . import stopping
+from .params import env_name
 
 LOG_BATCH = 200          # lines per append_log call at most
 LOG_FLUSH_SECONDS = 1.0  # a quiet task's lines still reach Redis this soon
@@ -94,8 +95,7 @@ class Runner(Protocol):
 
 
 def param_env(params: dict[str, Any]) -> dict[str, str]:
-    return {"GPUCLOUD_PARAM_" + _PARAM.sub("_", str(k)).upper(): str(v)
-            for k, v in (params or {}).items()}
+    return {env_name(_PARAM.sub("_", str(k))): str(v) for k, v in (params or {}).items()}
 
 
 def task_env(claim: Any, checkpoint_dir: str) -> dict[str, str]:

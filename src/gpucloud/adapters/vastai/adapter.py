@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import re
 
-import logging
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any, ClassVar
@@ -100,7 +99,6 @@ from ._wire import (
     search_body,
 )
 
-log = logging.getLogger("gpucloud.vastai")
 
 
 class VastProvider(Provider):
@@ -197,19 +195,13 @@ class VastProvider(Provider):
             raise self.invalid(response, "no new_contract in the reply; the machine may exist, "
                                          f"look for launch id {spec.launch_id}")
         instance_id = str(new)
-        # Billed from here on: never raise now, or the caller would launch a second one.
-        try:
-            return (yield from self.get(instance_id))
-        except NotFoundError as exc:  # the reply named a machine that is not there
-            raise self.not_created(instance_id) from exc
-        except Exception as exc:  # noqa: BLE001 - any failure of the read-back
-            log.warning("vastai: rented %s but could not read it back: %s", instance_id, exc)
-            return Instance(
-                provider=self.name, id=instance_id, name=spec.name,
-                status=InstanceStatus.PENDING, gpu=offer.gpu, gpu_count=offer.gpu_count,
-                instance_type=offer.instance_type, region=offer.region,
-                price_per_hour=offer.price_per_hour, launch_id=spec.launch_id,
-                shutdown_at=parse_utc(deadline))
+        # Billed from here on (see read_back).
+        return (yield from self.read_back(Instance(
+            provider=self.name, id=instance_id, name=spec.name,
+            status=InstanceStatus.PENDING, gpu=offer.gpu, gpu_count=offer.gpu_count,
+            instance_type=offer.instance_type, region=offer.region,
+            price_per_hour=offer.price_per_hour, launch_id=spec.launch_id,
+            shutdown_at=parse_utc(deadline))))
 
     def list_instances(self) -> Flow[list[Instance]]:
         out: list[Instance] = []

@@ -93,7 +93,7 @@ _NOT_CAPACITY = re.compile(r"\b(?:image|operating system|os|ssh key|startup scri
                            re.IGNORECASE)
 # Instance ids are UUIDs (every instance in the SDK fixtures, and Verda's own
 # "Input should be a valid UUID" error for a malformed id).
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 # dstack's list: how Verda says an id does not (or no longer) exist(s).
 _GONE = re.compile(r"invalid instance id|can't discontinue a discontinued instance",
                    re.IGNORECASE)
@@ -268,7 +268,7 @@ def instance_id(response: httpx.Response) -> str | None:
     """The new instance's id in a create reply, only if it looks like one (a UUID):
     anything else is an unreadable reply to a launch, hence ambiguous."""
     raw = plain_id(response)
-    return raw if raw is not None and _UUID.fullmatch(raw) else None
+    return raw if raw is not None and UUID.fullmatch(raw) else None
 
 
 def plain_id(response: httpx.Response) -> str | None:

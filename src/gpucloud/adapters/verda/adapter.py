@@ -33,10 +33,8 @@ What shapes this adapter:
 
 from __future__ import annotations
 
-import re
 
 import hashlib
-import logging
 import threading
 from datetime import datetime
 from typing import Any
@@ -46,7 +44,7 @@ import httpx
 
 from ...http_errors import status_error
 from ...errors import (
-    APIStatusError, ConfigurationError, CredentialsError, NotFoundError, SpecError, option,
+    APIStatusError, ConfigurationError, CredentialsError, SpecError, option,
 )
 from ...gpus import gpu_info, normalize_gpu
 from ...models import Instance, InstanceSpec, InstanceStatus, Offer
@@ -56,7 +54,6 @@ from . import _deadline, _startup
 from . import _wire as wire
 from .._name_marker import latest
 
-log = logging.getLogger("gpucloud.verda")
 
 MIN_OS_VOLUME_GB = 50  # dstack: Verda images need 50 GB
 
@@ -65,7 +62,7 @@ class VerdaProvider(Provider):
     name = "verda"
     # Instance ids are UUIDs (the API reference's examples).
     create_reads_back = True  # a GET by the replied id, see create()
-    id_format = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+    id_format = wire.UUID  # the form instance_id() reads replies with
     capabilities = Capabilities(spot=True, stop_start=False, custom_disk=True,
                                 needs_ssh_key=True, native_shutdown=False)
     # None documented (the official Go SDK, verdacloud-sdk-go, retries
@@ -218,22 +215,13 @@ class VerdaProvider(Provider):
             raise self.invalid(response, "no instance id (a UUID) in the reply; the machine "
                                          f"may exist, look for launch id {spec.launch_id}")
 
-        # The machine exists and is billed from here on. If reading it back
-        # fails, still report it as created: raising now would make the caller
-        # believe the launch failed and try another offer, i.e. a second machine.
-        try:
-            return (yield from self.get(instance_id))
-        except NotFoundError as exc:  # the reply named a machine that is not there
-            raise self.not_created(instance_id) from exc
-        except Exception as exc:  # noqa: BLE001 - any failure of the read-back, see above
-            log.warning("verda: launched %s but could not read it back: %s", instance_id, exc)
-            return Instance(
-                provider=self.name, id=instance_id, name=host, status=InstanceStatus.PENDING,
-                gpu=offer.gpu, gpu_count=offer.gpu_count, instance_type=offer.instance_type,
-                region=offer.region, price_per_hour=offer.price_per_hour,
-                launch_id=spec.launch_id, shutdown_at=wire.parse_utc(
-                    wire.format_utc(spec.shutdown_at) if spec.shutdown_at else None),
-            )
+        # The machine exists and is billed from here on (see read_back).
+        return (yield from self.read_back(Instance(
+            provider=self.name, id=instance_id, name=host, status=InstanceStatus.PENDING,
+            gpu=offer.gpu, gpu_count=offer.gpu_count, instance_type=offer.instance_type,
+            region=offer.region, price_per_hour=offer.price_per_hour,
+            launch_id=spec.launch_id, shutdown_at=wire.parse_utc(
+                wire.format_utc(spec.shutdown_at) if spec.shutdown_at else None))))
 
     def list_instances(self) -> Flow[list[Instance]]:
         response = yield self.request("GET", "/instances")
