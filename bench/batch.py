@@ -27,7 +27,7 @@ from pathlib import Path
 def run_batch(n: int, concurrency: int, home: Path) -> tuple[float, int, int]:
     """Wall seconds, machines made, 429s the cloud sent."""
     from gpucloud import Client
-    from gpucloud.adapters.sandbox import transport
+    from gpucloud.providers.sandbox import transport
 
     before = sum(w.rate_limited for w in transport._WIRES.values())
     with Client(["sandbox"]) as client:

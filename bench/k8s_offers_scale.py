@@ -157,9 +157,9 @@ class Served:
 def provider_for(home: Path):  # unannotated: gpucloud is imported late, after compileall
     from pydantic import SecretStr
 
-    from gpucloud.adapters.kubernetes import KubernetesProvider
-    from gpucloud.catalog import load_catalogs
-    from gpucloud.credentials import Credential
+    from gpucloud.providers.kubernetes import KubernetesProvider
+    from gpucloud.catalog.bundled import load_catalogs
+    from gpucloud.config.credentials import Credential
 
     kubeconfig = home / "kubeconfig"
     kubeconfig.write_text(
@@ -175,8 +175,8 @@ def provider_for(home: Path):  # unannotated: gpucloud is imported late, after c
 
 def offers(provider, page_size: int | None, traced: bool) -> tuple[float, int, int]:
     """(seconds, peak bytes or 0, offers) of one offers call through a Session."""
-    from gpucloud._http import Session
-    from gpucloud.adapters.base import OfferQuery
+    from gpucloud.transport.http import Session
+    from gpucloud.providers.base import OfferQuery
 
     provider.page_size = page_size
     session = Session(provider, sleep=lambda s: None)
@@ -206,7 +206,7 @@ def main() -> int:
     import respx
 
     import gpucloud
-    from gpucloud.adapters.kubernetes._pages import PAGE_SIZE
+    from gpucloud.providers.kubernetes._pages import PAGE_SIZE
 
     compileall.compile_dir(str(Path(gpucloud.__file__).parent), quiet=1)
     served = Served(args.nodes, args.pods, PAGE_SIZE)

@@ -106,7 +106,7 @@ def unpaced() -> None:
     """Lambda's rate limit (1 request per second) is a wait the provider imposes,
     not overhead: this bench's loopback server has none, so the client does not
     pace it. Only here; the adapter keeps its limit everywhere else."""
-    from gpucloud.adapters.lambdalabs import LambdaProvider
+    from gpucloud.providers.lambdalabs.adapter import LambdaProvider
 
     LambdaProvider.rate_limits = {}
 

@@ -39,7 +39,7 @@ def main() -> int:
         os.environ["GPUCLOUD_HOME"] = home
         import redis
 
-        from gpucloud.jobspec import JobSpec
+        from gpucloud.jobs.spec import JobSpec
         from gpucloud.queue import Queue
 
         q = Queue(args.redis, name="bench")

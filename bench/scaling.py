@@ -48,10 +48,10 @@ def fill(root: Path, client, machines: int) -> None:
     """`machines` more machines, of the type and region a create takes."""
     from decimal import Decimal
 
-    from gpucloud import ledger
-    from gpucloud.adapters.sandbox.server import SandboxCloud
-    from gpucloud.config import state_db_path
-    from gpucloud.state import Journal, utcnow
+    from gpucloud.safety import ledger
+    from gpucloud.providers.sandbox.server import SandboxCloud
+    from gpucloud.config.settings import state_db_path
+    from gpucloud.safety.journal import Journal, utcnow
 
     os.environ.update(sandbox_env(root))
     offer = client.plan(gpu=GPU, count=COUNT, provider="sandbox").offer

@@ -20,7 +20,7 @@ Rules:
 * prices are written as TOML strings taken from the CSV text through
   ``Decimal`` (no float ever touches money); an empty or zero price is omitted;
 * CPU-only rows are skipped;
-* ``gpu`` is the canonical name from ``gpucloud.gpus.normalize_gpu`` given the
+* ``gpu`` is the canonical name from ``gpucloud.catalog.gpus.normalize_gpu`` given the
   CSV's accelerator name plus the per-GPU memory (so A100 40 GB and 80 GB come
   apart); a GPU that does not normalize to a known canonical name is an error,
   except on RunPod, whose newest cards are kept under their raw name with a
@@ -46,10 +46,10 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from gpucloud.gpus import gpu_info, normalize_gpu
+    from gpucloud.catalog.gpus import gpu_info, normalize_gpu
 except ImportError:  # running from a checkout without the package installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from gpucloud.gpus import gpu_info, normalize_gpu
+    from gpucloud.catalog.gpus import gpu_info, normalize_gpu
 
 AS_OF = "2026-11-30"  # the day the CSVs were retrieved (shared/catalog/SOURCE.txt)
 REPO_URL = "https://github.com/skypilot-org/skypilot-catalog/blob/{commit}/catalogs/v8/{dir}/vms.csv"
@@ -167,7 +167,7 @@ def canonical_gpu(raw_names: list[str], memory_gb: int, what: str,
                 continue
             raise BuildError(
                 f"{what}: GPU {raw!r} ({memory_gb} GB) is not a known canonical GPU "
-                f"(normalize_gpu gave {name!r}); add it to GPUS in src/gpucloud/gpus.py")
+                f"(normalize_gpu gave {name!r}); add it to GPUS in src/gpucloud/catalog/gpus.py")
         found.add(name)
     if not found and keep_unknown:
         return normalize_gpu(raw_names[0])

@@ -55,7 +55,7 @@ def isolated(tmp_path, monkeypatch):
 def fresh_rate_limits():
     """The request limiter is process-wide (one per provider account): a test's
     booked slots or 429 pause must not carry over into the next test."""
-    from gpucloud.ratelimit import LIMITERS
+    from gpucloud.transport.ratelimit import LIMITERS
 
     LIMITERS.clear()
     yield
@@ -67,7 +67,7 @@ def no_embedded_server_left(isolated):
     """The embedded queue server outlives the process that started it (it stops
     when idle): whatever server runs on this test's GPUCLOUD_HOME is stopped."""
     yield
-    from gpucloud.config import data_dir
+    from gpucloud.config.settings import data_dir
 
     if (data_dir() / "queue").exists():
         from gpucloud.queue.embedded import stop

@@ -14,16 +14,22 @@ from typing import TYPE_CHECKING, Any
 
 import logging as _logging
 
+from gpucloud import compat as _compat
+
 __version__ = "0.1.0"
 
 # A library stays silent unless the application configures logging
 # (`gpucloud --debug` does); without this, warnings would reach stderr.
 _logging.getLogger("gpucloud").addHandler(_logging.NullHandler())
 
+# The module paths of 0.1.0 (gpucloud.ssh, gpucloud.adapters.lambdalabs, ...)
+# still import, as deprecated aliases of their new homes.
+_compat.install()
+
 # Public name -> the module that defines it, imported on first use.
 _LAZY = {
-    "Client": "gpucloud.client",
-    "AsyncClient": "gpucloud.client",
+    "Client": "gpucloud.client.clients",
+    "AsyncClient": "gpucloud.client.clients",
     "Offer": "gpucloud.models",
     "Instance": "gpucloud.models",
     "InstanceStatus": "gpucloud.models",
@@ -37,18 +43,18 @@ _LAZY = {
     "JobStatus": "gpucloud.models",
     "Connection": "gpucloud.models",
     "ExecResult": "gpucloud.models",
-    "JobSpec": "gpucloud.jobspec",
-    "CreateRequest": "gpucloud.batch_models",
-    "BatchItem": "gpucloud.batch_models",
-    "BatchResult": "gpucloud.batch_models",
-    "BatchIncompleteError": "gpucloud.batch_models",
+    "JobSpec": "gpucloud.jobs.spec",
+    "CreateRequest": "gpucloud.batch.models",
+    "BatchItem": "gpucloud.batch.models",
+    "BatchResult": "gpucloud.batch.models",
+    "BatchIncompleteError": "gpucloud.batch.models",
     "BatchBusyError": "gpucloud.errors",
-    "ReconcileReport": "gpucloud.reconcile",
-    "LaunchIntent": "gpucloud.reconcile",
-    "Orphan": "gpucloud.reconcile",
-    "CostReport": "gpucloud.costs",
-    "SpendLine": "gpucloud.costs",
-    "parse_gpu": "gpucloud.gpus",
+    "ReconcileReport": "gpucloud.safety.reconcile",
+    "LaunchIntent": "gpucloud.safety.reconcile",
+    "Orphan": "gpucloud.safety.reconcile",
+    "CostReport": "gpucloud.safety.costs",
+    "SpendLine": "gpucloud.safety.costs",
+    "parse_gpu": "gpucloud.catalog.gpus",
     "GpuCloudError": "gpucloud.errors",
     "ConfigurationError": "gpucloud.errors",
     "CredentialsError": "gpucloud.errors",
@@ -96,13 +102,13 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - what type checkers and IDEs see
-    from .batch_models import (
+    from gpucloud.batch.models import (
         BatchIncompleteError as BatchIncompleteError, BatchItem as BatchItem,
         BatchResult as BatchResult, CreateRequest as CreateRequest,
     )
-    from .client import AsyncClient as AsyncClient, Client as Client
-    from .costs import CostReport as CostReport, SpendLine as SpendLine
-    from .errors import (
+    from gpucloud.client.clients import AsyncClient as AsyncClient, Client as Client
+    from gpucloud.safety.costs import CostReport as CostReport, SpendLine as SpendLine
+    from gpucloud.errors import (
         BatchBusyError as BatchBusyError, GpuCloudError as GpuCloudError,
         ConfigurationError as ConfigurationError,
         CredentialsError as CredentialsError, StateError as StateError, SpecError as SpecError,
@@ -120,12 +126,12 @@ if TYPE_CHECKING:  # pragma: no cover - what type checkers and IDEs see
         WaitError as WaitError, InstanceFailedError as InstanceFailedError,
         WaitTimeoutError as WaitTimeoutError,
     )
-    from .gpus import parse_gpu as parse_gpu
-    from .jobspec import JobSpec as JobSpec
-    from .reconcile import (
+    from gpucloud.catalog.gpus import parse_gpu as parse_gpu
+    from gpucloud.jobs.spec import JobSpec as JobSpec
+    from gpucloud.safety.reconcile import (
         LaunchIntent as LaunchIntent, Orphan as Orphan, ReconcileReport as ReconcileReport,
     )
-    from .models import (
+    from gpucloud.models import (
         Offer as Offer, Instance as Instance, InstanceStatus as InstanceStatus,
         CostEstimate as CostEstimate, CostLine as CostLine, Attempt as Attempt, Plan as Plan,
         ReapAction as ReapAction, ReapReport as ReapReport, Job as Job, JobStatus as JobStatus,

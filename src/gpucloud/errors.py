@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # names only: this module stays free of heavy imports
     import httpx
 
-    from .models import Attempt, Instance
+    from gpucloud.models import Attempt, Instance
 
 
 
@@ -140,7 +140,7 @@ class APIError(GpuCloudError):
 
     @request.setter
     def request(self, value: httpx.Request | None) -> None:
-        from .redaction import redact_request
+        from gpucloud.transport.redaction import redact_request
 
         self._request = redact_request(value)
 

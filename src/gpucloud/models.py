@@ -15,7 +15,7 @@ from pydantic import (
     BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, computed_field, field_validator,
 )
 
-from .limits import MAX_PRICE_PER_HOUR
+from gpucloud.catalog.limits import MAX_PRICE_PER_HOUR
 
 
 class _Model(BaseModel):

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from gpucloud.adapters.base import SECRETS_EXTENSION
+from gpucloud.providers.base import SECRETS_EXTENSION
 from gpucloud.models import JobRun
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

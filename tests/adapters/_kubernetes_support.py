@@ -20,10 +20,10 @@ import respx
 import yaml
 from pydantic import SecretStr
 
-from gpucloud._http import RetryPolicy, Session
-from gpucloud.adapters.kubernetes import CoreWeaveProvider, KubernetesProvider
-from gpucloud.catalog import load_catalogs
-from gpucloud.credentials import Credential
+from gpucloud.transport.http import RetryPolicy, Session
+from gpucloud.providers.kubernetes import CoreWeaveProvider, KubernetesProvider
+from gpucloud.catalog.bundled import load_catalogs
+from gpucloud.config.credentials import Credential
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "kubernetes"
 SERVER = "https://k8s.test:6443"

@@ -19,10 +19,10 @@ import pytest
 import respx
 from pydantic import SecretStr
 
-from gpucloud._http import Session
-from gpucloud.adapters.lambdalabs import LambdaProvider
-from gpucloud.catalog import InstanceType, ProviderCatalog
-from gpucloud.credentials import Credential
+from gpucloud.transport.http import Session
+from gpucloud.providers.lambdalabs.adapter import LambdaProvider
+from gpucloud.catalog.bundled import InstanceType, ProviderCatalog
+from gpucloud.config.credentials import Credential
 from gpucloud.models import InstanceSpec, Offer
 from tests.openapi_check import SpecCheckedAPI
 

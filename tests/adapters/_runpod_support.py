@@ -19,10 +19,10 @@ import pytest
 import respx
 from pydantic import SecretStr
 
-from gpucloud._http import Session
-from gpucloud.adapters.runpod import RunPodProvider
-from gpucloud.catalog import load_catalogs
-from gpucloud.credentials import Credential
+from gpucloud.transport.http import Session
+from gpucloud.providers.runpod.adapter import RunPodProvider
+from gpucloud.catalog.bundled import load_catalogs
+from gpucloud.config.credentials import Credential
 from gpucloud.models import InstanceSpec, Offer
 from tests.openapi_check import SpecCheckedAPI
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gpucloud._http import Session
-from gpucloud.adapters.base import OfferQuery
-from gpucloud.adapters.sandbox import SandboxCloud, SandboxProvider
-from gpucloud.adapters.sandbox.server import SandboxTransport
-from gpucloud.catalog import load_catalogs
+from gpucloud.transport.http import Session
+from gpucloud.providers.base import OfferQuery
+from gpucloud.providers.sandbox import SandboxCloud, SandboxProvider
+from gpucloud.providers.sandbox.server import SandboxTransport
+from gpucloud.catalog.bundled import load_catalogs
 from gpucloud.models import InstanceSpec
 
 T0 = 1_800_000_000.0  # 2027-01-15, an arbitrary fixed "now"

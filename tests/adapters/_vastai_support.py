@@ -21,10 +21,10 @@ import pytest
 import respx
 from pydantic import SecretStr
 
-from gpucloud._http import Session
-from gpucloud.adapters.vastai import DEFAULT_DISK_GB, VastProvider
-from gpucloud.catalog import load_catalogs
-from gpucloud.credentials import Credential
+from gpucloud.transport.http import Session
+from gpucloud.providers.vastai import DEFAULT_DISK_GB, VastProvider
+from gpucloud.catalog.bundled import load_catalogs
+from gpucloud.config.credentials import Credential
 from gpucloud.models import InstanceSpec, Offer
 from tests.openapi_check import SpecCheckedAPI
 

@@ -21,12 +21,12 @@ import pytest
 import respx
 from pydantic import SecretStr
 
-from gpucloud._http import Session
-from gpucloud.adapters.verda import VerdaProvider
-from gpucloud.catalog import load_catalogs
-from gpucloud.credentials import Credential
+from gpucloud.transport.http import Session
+from gpucloud.providers.verda import VerdaProvider
+from gpucloud.catalog.bundled import load_catalogs
+from gpucloud.config.credentials import Credential
 from gpucloud.models import InstanceSpec, Offer
-from gpucloud.tokens import TOKEN_REQUEST_EXTENSION
+from gpucloud.transport.tokens import TOKEN_REQUEST_EXTENSION
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "verda"
 API = "https://api.verda.com/v1"

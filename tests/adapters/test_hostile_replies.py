@@ -15,14 +15,14 @@ import pytest
 import respx
 from pydantic import SecretStr
 
-from gpucloud._http import Session
-from gpucloud.adapters.base import OfferQuery
-from gpucloud.adapters.lambdalabs import LambdaProvider
-from gpucloud.adapters.runpod import RunPodProvider
-from gpucloud.adapters.vastai import VastProvider
-from gpucloud.adapters.verda import VerdaProvider
-from gpucloud.catalog import load_catalogs
-from gpucloud.credentials import Credential
+from gpucloud.transport.http import Session
+from gpucloud.providers.base import OfferQuery
+from gpucloud.providers.lambdalabs.adapter import LambdaProvider
+from gpucloud.providers.runpod.adapter import RunPodProvider
+from gpucloud.providers.vastai import VastProvider
+from gpucloud.providers.verda import VerdaProvider
+from gpucloud.catalog.bundled import load_catalogs
+from gpucloud.config.credentials import Credential
 from gpucloud.errors import APIResponseValidationError, exit_code_for
 from tests.adapters import _lambda_support as lam
 from tests.adapters import _runpod_support as rp

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from gpucloud.adapters._jobscript import (
+from gpucloud.providers._jobscript import (
     RUNPOD_STOP,
     VAST_DESTROY,
     compressed,

@@ -17,7 +17,7 @@ import yaml
 from typer.testing import CliRunner
 
 from gpucloud import Client
-from gpucloud.adapters.kubernetes import KubernetesProvider, _kubeconfig
+from gpucloud.providers.kubernetes import KubernetesProvider, _kubeconfig
 from gpucloud.cli import app
 from gpucloud.errors import (
     AuthenticationError,

@@ -14,11 +14,11 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from gpucloud.adapters.kubernetes import _podexec
-from gpucloud.credentials import BearerAuth
+from gpucloud.providers.kubernetes import _podexec
+from gpucloud.config.credentials import BearerAuth
 from gpucloud.errors import APIError, APIResponseValidationError
 from gpucloud.models import InstanceStatus
-from gpucloud.tokens import RefreshingTokenAuth, Token, TokenSource
+from gpucloud.transport.tokens import RefreshingTokenAuth, Token, TokenSource
 from tests.adapters._kubernetes_support import (  # noqa: F401 (fixtures)
     NS,
     kube_path_fixture,
@@ -115,7 +115,7 @@ def test_tls_follows_the_kubeconfig():
 
 
 def test_websockets_is_imported_only_when_an_exec_runs():
-    code = ("import sys, gpucloud.client, gpucloud.adapters.kubernetes.adapter; "
+    code = ("import sys, gpucloud.client.clients, gpucloud.providers.kubernetes.adapter; "
             "print('websockets' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)

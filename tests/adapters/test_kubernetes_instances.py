@@ -11,8 +11,8 @@ from decimal import Decimal
 import kubernetes_validate
 import pytest
 
-from gpucloud.adapters.base import OfferQuery
-from gpucloud.adapters.kubernetes import KubernetesProvider
+from gpucloud.providers.base import OfferQuery
+from gpucloud.providers.kubernetes import KubernetesProvider
 from gpucloud.errors import InsufficientCapacityError, SpecError
 from gpucloud.models import InstanceSpec, InstanceStatus, Offer
 from tests.adapters._kubernetes_support import (  # noqa: F401 (fixtures)

@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 from pydantic import SecretStr
 
-from gpucloud.adapters.kubernetes._manifests import job_name
+from gpucloud.providers.kubernetes._manifests import job_name
 from gpucloud.errors import BadRequestError, NotFoundError
 from gpucloud.models import InstanceSpec, JobRun, JobStatus, Offer
 from tests.adapters._kubernetes_support import (  # noqa: F401 (fixtures)
@@ -212,7 +212,7 @@ def test_the_sync_sidecar_restores_saves_periodically_and_once_more_on_term(tmp_
     import subprocess
     import time
 
-    from gpucloud.adapters.kubernetes._manifests import job_manifest
+    from gpucloud.providers.kubernetes._manifests import job_manifest
 
     spec = job_spec(checkpoint_url="s3://bkt/train", checkpoint_sync_seconds=1)
     pod = job_manifest(spec, namespace=NS, gpu_label="x")["spec"]["template"]["spec"]

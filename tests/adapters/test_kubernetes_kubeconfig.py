@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from gpucloud import Client
-from gpucloud.adapters.kubernetes import KubernetesProvider, _kubeconfig
-from gpucloud.adapters.kubernetes._exec import ExecTokenSource
-from gpucloud.adapters.kubernetes._transport import (
+from gpucloud.providers.kubernetes import KubernetesProvider, _kubeconfig
+from gpucloud.providers.kubernetes._exec import ExecTokenSource
+from gpucloud.providers.kubernetes._transport import (
     header_key_escape,
     impersonation_headers,
     proxy_for,
@@ -178,7 +178,7 @@ def test_a_set_kubeconfig_is_the_whole_chain_as_in_client_go(tmp_path, monkeypat
     """client-go's ClientConfigLoadingRules: with KUBECONFIG set, ~/.kube/config
     is not read, even when every file listed is missing (kubectl then has no
     configuration; it never falls back to another cluster)."""
-    from gpucloud.credentials import CredentialStore
+    from gpucloud.config.credentials import CredentialStore
 
     home = Path(os.environ["HOME"])
     write(home / ".kube" / "config", config(

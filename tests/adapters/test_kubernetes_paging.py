@@ -22,11 +22,11 @@ import pytest
 import respx
 from pydantic import SecretStr
 
-from gpucloud._http import RetryPolicy, Session
-from gpucloud.adapters.base import OfferQuery
-from gpucloud.adapters.kubernetes import KubernetesProvider
-from gpucloud.catalog import load_catalogs
-from gpucloud.credentials import Credential
+from gpucloud.transport.http import RetryPolicy, Session
+from gpucloud.providers.base import OfferQuery
+from gpucloud.providers.kubernetes import KubernetesProvider
+from gpucloud.catalog.bundled import load_catalogs
+from gpucloud.config.credentials import Credential
 from gpucloud.errors import APIResponseValidationError, APIStatusError
 from gpucloud.models import InstanceSpec, JobRun, Offer
 from tests.adapters._kubernetes_support import (  # noqa: F401 (fixtures)

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gpucloud._http import DEFAULT_POLICY
+from gpucloud.transport.http import DEFAULT_POLICY
 from gpucloud.errors import (
     APIStatusError,
     AuthenticationError,

@@ -93,7 +93,7 @@ def test_create_takes_an_image_id_or_a_family(api, run, provider, image, sent):
 
 def test_create_without_an_image_leaves_the_field_out(api, run, provider):
     # The bundled catalog forces no image: Lambda's own default is used.
-    from gpucloud.catalog import load_catalogs
+    from gpucloud.catalog.bundled import load_catalogs
 
     assert load_catalogs()["lambda"].default_image is None
     launch, _ = launch_routes(api)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpucloud.adapters.base import job_of
+from gpucloud.providers.base import job_of
 from gpucloud.errors import BadRequestError, SpecError
 from gpucloud.models import JobStatus
 from tests.adapters._job_support import (

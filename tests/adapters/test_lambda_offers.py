@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gpucloud.adapters.base import OfferQuery
+from gpucloud.providers.base import OfferQuery
 from gpucloud.errors import APIResponseValidationError
 from gpucloud.models import Offer
 from tests.adapters._lambda_support import (  # noqa: F401 (fixtures)

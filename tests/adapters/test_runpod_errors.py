@@ -13,8 +13,8 @@ import httpx
 import pytest
 import respx
 
-from gpucloud._http import DEFAULT_POLICY
-from gpucloud.adapters.runpod import RunPodProvider
+from gpucloud.transport.http import DEFAULT_POLICY
+from gpucloud.providers.runpod.adapter import RunPodProvider
 from gpucloud.errors import (
     APIStatusError,
     AuthenticationError,
@@ -265,8 +265,8 @@ def lying_runpod(reply_id: str, keep: bool = True):
 
 def test_a_create_reply_with_an_id_of_the_wrong_form_is_found_by_launch_id(monkeypatch):
     from gpucloud import Client
-    from gpucloud.config import state_db_path
-    from gpucloud.state import Journal
+    from gpucloud.config.settings import state_db_path
+    from gpucloud.safety.journal import Journal
 
     monkeypatch.setenv("GPUCLOUD_RUNPOD_API_KEY", KEY)
     with respx.mock(assert_all_called=False) as router:
@@ -313,8 +313,8 @@ def test_a_well_formed_id_the_provider_then_404s_is_not_the_machine(monkeypatch)
 
 def test_a_well_formed_id_naming_no_pod_and_no_launch_found_is_never_created(monkeypatch):
     from gpucloud import APIResponseValidationError, Client
-    from gpucloud.config import state_db_path
-    from gpucloud.state import Journal
+    from gpucloud.config.settings import state_db_path
+    from gpucloud.safety.journal import Journal
 
     monkeypatch.setenv("GPUCLOUD_RUNPOD_API_KEY", KEY)
     seen = []

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from gpucloud.adapters.runpod import JOB_ARGS
+from gpucloud.providers.runpod.adapter import JOB_ARGS
 from gpucloud.errors import SpecError
 from gpucloud.models import JobStatus
 from tests.adapters._job_support import (

@@ -16,7 +16,7 @@ import pytest
 import respx
 from openapi_schema_validator import OAS31Validator
 
-from gpucloud.adapters.base import OfferQuery
+from gpucloud.providers.base import OfferQuery
 from gpucloud.errors import APIResponseValidationError
 from gpucloud.models import Offer
 from tests.adapters._runpod_support import (  # noqa: F401 (fixtures)

@@ -9,8 +9,8 @@ import sqlite3
 import httpx
 import pytest
 
-from gpucloud.adapters.sandbox import SandboxCloud
-from gpucloud.adapters.sandbox.server import SandboxTransport
+from gpucloud.providers.sandbox import SandboxCloud
+from gpucloud.providers.sandbox.server import SandboxTransport
 from tests.adapters._sandbox_support import (  # noqa: F401 (fixtures)
     BASE,
     Env,

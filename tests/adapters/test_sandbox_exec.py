@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpucloud import doctor, nvidia
-from gpucloud.adapters.sandbox.exec_sim import Box
+from gpucloud.machine import doctor, nvidia
+from gpucloud.providers.sandbox.exec_sim import Box
 from gpucloud.errors import ConflictError, NotFoundError
 from gpucloud.models import InstanceStatus
 from tests.adapters._sandbox_support import (  # noqa: F401 (fixtures)

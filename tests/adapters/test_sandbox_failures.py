@@ -15,10 +15,10 @@ import time
 import httpx
 import pytest
 
-from gpucloud._http import AsyncSession
-from gpucloud.adapters.base import OfferQuery
-from gpucloud.adapters.sandbox import LAUNCH_LABEL, Knobs, SandboxCloud, SandboxProvider
-from gpucloud.adapters.sandbox.server import SandboxTransport
+from gpucloud.transport.http import AsyncSession
+from gpucloud.providers.base import OfferQuery
+from gpucloud.providers.sandbox import LAUNCH_LABEL, Knobs, SandboxCloud, SandboxProvider
+from gpucloud.providers.sandbox.server import SandboxTransport
 from gpucloud.errors import (
     APIStatusError,
     BadRequestError,

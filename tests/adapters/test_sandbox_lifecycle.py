@@ -15,11 +15,11 @@ from decimal import Decimal
 
 import pytest
 
-from gpucloud._http import Session
-from gpucloud.adapters import adapter_class
-from gpucloud.adapters.base import OfferQuery
-from gpucloud.adapters.sandbox import LAUNCH_LABEL, SandboxProvider
-from gpucloud.catalog import load_catalogs
+from gpucloud.transport.http import Session
+from gpucloud.providers import adapter_class
+from gpucloud.providers.base import OfferQuery
+from gpucloud.providers.sandbox import LAUNCH_LABEL, SandboxProvider
+from gpucloud.catalog.bundled import load_catalogs
 from gpucloud.errors import (
     ConflictError,
     InsufficientCapacityError,
@@ -128,10 +128,10 @@ def test_create_in_one_process_list_in_the_next(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUCLOUD_HOME", str(home))
     monkeypatch.setenv("GPUCLOUD_SANDBOX_DB", str(db))
     script = (
-        "from gpucloud._http import Session\n"
-        "from gpucloud.adapters.base import OfferQuery\n"
-        "from gpucloud.adapters.sandbox import SandboxProvider\n"
-        "from gpucloud.catalog import load_catalogs\n"
+        "from gpucloud.transport.http import Session\n"
+        "from gpucloud.providers.base import OfferQuery\n"
+        "from gpucloud.providers.sandbox import SandboxProvider\n"
+        "from gpucloud.catalog.bundled import load_catalogs\n"
         "from gpucloud.models import InstanceSpec\n"
         "p = SandboxProvider(load_catalogs()['sandbox'])\n"
         "s = Session(p)\n"

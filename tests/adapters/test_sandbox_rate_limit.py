@@ -18,11 +18,11 @@ import httpx
 import pytest
 
 from gpucloud import AsyncClient, Client
-from gpucloud.adapters.sandbox import Knobs, SandboxProvider
-from gpucloud.adapters.sandbox.transport import wire_of
-from gpucloud.config import sandbox_db_path
+from gpucloud.providers.sandbox import Knobs, SandboxProvider
+from gpucloud.providers.sandbox.transport import wire_of
+from gpucloud.config.settings import sandbox_db_path
 from gpucloud.errors import ConfigurationError
-from gpucloud.ratelimit import RateLimit
+from gpucloud.transport.ratelimit import RateLimit
 from tests.adapters._sandbox_support import (  # noqa: F401 (fixtures)
     Env,
     _no_sandbox_env,

@@ -13,8 +13,8 @@ from decimal import Decimal
 import httpx
 import pytest
 
-from gpucloud.adapters.vastai import DEFAULT_DISK_GB
-from gpucloud.catalog import load_catalogs
+from gpucloud.providers.vastai import DEFAULT_DISK_GB
+from gpucloud.catalog.bundled import load_catalogs
 from gpucloud.errors import (
     APIResponseValidationError,
     APITimeoutError,
@@ -22,7 +22,7 @@ from gpucloud.errors import (
     InternalServerError,
     SpecError,
 )
-from gpucloud.adapters.vastai._guard import onstart
+from gpucloud.providers.vastai._guard import onstart
 from gpucloud.models import InstanceStatus
 from tests.adapters._vastai_support import (  # noqa: F401 (fixtures)
     ASK,

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from gpucloud.adapters.vastai import VastProvider
-from gpucloud.adapters.vastai._guard import GUARD_GRACE, ONSTART_MAX, onstart
+from gpucloud.providers.vastai import VastProvider
+from gpucloud.providers.vastai._guard import GUARD_GRACE, ONSTART_MAX, onstart
 from tests.adapters._vastai_support import (  # noqa: F401 (fixtures)
     KEY,
     api_fixture,

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from gpucloud._http import DEFAULT_POLICY
-from gpucloud.adapters.base import OfferQuery
+from gpucloud.transport.http import DEFAULT_POLICY
+from gpucloud.providers.base import OfferQuery
 from gpucloud.errors import (
     APIResponseValidationError,
     APIStatusError,

@@ -13,9 +13,9 @@ import subprocess
 
 import pytest
 
-from gpucloud.adapters._jobscript import compressed
-from gpucloud.adapters.vastai._guard import ONSTART_MAX, guard_script
-from gpucloud.adapters.vastai._job import RUNNER_PATH, job_onstart
+from gpucloud.providers._jobscript import compressed
+from gpucloud.providers.vastai._guard import ONSTART_MAX, guard_script
+from gpucloud.providers.vastai._job import RUNNER_PATH, job_onstart
 from gpucloud.errors import SpecError
 from gpucloud.models import JobStatus
 from tests.adapters._job_support import (

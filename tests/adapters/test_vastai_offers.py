@@ -13,15 +13,15 @@ from typing import Any
 import httpx
 import pytest
 
-from gpucloud import pricing
-from gpucloud.adapters.base import OfferQuery
-from gpucloud.adapters.vastai import (
+from gpucloud.catalog import pricing
+from gpucloud.providers.base import OfferQuery
+from gpucloud.providers.vastai import (
     DEFAULT_DISK_GB,
     VAST_GPU_NAMES,
     instance_type_name,
     search_body,
 )
-from gpucloud.catalog import load_catalogs
+from gpucloud.catalog.bundled import load_catalogs
 from gpucloud.errors import APIResponseValidationError
 from tests.adapters._vastai_support import (  # noqa: F401 (fixtures)
     API,

@@ -15,8 +15,8 @@ from decimal import Decimal
 import httpx
 import pytest
 
-from gpucloud._http import AsyncSession
-from gpucloud.adapters.base import OfferQuery
+from gpucloud.transport.http import AsyncSession
+from gpucloud.providers.base import OfferQuery
 from gpucloud.errors import (
     APIResponseValidationError,
     APIStatusError,

@@ -16,11 +16,11 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from gpucloud._http import Session
-from gpucloud.adapters.base import OfferQuery
-from gpucloud.adapters.verda import VerdaProvider
-from gpucloud.catalog import InstanceType, ProviderCatalog
-from gpucloud.credentials import Credential
+from gpucloud.transport.http import Session
+from gpucloud.providers.base import OfferQuery
+from gpucloud.providers.verda import VerdaProvider
+from gpucloud.catalog.bundled import InstanceType, ProviderCatalog
+from gpucloud.config.credentials import Credential
 from gpucloud.errors import (
     APIResponseValidationError,
     APITimeoutError,

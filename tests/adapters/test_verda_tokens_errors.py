@@ -12,10 +12,10 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from gpucloud._http import DEFAULT_POLICY, Session
-from gpucloud.adapters.verda import VerdaProvider
-from gpucloud.catalog import load_catalogs
-from gpucloud.credentials import Credential
+from gpucloud.transport.http import DEFAULT_POLICY, Session
+from gpucloud.providers.verda import VerdaProvider
+from gpucloud.catalog.bundled import load_catalogs
+from gpucloud.config.credentials import Credential
 from gpucloud.errors import (
     APIResponseValidationError,
     APIStatusError,

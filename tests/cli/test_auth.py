@@ -54,7 +54,7 @@ def test_bad_key_is_not_stored(lambda_api, isolated):
 
 
 def test_login_json_never_prompts(isolated, monkeypatch):
-    monkeypatch.setattr("gpucloud.cli.auth_cmds._stdin_is_terminal", lambda: True)
+    monkeypatch.setattr("gpucloud.cli.commands.auth._stdin_is_terminal", lambda: True)
     result = invoke("auth", "login", "lambda", "--json")
     assert result.exit_code == 8 and json.loads(result.stdout)["error"]["exit_code"] == 8
 
@@ -86,7 +86,7 @@ def test_oauth2_login_reads_id_and_secret_from_stdin(piped, monkeypatch, isolate
     def verify(self, name):
         seen["value"] = self._ctx.credentials._explicit[name]
 
-    monkeypatch.setattr("gpucloud.client.Client.verify", verify)
+    monkeypatch.setattr("gpucloud.client.clients.Client.verify", verify)
     result = invoke("auth", "login", "verda", input=piped)
     assert result.exit_code == 0, result.output
     assert seen["value"] == "verda-id:verda-secret"

@@ -12,11 +12,12 @@ from types import SimpleNamespace
 import pytest
 from typer.testing import CliRunner
 
-from gpucloud import BudgetExceededError, pricing
-from gpucloud.budget import check
-from gpucloud.config import config_dir, load_config, state_db_path
+from gpucloud import BudgetExceededError
+from gpucloud.catalog import pricing
+from gpucloud.safety.budget import check
+from gpucloud.config.settings import config_dir, load_config, state_db_path
 from gpucloud.models import Offer, Plan
-from gpucloud.state import Journal
+from gpucloud.safety.journal import Journal
 
 SANDBOX_8X_H100 = Decimal("19.92")  # per hour, from the bundled sandbox catalog
 CREATE = ["create", "--gpu", "h100", "--count", "8", "--provider", "sandbox"]
@@ -70,7 +71,7 @@ def test_under_eighty_percent_is_quiet():
 
 def test_a_create_without_a_deadline_counts_to_the_end_of_the_month(monkeypatch):
     first_of_december = datetime(2026, 12, 1, tzinfo=timezone.utc)
-    monkeypatch.setattr("gpucloud.budget.utcnow", lambda: first_of_december)
+    monkeypatch.setattr("gpucloud.safety.budget.utcnow", lambda: first_of_december)
     set_budget('[budget]\nmonthly = "5000"\n')
     bounded = cli(*CREATE, "--auto-shutdown", "8h", "--dry-run")
     assert bounded.exit_code == 0, bounded.output

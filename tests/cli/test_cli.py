@@ -187,7 +187,7 @@ def test_gpus_lists_canonical_names(cli):
 
 @pytest.fixture
 def tty(monkeypatch):
-    from gpucloud.cli import instance_cmds
+    from gpucloud.cli.commands import instance as instance_cmds
 
     monkeypatch.setattr(instance_cmds, "_interactive", lambda: True)
 

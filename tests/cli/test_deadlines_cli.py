@@ -285,7 +285,7 @@ def test_extend_until_retried_moves_the_deadline_once(cli, whole_seconds):
 def test_extend_over_budget_refuses_before_asking(cli, monkeypatch):
     """The budget figures and the refusal (exit 7) come before the prompt: a user
     is never asked to confirm what would then be refused."""
-    from gpucloud.cli import instance_cmds
+    from gpucloud.cli.commands import instance as instance_cmds
 
     made = create(cli, "--auto-shutdown", "1h")["instance"]
     write_config('[budget]\nmonthly = "100"\n')
@@ -300,7 +300,7 @@ def test_extend_over_budget_refuses_before_asking(cli, monkeypatch):
 
 
 def test_extend_near_the_budget_warns_once_before_asking(cli, monkeypatch):
-    from gpucloud.cli import instance_cmds
+    from gpucloud.cli.commands import instance as instance_cmds
 
     made = create(cli, "--auto-shutdown", "1h")["instance"]
     write_config('[budget]\nmonthly = "100"\n')

@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpucloud import Client
-from gpucloud.cli import app, instance_cmds
+from gpucloud.cli import app
+from gpucloud.cli.commands import instance as instance_cmds
 from gpucloud.errors import SpecError
 
 
@@ -103,7 +104,7 @@ def test_a_machine_already_terminated_does_not_make_a_name_ambiguous(monkeypatch
 
 def test_resolve_prefers_a_machine_still_up_but_never_guesses_between_two():
     from gpucloud.models import Instance
-    from gpucloud.refs import resolve
+    from gpucloud.core.refs import resolve
 
     def machine(ident, status):
         return Instance(provider="sandbox", id=ident, name="run", status=status)

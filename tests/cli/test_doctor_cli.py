@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpucloud import Client
-from gpucloud.adapters.sandbox import exec_sim
+from gpucloud.providers.sandbox import exec_sim
 from gpucloud.cli import app
 
 XID = (Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi" /
@@ -64,7 +64,7 @@ def test_doctor_on_a_stopped_machine_is_a_clear_error(cli, machine):
 
 
 def test_top_json_streams_one_object_per_sample(cli, machine, monkeypatch):
-    monkeypatch.setattr("gpucloud.cli.doctor_cmds.time.sleep", lambda s: None)
+    monkeypatch.setattr("gpucloud.cli.commands.doctor.time.sleep", lambda s: None)
     result = cli("top", "doc", "--count", "3", "--json")
     assert result.exit_code == 0 and result.stderr == ""
     samples = [json.loads(line) for line in result.stdout.splitlines()]
@@ -77,7 +77,7 @@ def test_top_json_streams_one_object_per_sample(cli, machine, monkeypatch):
 
 
 def test_top_hints_at_a_data_bottleneck_when_gpus_wait(cli, machine, monkeypatch):
-    monkeypatch.setattr("gpucloud.cli.doctor_cmds.time.sleep", lambda s: None)
+    monkeypatch.setattr("gpucloud.cli.commands.doctor.time.sleep", lambda s: None)
     original = exec_sim.Box.__init__
 
     def starved(self, *args, **kwargs):
@@ -96,7 +96,7 @@ def test_ctrl_c_ends_top_cleanly(cli, machine, monkeypatch):
     def interrupt(seconds):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("gpucloud.cli.doctor_cmds.time.sleep", interrupt)
+    monkeypatch.setattr("gpucloud.cli.commands.doctor.time.sleep", interrupt)
     result = cli("top", "doc", "--json")
     assert result.exit_code == 0 and len(result.stdout.splitlines()) == 1
 

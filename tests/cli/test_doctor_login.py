@@ -9,7 +9,7 @@ import json
 from typer.testing import CliRunner
 
 from gpucloud.cli import app
-from gpucloud.doctor import check_login
+from gpucloud.machine.doctor import check_login
 from gpucloud.models import Connection, ExecResult
 from tests import _fake_ssh
 from tests.cli.test_ssh_cli import REF

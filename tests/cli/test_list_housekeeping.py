@@ -16,10 +16,10 @@ import httpx
 import pytest
 
 from gpucloud import AsyncClient, Client
-from gpucloud.adapters.sandbox import SandboxCloud, SandboxProvider
-from gpucloud.catalog import load_catalogs
-from gpucloud.cli import instance_cmds
-from gpucloud.config import sandbox_db_path, state_db_path
+from gpucloud.providers.sandbox import SandboxCloud, SandboxProvider
+from gpucloud.catalog.bundled import load_catalogs
+from gpucloud.cli.commands import instance as instance_cmds
+from gpucloud.config.settings import sandbox_db_path, state_db_path
 from gpucloud.errors import SpecError
 from tests.adapters._sandbox_support import Clock
 from tests.cli.test_display import create, invoke
@@ -39,7 +39,7 @@ def refs(*args):
 def clock(monkeypatch):
     """One clock for the simulated cloud and for what reads the time here."""
     clock = Clock()
-    for module in ("ledger", "housekeeping", "planner", "budget"):
+    for module in ("safety.ledger", "core.housekeeping", "core.plan", "safety.budget"):
         monkeypatch.setattr(f"gpucloud.{module}.utcnow", lambda: clock.dt())
     return clock
 

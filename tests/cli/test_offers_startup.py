@@ -63,7 +63,7 @@ def test_offers_json_is_the_sdks_offers_dumped():
 
 def test_offers_text_is_the_same_from_rows_and_from_offers(monkeypatch):
     """The table from CatalogOffer rows equals the one from the Offers they become."""
-    from gpucloud.catalog_offer import as_offers
+    from gpucloud.catalog.offer import as_offers
 
     rows_out = CliRunner().invoke(app, ["offers", "--gpu", "h100", "--count", "8"])
     assert rows_out.exit_code == 0, rows_out.output

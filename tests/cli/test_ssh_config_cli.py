@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from gpucloud.cli import app
 from gpucloud.models import Connection, Instance
-from gpucloud.ssh_config import aliases, kept_blocks, unlisted
+from gpucloud.machine.ssh_config import aliases, kept_blocks, unlisted
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lambda"
 LIST = "https://cloud.lambda.ai/api/v1/instances"

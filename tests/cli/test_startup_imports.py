@@ -12,14 +12,15 @@ import sys
 
 import pytest
 
-HEAVY = ("httpx", "httpcore", "keyring", "pydantic", "gpucloud.adapters", "gpucloud.client",
-         "gpucloud._http", "platformdirs", "sqlite3", "rich")
+HEAVY = ("httpx", "httpcore", "keyring", "pydantic", "gpucloud.providers",
+         "gpucloud.client.clients",
+         "gpucloud.transport.http", "platformdirs", "sqlite3", "rich")
 
 # The adapter modules of the providers that call a real API, and the sandbox's.
-LIVE_ADAPTERS = ("gpucloud.adapters.lambdalabs", "gpucloud.adapters.runpod",
-                 "gpucloud.adapters.vastai", "gpucloud.adapters.verda",
-                 "gpucloud.adapters.kubernetes")
-SANDBOX_ADAPTER = "gpucloud.adapters.sandbox"
+LIVE_ADAPTERS = ("gpucloud.providers.lambdalabs.adapter", "gpucloud.providers.runpod.adapter",
+                 "gpucloud.providers.vastai", "gpucloud.providers.verda",
+                 "gpucloud.providers.kubernetes")
+SANDBOX_ADAPTER = "gpucloud.providers.sandbox"
 
 # typer (0.2x) converts option values through pydantic TypeAdapters built here;
 # gpucloud.cli.coercion converts its plain options without it.
@@ -74,8 +75,9 @@ def test_help_imports_nothing_heavy():
 def test_command_help_imports_nothing_heavy():
     probe = loaded(["create", "--help"])
     assert "--max-cost" in probe["help"]
-    assert imported(probe["modules"], ("httpx", "keyring", "gpucloud.adapters",
-                                       "gpucloud.client", "rich", TYPER_PYDANTIC_LAYER)) == []
+    assert imported(probe["modules"], ("httpx", "keyring", "gpucloud.providers",
+                                       "gpucloud.client.clients", "rich",
+                                       TYPER_PYDANTIC_LAYER)) == []
 
 
 def test_catalog_only_offers_import_no_adapter():
@@ -87,11 +89,12 @@ def test_catalog_only_offers_import_no_adapter():
     assert "keyring" in probe["modules"]
     # Nothing is sent: neither the HTTP stack nor the batch, job and reconcile
     # machinery the engine uses for other operations is imported.
-    assert imported(probe["modules"], ("httpx", "httpcore", "gpucloud._http",
-                                       "gpucloud.bearer_auth")) == []
-    assert imported(probe["modules"], ("gpucloud.batch", "gpucloud.jobs", "gpucloud.jobspec",
-                                       "gpucloud.launcher", "gpucloud.reconcile",
-                                       "gpucloud.costs", "gpucloud.deadlines")) == []
+    assert imported(probe["modules"], ("httpx", "httpcore", "gpucloud.transport.http",
+                                       "gpucloud.transport.bearer_auth")) == []
+    assert imported(probe["modules"], ("gpucloud.batch.create", "gpucloud.jobs.ops",
+                                       "gpucloud.jobs.spec",
+                                       "gpucloud.core.launch", "gpucloud.safety.reconcile",
+                                       "gpucloud.safety.costs", "gpucloud.safety.deadlines")) == []
 
 
 @pytest.mark.skipif(sys.platform == "darwin", reason="the macOS backend is the one used there")
@@ -151,12 +154,13 @@ def test_a_missing_credential_is_read_from_the_keyring():
 def test_a_live_call_still_loads_the_http_stack():
     # Guard for the lazy httpx: a command that sends a request does load it.
     probe = loaded(["list", "--provider", "sandbox", "--json"])
-    assert "httpx" in probe["modules"] and "gpucloud._http" in probe["modules"]
+    assert "httpx" in probe["modules"] and "gpucloud.transport.http" in probe["modules"]
 
 
 def test_probe_would_notice_a_heavy_import():
     # Guard against a probe that cannot fail: the HTTP driver does load httpx.
-    code = "import sys, json, gpucloud._http; print(json.dumps({'modules': sorted(sys.modules)}))"
+    code = ("import sys, json, gpucloud.transport.http; "
+            "print(json.dumps({'modules': sorted(sys.modules)}))")
     assert "httpx" in run(code)["modules"]
 
 
@@ -234,13 +238,13 @@ def through_main(*lines, extra_env=None):
 
 def cmd_modules(modules):
     return sorted(m.rsplit(".", 1)[1] for m in modules
-                  if m.startswith("gpucloud.cli.") and m.endswith("_cmds"))
+                  if m.startswith("gpucloud.cli.commands."))
 
 
 def test_offers_imports_and_builds_only_its_own_command():
     probe = through_main(["offers", "--gpu", "h100", "--count", "8"])
     assert "catalog" in probe["helps"]["offers --gpu h100 --count 8"]
-    assert cmd_modules(probe["modules"]) == ["catalog_cmds"]
+    assert cmd_modules(probe["modules"]) == ["catalog"]
     # typer builds the root group and `offers`, not the 20-odd other commands.
     assert sorted(name for name, _ in probe["built"]) == ["gpucloud", "offers"]
 
@@ -322,7 +326,7 @@ def test_root_help_lists_commands_without_building_their_parameters():
         assert {name for name, _ in probe["built"]} == set(registry.COMMANDS) | {"gpucloud"}
     # A command's own help is built from the real function, parameters and all.
     probe = through_main(["offers", "--help"])
-    assert ["offers", "gpucloud.cli.catalog_cmds"] in probe["built"]
+    assert ["offers", "gpucloud.cli.commands.catalog"] in probe["built"]
     assert "--max-price" in probe["helps"]["offers --help"]
 
 

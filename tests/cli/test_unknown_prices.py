@@ -13,10 +13,12 @@ import pytest
 import respx
 from typer.testing import CliRunner
 
-from gpucloud import Client, pricing
-from gpucloud.cli import app, instance_cmds, output
+from gpucloud import Client
+from gpucloud.catalog import pricing
+from gpucloud.cli import app, output
+from gpucloud.cli.commands import instance as instance_cmds
 from gpucloud.models import Offer
-from gpucloud.ops import sort_offers
+from gpucloud.core.instructions import sort_offers
 
 KEY = "sk-unknown-prices-0123456789"
 

@@ -12,7 +12,7 @@ import pytest
 import respx
 from typer.testing import CliRunner
 
-from gpucloud import _http
+from gpucloud.transport import http as _http
 from gpucloud.cli import app
 
 LINE = "waiting for lambda (GET /api/v1/instances): no answer after 0.05 s\u2026"

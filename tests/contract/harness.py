@@ -5,7 +5,7 @@ defines ``FIXTURE = ContractFixture(...)``, not tests. ``test_contract.py``
 runs every check below for every fixture module it finds:
 
 * offers, create, list, get and delete, each driven through the real driver
-  (``gpucloud._http.Session``) with respx answering at the HTTP transport;
+  (``gpucloud.transport.http.Session``) with respx answering at the HTTP transport;
 * every request carries the provider's auth header (``auth_header``) and, when
   ``spec`` is set, validates against that OpenAPI file;
 * every raw status in ``statuses`` maps to our InstanceStatus;
@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from gpucloud.adapters.base import OfferQuery, Provider
+from gpucloud.providers.base import OfferQuery, Provider
 from gpucloud.models import InstanceSpec, InstanceStatus
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

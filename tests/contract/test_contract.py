@@ -9,13 +9,13 @@ import httpx
 import pytest
 import respx
 
-from gpucloud._http import RetryPolicy, Session
+from gpucloud.transport.http import RetryPolicy, Session
 from gpucloud.errors import (
     AuthenticationError, InsufficientCapacityError, InternalServerError, NotFoundError,
     RateLimitError,
 )
 from gpucloud.models import Instance, InstanceStatus, Offer
-from gpucloud.tokens import TOKEN_REQUEST_EXTENSION
+from gpucloud.transport.tokens import TOKEN_REQUEST_EXTENSION
 
 from . import fixtures as fixture_pkg
 from .harness import ContractFixture, Route, op_flow
@@ -41,7 +41,7 @@ ALL = load_fixtures()
 
 
 def test_every_adapter_has_a_contract_fixture():
-    from gpucloud.adapters import BUILTIN
+    from gpucloud.providers import BUILTIN
 
     assert sorted(f.name for f in ALL) == sorted(BUILTIN)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpucloud.jobspec import schema
+from gpucloud.jobs.spec import schema
 from tests.docs._readme import section
 
 

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from gpucloud import APIResponseValidationError, Client
 from gpucloud.cli import app
-from gpucloud.config import state_db_path
-from gpucloud.state import Journal
+from gpucloud.config.settings import state_db_path
+from gpucloud.safety.journal import Journal
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lambda"
 PUBKEY = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZ1bm55IGtleSBmb3IgZ3B1Y2xvdWQgdGVzdHMhIQ== "

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpucloud import AsyncClient, BatchIncompleteError, BudgetExceededError, Client, CreateRequest
-from gpucloud.adapters.sandbox.server import SandboxTransport
+from gpucloud.providers.sandbox.server import SandboxTransport
 from gpucloud.cli import app
 
 

@@ -31,7 +31,7 @@ KEY = "fault-suite"
 # loses none of them.
 DRIVER = """
 import os, sys
-from gpucloud.adapters.sandbox import server, transport
+from gpucloud.providers.sandbox import server, transport
 from gpucloud.errors import GpuCloudError
 
 LOG = os.open(os.environ["FAULT_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)

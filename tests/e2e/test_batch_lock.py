@@ -18,8 +18,8 @@ from collections import Counter
 import pytest
 
 from gpucloud import AsyncClient, BatchBusyError, Client
-from gpucloud.batch_lock import lock_path
-from gpucloud.config import data_dir
+from gpucloud.batch.lock import lock_path
+from gpucloud.config.settings import data_dir
 
 from .test_reconcile_sigkill import LABEL, cloud_rows, environment
 
@@ -168,7 +168,7 @@ def test_the_same_key_in_two_threads_or_clients_of_one_process(monkeypatch):
 def gate_second_create(monkeypatch) -> threading.Event:
     """The second POST /v1/instances waits (before reaching the cloud) until the
     returned event is set: a launch deterministically still in flight."""
-    from gpucloud.adapters.sandbox.server import SandboxTransport
+    from gpucloud.providers.sandbox.server import SandboxTransport
 
     original = SandboxTransport.handle_request
     gate, seen, lock = threading.Event(), [0], threading.Lock()

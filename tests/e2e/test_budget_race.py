@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from gpucloud import AsyncClient, BudgetExceededError, Client
-from gpucloud.config import config_dir, sandbox_db_path
+from gpucloud.config.settings import config_dir, sandbox_db_path
 
 from .test_reconcile_sigkill import cloud_rows, environment, journal
 

@@ -11,11 +11,11 @@ from decimal import Decimal
 import pytest
 
 from gpucloud import Client, CostReport
-from gpucloud.adapters.sandbox import SandboxCloud, SandboxProvider
-from gpucloud.catalog import load_catalogs
-from gpucloud.config import sandbox_db_path, state_db_path
-from gpucloud.ledger import Ledger
-from gpucloud.state import Journal
+from gpucloud.providers.sandbox import SandboxCloud, SandboxProvider
+from gpucloud.catalog.bundled import load_catalogs
+from gpucloud.config.settings import sandbox_db_path, state_db_path
+from gpucloud.safety.ledger import Ledger
+from gpucloud.safety.journal import Journal
 from tests.adapters._sandbox_support import Clock
 
 HOUR = 3600.0
@@ -25,7 +25,7 @@ HOUR = 3600.0
 def clock(monkeypatch):
     """One clock for the simulated cloud and for every module that reads the time."""
     clock = Clock()
-    for module in ("ledger", "costs", "planner", "budget"):
+    for module in ("safety.ledger", "safety.costs", "core.plan", "safety.budget"):
         monkeypatch.setattr(f"gpucloud.{module}.utcnow", lambda: clock.dt())
     return clock
 
@@ -118,7 +118,7 @@ def test_a_listing_closes_a_machine_ended_elsewhere_in_one_write(clock, monkeypa
 
 
 def _raw_list(client: Client):
-    from gpucloud.ops import Call
+    from gpucloud.core.instructions import Call
 
     result = yield Call("sandbox", client._ctx._adapters["sandbox"].list_instances())
     return result
@@ -126,7 +126,7 @@ def _raw_list(client: Client):
 
 def _delete_behind_the_ledgers_back(client: Client, machine) -> None:
     """The provider's DELETE alone, as another computer (or the console) sends it."""
-    from gpucloud.ops import Call
+    from gpucloud.core.instructions import Call
 
     def op():
         yield Call("sandbox", client._ctx._adapters["sandbox"].delete(machine.id))

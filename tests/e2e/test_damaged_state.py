@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from gpucloud import Client, StateError
 from gpucloud.cli import app
-from gpucloud.config import state_db_path
-from gpucloud.state import release
+from gpucloud.config.settings import state_db_path
+from gpucloud.safety.journal import release
 
 
 @pytest.fixture(autouse=True)

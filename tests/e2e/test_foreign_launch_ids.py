@@ -18,12 +18,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gpucloud.adapters.sandbox import SandboxCloud
-from gpucloud.adapters.sandbox.adapter import LAUNCH_LABEL
-from gpucloud.adapters.sandbox.server import SandboxTransport
-from gpucloud.catalog import load_catalogs
-from gpucloud.config import sandbox_db_path, state_db_path
-from gpucloud.state import Journal
+from gpucloud.providers.sandbox import SandboxCloud
+from gpucloud.providers.sandbox.adapter import LAUNCH_LABEL
+from gpucloud.providers.sandbox.server import SandboxTransport
+from gpucloud.catalog.bundled import load_catalogs
+from gpucloud.config.settings import sandbox_db_path, state_db_path
+from gpucloud.safety.journal import Journal
 
 # Blank, cut short, an error page's word, upper-case hex, an upper-case prefix,
 # one digit too many or too few, padded.

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpucloud import Client
-from gpucloud.adapters.sandbox.server import SandboxTransport
+from gpucloud.providers.sandbox.server import SandboxTransport
 from gpucloud.cli import app
 
 
@@ -101,8 +101,8 @@ def test_interrupt_during_the_read_back_names_the_replied_id(monkeypatch):
     """The create was answered with an id, not yet confirmed by reading it back:
     the machine may exist under that id, and the journal keeps both the id and
     the launch id for reconcile; it is not claimed to exist."""
-    from gpucloud.config import state_db_path
-    from gpucloud.state import Journal
+    from gpucloud.config.settings import state_db_path
+    from gpucloud.safety.journal import Journal
 
     interrupt_on(monkeypatch, "GET", "/instances/", 1, after=False)
     result = create()

@@ -14,7 +14,7 @@ import pytest
 from gpucloud import (
     AsyncClient, BudgetExceededError, Client, CredentialsError, InternalServerError, JobStatus,
 )
-from gpucloud.config import sandbox_db_path, state_db_path
+from gpucloud.config.settings import sandbox_db_path, state_db_path
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train-job.yaml"
 HF = "hf_e2e_secret_value_0123"
@@ -79,7 +79,7 @@ def test_a_failing_job_reports_failed(client, monkeypatch):
 
 
 def _spec(path, **changes):
-    from gpucloud.jobspec import load
+    from gpucloud.jobs.spec import load
 
     return load(path).model_copy(update=changes)
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-pytest.importorskip("gpucloud.adapters.kubernetes")
-JobSpec = pytest.importorskip("gpucloud.jobspec").JobSpec
+pytest.importorskip("gpucloud.providers.kubernetes")
+JobSpec = pytest.importorskip("gpucloud.jobs.spec").JobSpec
 
 from typer.testing import CliRunner  # noqa: E402
 

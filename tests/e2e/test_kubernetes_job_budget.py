@@ -15,15 +15,15 @@ from decimal import Decimal
 import pytest
 import yaml
 
-pytest.importorskip("gpucloud.adapters.kubernetes")
+pytest.importorskip("gpucloud.providers.kubernetes")
 
 from typer.testing import CliRunner
 
 from gpucloud import BudgetExceededError, Client
-from gpucloud.config import config_dir, state_db_path
-from gpucloud.costs import month_bounds
-from gpucloud.ledger import ENDED, RUNNING, Ledger
-from gpucloud.state import Journal, utcnow
+from gpucloud.config.settings import config_dir, state_db_path
+from gpucloud.safety.costs import month_bounds
+from gpucloud.safety.ledger import ENDED, RUNNING, Ledger
+from gpucloud.safety.journal import Journal, utcnow
 
 from .test_kubernetes_e2e import IMAGE, clock, emulator, kubeconfig  # noqa: F401 (fixtures)
 
@@ -123,7 +123,7 @@ def test_a_job_seen_finished_stops_counting_and_a_machine_listing_never_ends_one
     # that does not show a Job must not take it for a machine that has gone.
     later = utcnow() + timedelta(hours=1)
     with monkeypatch.context() as patched:
-        patched.setattr("gpucloud.ledger.utcnow", lambda: later)
+        patched.setattr("gpucloud.safety.ledger.utcnow", lambda: later)
         listed = cli("list")
     assert listed.exit_code == 0, listed.output
     assert ledger_state(done) == RUNNING and ledger_state(running) == RUNNING

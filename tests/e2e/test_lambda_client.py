@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from gpucloud import AuthenticationError, Client
 from gpucloud.cli import app
-from gpucloud.config import state_db_path
+from gpucloud.config.settings import state_db_path
 from tests.openapi_check import validate_request
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lambda"
@@ -169,7 +169,7 @@ def test_secrets_never_appear(fake, caplog):
 def test_a_submitted_job_runs_its_container_on_lambdas_os_image(fake, monkeypatch):
     # The job's image is a container, run by the start-up script on the VM; it
     # must never be sent as the VM's OS image (Lambda would refuse the launch).
-    from gpucloud.jobspec import JobSpec
+    from gpucloud.jobs.spec import JobSpec
 
     monkeypatch.setenv("HF_TOKEN", "hf-secret-value-123456")
     spec = JobSpec(name="train", image="nvcr.io/nvidia/pytorch:24.05-py3",

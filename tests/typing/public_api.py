@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import assert_type
 
-from gpucloud.jobspec import Resources
+from gpucloud.jobs.spec import Resources
 from gpucloud import (
     APIError, AsyncClient, Attempt, BatchItem, BatchResult, Client, CreateRequest, CostEstimate,
     CostReport, GpuCloudError, Instance,

@@ -6,9 +6,9 @@ import sqlite3
 from datetime import timedelta
 
 from gpucloud import Client, Instance
-from gpucloud.config import state_db_path
-from gpucloud.launch_ids import new_launch_id
-from gpucloud.state import Journal, utcnow
+from gpucloud.config.settings import state_db_path
+from gpucloud.providers.launch_ids import new_launch_id
+from gpucloud.safety.journal import Journal, utcnow
 
 
 def sql(statement: str, *args: object) -> None:

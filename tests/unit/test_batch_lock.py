@@ -12,18 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from gpucloud import batch_lock
-from gpucloud.batch_lock import held, lock_path
+from gpucloud.batch import lock as batch_lock
+from gpucloud.batch.lock import held, lock_path
 from gpucloud.errors import BatchBusyError, StateError, exit_code_for
 
-SRC = Path(batch_lock.__file__).resolve().parents[1]
+SRC = Path(batch_lock.__file__).resolve().parents[2]
 posix_only = pytest.mark.skipif(os.name == "nt", reason="flock is POSIX")
 
 # Holds batch KEY under DIR in another process until its stdin closes.
 HOLDER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from gpucloud.batch_lock import held
+    from gpucloud.batch.lock import held
     with held(Path(sys.argv[1]), sys.argv[2]):
         print("held", flush=True)
         sys.stdin.read()
@@ -169,7 +169,7 @@ def test_a_forked_child_lets_go_of_the_parents_locks(tmp_path):
         # The parent still holds it: another run of the key is refused.
         probe = subprocess.run(
             [sys.executable, "-c", "import sys; from pathlib import Path; "
-             "from gpucloud.batch_lock import probe; probe(Path(sys.argv[1]), 'k')",
+             "from gpucloud.batch.lock import probe; probe(Path(sys.argv[1]), 'k')",
              str(tmp_path)], capture_output=True, text=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
         assert probe.returncode != 0 and "BatchBusyError" in probe.stderr

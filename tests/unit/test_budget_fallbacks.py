@@ -13,13 +13,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpucloud import BudgetExceededError, pricing
-from gpucloud.budget import admit, check
-from gpucloud.config import load_config, state_db_path
-from gpucloud.launch_ids import new_launch_id
+from gpucloud import BudgetExceededError
+from gpucloud.catalog import pricing
+from gpucloud.safety.budget import admit, check
+from gpucloud.config.settings import load_config, state_db_path
+from gpucloud.providers.launch_ids import new_launch_id
 from gpucloud.models import Offer, Plan
-from gpucloud.launch_deadline import deadline_for
-from gpucloud.state import Journal, utcnow
+from gpucloud.safety.launch_deadline import deadline_for
+from gpucloud.safety.journal import Journal, utcnow
 
 
 def offer(price: str, region: str, **more) -> Offer:
@@ -39,7 +40,7 @@ def max_cost_plan(chosen: Offer, fallback: Offer, cap: Decimal, now=None) -> Pla
 
 
 def context(budget: str):
-    from gpucloud.config import config_dir
+    from gpucloud.config.settings import config_dir
 
     config_dir().mkdir(parents=True, exist_ok=True)
     (config_dir() / "config.toml").write_text(f'[budget]\nmonthly = "{budget}"\n')
@@ -60,7 +61,7 @@ def journal_intent(ctx, chosen: Offer, committed: list[Decimal]):
 
 
 def month_left_hours() -> Decimal:
-    from gpucloud.costs import month_bounds
+    from gpucloud.safety.costs import month_bounds
 
     now = utcnow()
     end = month_bounds(None, now)[2]
@@ -119,8 +120,8 @@ def test_a_fallback_over_the_month_end_counts_its_month_share(monkeypatch):
     from datetime import datetime, timezone
 
     late = datetime(2026, 12, 31, 20, 0, tzinfo=timezone.utc)  # 4 h of December left
-    monkeypatch.setattr("gpucloud.budget.utcnow", lambda: late)
-    monkeypatch.setattr("gpucloud.planner.utcnow", lambda: late)
+    monkeypatch.setattr("gpucloud.safety.budget.utcnow", lambda: late)
+    monkeypatch.setattr("gpucloud.core.plan.utcnow", lambda: late)
     chosen, cheaper = offer("10.00", "us-east-1"), offer("5.00", "us-west-1")
     plan = max_cost_plan(chosen, cheaper, Decimal(60), now=late)
     ctx = context("1000")

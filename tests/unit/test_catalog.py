@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gpucloud.catalog import load_catalogs
+from gpucloud.catalog.bundled import load_catalogs
 from gpucloud.errors import ConfigurationError
-from gpucloud.gpus import gpu_info
+from gpucloud.catalog.gpus import gpu_info
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from gpucloud import Client, Offer
-from gpucloud import catalog as catalog_mod
-from gpucloud.catalog import load_catalogs
-from gpucloud.catalog_offer import CatalogOffer, as_offers
-from gpucloud.ops import sort_offers
+from gpucloud.catalog import bundled as catalog_mod
+from gpucloud.catalog.bundled import load_catalogs
+from gpucloud.catalog.offer import CatalogOffer, as_offers
+from gpucloud.core.instructions import sort_offers
 
 
 def test_fields_are_the_models_fields_in_its_order_with_its_defaults():

@@ -10,11 +10,11 @@ from decimal import Decimal
 import pytest
 
 from gpucloud import SpecError
-from gpucloud import costs
-from gpucloud.costs import month_bounds
-from gpucloud.config import state_db_path
-from gpucloud.ledger import Ledger, Row
-from gpucloud.state import Journal
+from gpucloud.safety import costs
+from gpucloud.safety.costs import month_bounds
+from gpucloud.config.settings import state_db_path
+from gpucloud.safety.ledger import Ledger, Row
+from gpucloud.safety.journal import Journal
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
 PRICE = Decimal("10.00")

@@ -7,7 +7,7 @@ import keyring
 from keyring.backends import chainer
 from keyring.backends import fail as failing_backend
 
-from gpucloud.credentials import NO_KEYRING_ADVICE, CredentialStore, keyring_backend
+from gpucloud.config.credentials import NO_KEYRING_ADVICE, CredentialStore, keyring_backend
 from tests.conftest import MemoryKeyring
 
 

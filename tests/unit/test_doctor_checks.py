@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gpucloud import doctor, nvidia
-from gpucloud.gpus import datasheet_tflops
+from gpucloud.machine import doctor, nvidia
+from gpucloud.catalog.gpus import datasheet_tflops
 from gpucloud.models import ExecResult, Instance, InstanceStatus
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from gpucloud import Connection, ExecResult
-from gpucloud import doctor, nvidia
+from gpucloud.machine import doctor, nvidia
 from tests.unit.test_doctor_checks import REAL, FakeMachine, check, machine, text
 
 HEADERS = sorted(REAL.glob("header_*.txt"))

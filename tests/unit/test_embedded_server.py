@@ -16,7 +16,7 @@ import pytest
 
 from typer.testing import CliRunner
 
-from gpucloud.jobspec import JobSpec
+from gpucloud.jobs.spec import JobSpec
 from gpucloud.queue import Queue
 from gpucloud.queue import embedded
 

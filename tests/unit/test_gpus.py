@@ -1,7 +1,7 @@
 import pytest
 
 from gpucloud.errors import UnknownGPUError
-from gpucloud.gpus import GPUS, gpu_info, normalize_gpu, parse_gpu
+from gpucloud.catalog.gpus import GPUS, gpu_info, normalize_gpu, parse_gpu
 
 
 @pytest.mark.parametrize("name", [

@@ -3,10 +3,10 @@
 import httpx
 import pytest
 
-from gpucloud._http import RetryPolicy, run_flow, with_policy
-from gpucloud.adapters.base import KIND_EXTENSION
+from gpucloud.transport.http import RetryPolicy, run_flow, with_policy
+from gpucloud.providers.base import KIND_EXTENSION
 from gpucloud.errors import APITimeoutError
-from gpucloud.ratelimit import Limiter, RateLimit
+from gpucloud.transport.ratelimit import Limiter, RateLimit
 
 
 def one_request(kind, method="POST"):

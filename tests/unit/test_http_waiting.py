@@ -11,7 +11,7 @@ import threading
 import httpx
 import pytest
 
-from gpucloud import _http
+from gpucloud.transport import http as _http
 
 URL = "https://cloud.lambda.ai/api/v1/instance-types"
 LINE = "waiting for lambda (GET /api/v1/instance-types): no answer after 0.05 s\u2026"

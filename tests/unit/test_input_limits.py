@@ -10,11 +10,11 @@ import time
 import pytest
 import yaml
 
-from gpucloud import safe_yaml
-from gpucloud.adapters.kubernetes import _kubeconfig
-from gpucloud.config import load_config
+from gpucloud.config import safe_yaml
+from gpucloud.providers.kubernetes import _kubeconfig
+from gpucloud.config.settings import load_config
 from gpucloud.errors import ConfigurationError, SpecError, exit_code_for
-from gpucloud.jobspec import loads
+from gpucloud.jobs.spec import loads
 from tests.adapters._kubernetes_support import kubeconfig
 from tests.cli.test_hostile_files_cli import JOB
 
@@ -69,7 +69,7 @@ def test_depth_through_aliases_is_bounded_too():
 
 
 def test_line_of_follows_one_path():
-    from gpucloud._yaml_lines import Loader, line_of
+    from gpucloud.jobs.yaml_lines import Loader, line_of
 
     node = yaml.compose(GOOD + "env: {A: '1'}\nargs:\n  - a\n  - b\n", Loader=Loader)
     assert line_of(node, ("args", 1)) == 8

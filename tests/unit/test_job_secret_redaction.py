@@ -11,9 +11,9 @@ import pickle
 import httpx
 import pytest
 
-from gpucloud import redaction
-from gpucloud.adapters.base import Provider
-from gpucloud.catalog import load_catalogs
+from gpucloud.transport import redaction
+from gpucloud.providers.base import Provider
+from gpucloud.catalog.bundled import load_catalogs
 from gpucloud.errors import BadRequestError
 
 SECRET = "pw-s3cr3t-db-0123"

@@ -10,7 +10,7 @@ import pytest
 
 from gpucloud import JobSpec
 from gpucloud.errors import SpecError, exit_code_for
-from gpucloud.jobspec import Resources, from_any, load, loads, schema
+from gpucloud.jobs.spec import Resources, from_any, load, loads, schema
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train-job.yaml"
 

@@ -13,10 +13,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from gpucloud import Client, state
-from gpucloud.config import state_db_path
-from gpucloud.ledger import Ledger, Row
-from gpucloud.state import Journal, release
+from gpucloud import Client
+from gpucloud.safety import journal as state
+from gpucloud.config.settings import state_db_path
+from gpucloud.safety.ledger import Ledger, Row
+from gpucloud.safety.journal import Journal, release
 
 T = datetime(2027, 1, 15, tzinfo=timezone.utc)
 
@@ -114,7 +115,7 @@ def test_two_journal_objects_and_another_process_see_each_others_writes(tmp_path
     first, second = Journal(state_db_path()), Journal(state_db_path())
     record(first, 1)
     assert second.get("L-1") is not None
-    code = ("import sys; from pathlib import Path; from gpucloud.state import Journal;"
+    code = ("import sys; from pathlib import Path; from gpucloud.safety.journal import Journal;"
             "j = Journal(Path(sys.argv[1]));"
             "j.record_intent(launch_id='L-other', provider='sandbox', instance_type='t',"
             " region='r', name=None, price_per_hour='1', shutdown_at=None);"

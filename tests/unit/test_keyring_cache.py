@@ -27,7 +27,7 @@ NO_BACKEND = "NoKeyringError (No recommended backend was available)"
 
 FIND = """
 import json, sys
-from gpucloud.credentials import CredentialStore
+from gpucloud.config.credentials import CredentialStore
 store = CredentialStore()
 found = store.find("lambda")
 print(json.dumps({"key": found.secret.get_secret_value() if found else None,
@@ -199,7 +199,7 @@ def test_an_unwritable_cache_never_fails_a_lookup(box):
 def test_a_backend_found_by_auth_login_drops_the_verdict(box):
     box.primed()
     (box.path / "plugins" / "ring.py").write_text(RING)
-    code = ("from gpucloud.credentials import store_credential\n"
+    code = ("from gpucloud.config.credentials import store_credential\n"
             "import json; print(json.dumps(store_credential('lambda', 'api_key', 'k').name))")
     assert box.run(code=code, env={"PYTHON_KEYRING_BACKEND": "ring.Ring"}) == "ring.Ring"
     assert not box.cache.exists()

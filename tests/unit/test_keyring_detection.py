@@ -87,6 +87,6 @@ def test_one_recommended_backend_is_chosen(tmp_path):
 
 def test_a_backend_set_before_stands(isolated):
     # conftest's `isolated` sets a memory keyring: gpucloud never replaces it.
-    from gpucloud import credentials
+    from gpucloud.config import credentials
 
     assert credentials._keyring().get_keyring() is isolated

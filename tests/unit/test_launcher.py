@@ -1,7 +1,7 @@
 from decimal import Decimal
 
 from gpucloud.errors import InsufficientCapacityError, QuotaExceededError
-from gpucloud.launcher import _next_candidates
+from gpucloud.core.launch import _next_candidates
 from gpucloud.models import Offer
 
 

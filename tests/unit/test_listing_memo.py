@@ -12,11 +12,11 @@ from datetime import datetime, timedelta, timezone
 
 import httpx
 
-from gpucloud import _http
-from gpucloud.config import state_db_path
-from gpucloud.ledger import Ledger, Row
+from gpucloud.transport import http as _http
+from gpucloud.config.settings import state_db_path
+from gpucloud.safety.ledger import Ledger, Row
 from gpucloud.models import Instance, InstanceStatus
-from gpucloud.state import Journal, release
+from gpucloud.safety.journal import Journal, release
 
 from tests.unit.test_journal_store import traced  # noqa: F401 - a fixture
 

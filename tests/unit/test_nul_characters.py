@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from gpucloud.cli import app
 from gpucloud.errors import SpecError, exit_code_for
-from gpucloud.jobspec import JobSpec, loads
+from gpucloud.jobs.spec import JobSpec, loads
 from gpucloud.queue import Queue
 from gpucloud.queue import worker as W
 from tests.cli.test_hostile_files_cli import JOB

@@ -5,7 +5,7 @@ import pytest
 
 from gpucloud.errors import SpecError
 from gpucloud.models import Offer
-from gpucloud.pricing import estimate, hours_for_budget, parse_duration, to_decimal
+from gpucloud.catalog.pricing import estimate, hours_for_budget, parse_duration, to_decimal
 
 
 def offer(**kw):

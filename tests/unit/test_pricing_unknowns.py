@@ -9,13 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpucloud import pricing
-from gpucloud.cli.instance_cmds import plan_text
+from gpucloud.catalog import pricing
+from gpucloud.cli.commands.instance import plan_text
 from gpucloud.cli.output import estimate_text
-from gpucloud.config import Config
+from gpucloud.config.settings import Config
 from gpucloud.errors import BudgetExceededError, exit_code_for
 from gpucloud.models import Offer, UsagePrice
-from gpucloud.planner import plan
+from gpucloud.core.plan import plan
 
 
 def offer(**kw):

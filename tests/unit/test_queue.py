@@ -14,7 +14,7 @@ import time
 import pytest
 
 from gpucloud.errors import NotFoundError, SpecError
-from gpucloud.jobspec import JobSpec
+from gpucloud.jobs.spec import JobSpec
 from gpucloud.queue import Queue
 
 SPEC = {"name": "train", "image": "busybox", "args": ["--lr={lr}", "{not_a_param}"],
@@ -295,7 +295,7 @@ def test_processes_starting_and_leaving_at_once_share_one_server():
     # submit must land in the one data file: one server, started once, under
     # the start lock.
     code = ("from gpucloud.queue import Queue\n"
-            "from gpucloud.jobspec import JobSpec\n"
+            "from gpucloud.jobs.spec import JobSpec\n"
             "spec = JobSpec.model_validate({'name': 'p', 'image': 'busybox', "
             "'resources': {'gpu': 'h100'}})\n"
             "for _ in range(3):\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucloud.jobspec import JobSpec
+from gpucloud.jobs.spec import JobSpec
 from gpucloud.queue import worker as W
 from gpucloud.queue.error_line import first_meaningful
 from gpucloud.queue.failures import ERROR_CHARS

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gpucloud.jobspec import JobSpec
+from gpucloud.jobs.spec import JobSpec
 from gpucloud.queue import Queue
 from gpucloud.queue import worker as W
 from gpucloud.queue.embedded import EmbeddedServer

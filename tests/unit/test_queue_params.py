@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucloud.jobspec import loads
+from gpucloud.jobs.spec import loads
 from gpucloud.queue import Queue
 from gpucloud.queue.params import fill, used_names
 

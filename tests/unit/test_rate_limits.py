@@ -13,12 +13,12 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from gpucloud._http import RetryPolicy, with_policy
-from gpucloud.adapters.base import KIND_EXTENSION, Sleep
-from gpucloud.adapters.lambdalabs import LambdaProvider
-from gpucloud.catalog import InstanceType, ProviderCatalog
-from gpucloud.credentials import Credential
-from gpucloud.ratelimit import (
+from gpucloud.transport.http import RetryPolicy, with_policy
+from gpucloud.providers.base import KIND_EXTENSION, Sleep
+from gpucloud.providers.lambdalabs.adapter import LambdaProvider
+from gpucloud.catalog.bundled import InstanceType, ProviderCatalog
+from gpucloud.config.credentials import Credential
+from gpucloud.transport.ratelimit import (
     DECREASE,
     FLOOR,
     RECOVER,

@@ -12,11 +12,11 @@ import pytest
 import respx
 
 from gpucloud import APIError, AsyncClient, Client
-from gpucloud._http import DEFAULT_TIMEOUT
-from gpucloud.config import state_db_path
-from gpucloud.launcher import RECONCILE_DELAYS
-from gpucloud.reconcile import SETTLE_SECONDS
-from gpucloud.state import Journal
+from gpucloud.transport.http import DEFAULT_TIMEOUT
+from gpucloud.config.settings import state_db_path
+from gpucloud.core.launch import RECONCILE_DELAYS
+from gpucloud.safety.reconcile import SETTLE_SECONDS
+from gpucloud.safety.journal import Journal
 from tests.unit._reconcile_support import (
     age, crashed, create, journaled_as, live, phantom, sql, status,
 )

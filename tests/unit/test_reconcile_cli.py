@@ -9,9 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from gpucloud import Client
-from gpucloud.cli import app, instance_cmds, reconcile_cmds
-from gpucloud.config import state_db_path
-from gpucloud.state import release
+from gpucloud.cli import app
+from gpucloud.cli.commands import instance as instance_cmds, reconcile as reconcile_cmds
+from gpucloud.config.settings import state_db_path
+from gpucloud.safety.journal import release
 from tests.unit._reconcile_support import crashed, create, journaled_as, live, phantom
 
 

@@ -18,9 +18,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from gpucloud import __version__, reaper_install, remote_install
+from gpucloud import __version__
+from gpucloud.safety import reaper_install
+from gpucloud.machine import remote_install
 from gpucloud.cli import app
-from gpucloud.config import load_config
+from gpucloud.config.settings import load_config
 from gpucloud.errors import ConfigurationError
 from gpucloud.queue import provision
 

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from gpucloud.redaction import MIN_BASE64_SECRET, REDACTED, scrub, secret_forms
+from gpucloud.transport.redaction import MIN_BASE64_SECRET, REDACTED, scrub, secret_forms
 
 ENCODERS = (base64.b64encode, base64.urlsafe_b64encode)
 

@@ -4,8 +4,8 @@ adapter's Capabilities.spot must say the same, or offers and create disagree."""
 from __future__ import annotations
 
 from gpucloud import Client
-from gpucloud.adapters import adapter_class
-from gpucloud.spot import sells_spot, spot_sellers
+from gpucloud.providers import adapter_class
+from gpucloud.catalog.spot import sells_spot, spot_sellers
 
 
 def test_the_catalogs_and_the_adapters_agree_on_spot():

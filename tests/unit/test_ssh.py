@@ -9,9 +9,9 @@ import pytest
 
 from gpucloud import Connection, ExecResult, Instance
 from gpucloud.errors import ConfigurationError, SpecError, WaitTimeoutError, exit_code_for
-from gpucloud.exec_client import reachable, run
+from gpucloud.client.exec import reachable, run
 from gpucloud.models import InstanceStatus
-from gpucloud.ssh import default_identity, identity_file, run_ssh, shell_line, ssh_args
+from gpucloud.machine.ssh import default_identity, identity_file, run_ssh, shell_line, ssh_args
 from tests import _fake_ssh
 
 # What each provider's adapter reads from the spec examples (tests/adapters/test_*_connection.py).
@@ -183,7 +183,7 @@ def test_a_connection_built_by_hand_is_checked_like_a_providers_reply(fields):
 def test_an_unchecked_connection_never_reaches_ssh_or_an_ssh_config(fields, tmp_path):
     """model_construct skips validation (and Instance(...) would catch it): the argv
     builder, reachable() and the ssh_config writer refuse such a machine anyway."""
-    from gpucloud.ssh_config import entries
+    from gpucloud.machine.ssh_config import entries
 
     bad = machine().model_copy(  # neither copy nor construct validates
         update={"connection": Connection.model_construct(method="ssh", **fields)})
@@ -229,7 +229,7 @@ def test_an_identity_path_that_would_break_an_ssh_config_is_refused(bad):
 
 
 def test_a_journaled_key_path_with_a_newline_is_ignored():
-    from gpucloud.ssh import private_half
+    from gpucloud.machine.ssh import private_half
 
     assert private_half("/k/work.pub") is not None
     assert private_half("/k/work\n    ProxyCommand sh.pub") is None
@@ -237,7 +237,7 @@ def test_a_journaled_key_path_with_a_newline_is_ignored():
 
 
 def test_percent_in_a_key_path_or_a_host_is_written_literally(tmp_path):
-    from gpucloud.ssh_config import entries
+    from gpucloud.machine.ssh_config import entries
 
     key = tmp_path / "100%key"
     key.write_text("not a real key")

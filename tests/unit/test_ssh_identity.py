@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from gpucloud import Client, Connection
 from gpucloud.cli import app
-from gpucloud.config import state_db_path
-from gpucloud.context import ssh_key_file
-from gpucloud.ssh import login_identity, remembered_keys, ssh_args
-from gpucloud.state import SCHEMA, Journal
+from gpucloud.config.settings import state_db_path
+from gpucloud.core.context import ssh_key_file
+from gpucloud.machine.ssh import login_identity, remembered_keys, ssh_args
+from gpucloud.safety.journal import SCHEMA, Journal
 from tests import _fake_ssh
 from tests.cli import test_ssh_cli
 from tests.unit.test_ssh import machine
@@ -71,7 +71,7 @@ def test_create_journals_the_path_and_login_uses_its_private_half(home, monkeypa
     assert argv[argv.index("-i") + 1] == str(private)
     # Nothing secret in the journal: neither the public key's text nor the private key's.
     Client(["sandbox"]).delete(instance.ref)
-    from gpucloud import state
+    from gpucloud.safety import journal as state
     state.release()  # the write-ahead log folded into the file, to read it whole
     raw = state_db_path().read_bytes()
     assert b"keys/work.pub" in raw and BLOB.encode() not in raw

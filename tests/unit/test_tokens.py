@@ -24,7 +24,7 @@ from gpucloud.errors import (
     AuthenticationError,
     InternalServerError,
 )
-from gpucloud.tokens import (
+from gpucloud.transport.tokens import (
     TOKEN_REQUEST_EXTENSION,
     RefreshingTokenAuth,
     Token,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucloud import top
+from gpucloud.machine import top
 from gpucloud.models import ExecResult
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"

@@ -12,9 +12,10 @@ from pathlib import Path
 import gpucloud
 
 ROOT = Path(__file__).resolve().parents[2]
-PUBLIC_MODULES = ["__init__.py", "client.py", "models.py", "errors.py", "gpus.py", "jobspec.py",
-                  "job_client.py", "safety_client.py", "exec_client.py", "batch_client.py",
-                  "sdk_types.py"]
+PUBLIC_MODULES = ["__init__.py", "client/__init__.py", "client/clients.py", "models.py",
+                  "errors.py", "catalog/gpus.py", "jobs/spec.py", "client/jobs.py",
+                  "client/safety.py", "client/exec.py", "client/batch.py", "types.py",
+                  "compat/__init__.py"]
 
 
 def test_py_typed_ships_with_the_package() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gpucloud.jobspec import JobSpec
+from gpucloud.jobs.spec import JobSpec
 from gpucloud.queue import apply_params
 from gpucloud.queue import worker as W
 

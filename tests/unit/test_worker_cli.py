@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from gpucloud.cli import app, worker_cmds
+from gpucloud.cli import app
+from gpucloud.cli.commands import worker as worker_cmds
 from tests.unit.test_worker import FakeQueue, claim
 
 SECRET_URL = "rediss://default:s3cr3t-pass@redis.example.com:6380/0"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucloud.jobspec import JobSpec
+from gpucloud.jobs.spec import JobSpec
 from gpucloud.queue import Queue, docker_check
 from tests.unit import _fake_docker as fake
 

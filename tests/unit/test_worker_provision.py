@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from gpucloud import __version__
 from gpucloud.cli import app
 from gpucloud.errors import ConfigurationError, SpecError
-from gpucloud.jobs import job_run, resolve_secrets
+from gpucloud.jobs.ops import job_run, resolve_secrets
 from gpucloud.queue import provision
 
 URL = "rediss://default:pw-9f8e7d-secret@redis.example.com:6380/0"
@@ -121,7 +121,7 @@ def test_workers_add_without_a_shared_redis_is_a_config_error(cli: Any) -> None:
 def test_the_sweep_example_is_a_valid_job_file() -> None:
     from pathlib import Path
 
-    from gpucloud.jobspec import load
+    from gpucloud.jobs.spec import load
 
     spec = load(Path(__file__).resolve().parents[2] / "examples" / "sweep.yaml")
     assert spec.name == "lr-sweep" and "--lr={lr}" in spec.args and spec.retries == 2

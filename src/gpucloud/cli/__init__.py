@@ -21,9 +21,9 @@ from typing import Any
 # by the SDK, whose host program may want httpx's CLI.
 sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
-from . import registry  # noqa: E402 - after the line above, which must come first
-from .app import COMPLETE_VAR  # noqa: E402
-from .app import app as _app  # noqa: E402
+from gpucloud.cli import registry  # noqa: E402 - after the line above, which must come first
+from gpucloud.cli.app import COMPLETE_VAR  # noqa: E402
+from gpucloud.cli.app import app as _app  # noqa: E402
 
 # Importing the submodule `app` bound its name here; dropped so that
 # `from gpucloud.cli import app` goes through __getattr__ and gets the Typer

@@ -12,9 +12,9 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from ..errors import EXIT_CODES, GpuCloudError, exit_code_for, spoken_by_cli
-from . import coercion
-from .output import clean
+from gpucloud.errors import EXIT_CODES, GpuCloudError, exit_code_for, spoken_by_cli
+from gpucloud.cli import coercion
+from gpucloud.cli.output import clean
 
 try:  # typer >= 0.29 vendors click
     from typer._click.exceptions import ClickException as _ClickException
@@ -262,7 +262,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from .. import __version__
+        from gpucloud import __version__
 
         typer.echo(f"gpucloud {__version__}")
         raise typer.Exit()

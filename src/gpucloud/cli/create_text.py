@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import pricing
-from . import output
-from .app import fail
+from gpucloud.catalog import pricing
+from gpucloud.cli import output
+from gpucloud.cli.app import fail
 
 
 def _unknown(plan: Any) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from . import output
+from gpucloud.cli import output
 
 QUIET = typer.Option(False, "--quiet",
                      help="Do not say which providers the bundled catalog has nothing for "
@@ -20,7 +20,7 @@ QUIET = typer.Option(False, "--quiet",
 
 
 def show_warnings(client: Any, quiet: bool = False) -> None:
-    from ..catalog_gaps import summary
+    from gpucloud.catalog.gaps import summary
 
     gaps = client.catalog_gaps
     skip = {g.warning for g in gaps}

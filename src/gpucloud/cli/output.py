@@ -93,7 +93,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]],
 def _fitted(headers: Sequence[str], rows: Sequence[Sequence[Any]], shrink: Sequence[int],
             keep: Sequence[int], width: int | None, drop: Sequence[int]) -> tuple[str, list[int]]:
     """The table's text and the columns it shows."""
-    from .columns import layout
+    from gpucloud.cli.columns import layout
 
     cells = [[clean(h) for h in headers]] + [[clean(c) for c in r] for r in rows]
     natural = [max(len(row[i]) for row in cells) for i in range(len(headers))]
@@ -170,7 +170,7 @@ def group_offers(offers: Sequence[Any]) -> list[tuple[Any, list[str]]]:
 def offer_price(offer: Any, unit: str = "") -> str:
     """An offer's hourly price as far as it is known: "unknown" when the machine's
     is (a live price of 0), "$16.00 + disk?" when a part billed apart is."""
-    from ..pricing import MACHINE, unknown_parts
+    from gpucloud.catalog.pricing import MACHINE, unknown_parts
 
     unknown = unknown_parts(offer)
     if MACHINE in unknown:
@@ -181,7 +181,7 @@ def offer_price(offer: Any, unit: str = "") -> str:
 
 def unknown_price_note(offers: Sequence[Any]) -> str | None:
     """What the table's unknown marks mean, for the marks it shows."""
-    from ..pricing import MACHINE, unknown_parts
+    from gpucloud.catalog.pricing import MACHINE, unknown_parts
 
     unknown = [unknown_parts(o) for o in offers]
     parts = []

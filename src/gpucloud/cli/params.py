@@ -10,8 +10,8 @@ from typing import Any
 
 import typer
 
-from ..errors import UnknownGPUError
-from ..gpus import parse_gpu
+from gpucloud.errors import UnknownGPUError
+from gpucloud.catalog.gpus import parse_gpu
 
 
 def gpu_param(value: str) -> str:

@@ -15,31 +15,31 @@ from typing import Any
 # sub-commands to it), in the order `gpucloud --help` lists the commands
 # (typer lists plain commands first, then groups).
 COMMANDS: dict[str, tuple[str, ...]] = {
-    "offers": ("catalog_cmds",),
-    "estimate": ("catalog_cmds",),
-    "gpus": ("catalog_cmds",),
-    "providers": ("catalog_cmds",),
-    "costs": ("costs_cmds",),
-    "create": ("instance_cmds",),
-    "list": ("instance_cmds",),
-    "get": ("instance_cmds",),
-    "delete": ("instance_cmds",),
-    "stop": ("instance_cmds",),
-    "start": ("instance_cmds",),
-    "extend": ("deadline_cmds",),
-    "reap": ("deadline_cmds",),
-    "doctor": ("doctor_cmds",),
-    "top": ("doctor_cmds",),
-    "submit": ("job_cmds",),
-    "reconcile": ("reconcile_cmds",),
-    "worker": ("worker_cmds",),
-    "ssh": ("ssh_cmds",),
-    "ssh-config": ("ssh_cmds",),
-    "auth": ("auth_cmds",),
-    "jobs": ("job_cmds",),
-    "schema": ("job_cmds",),
-    "completion": ("completion_cmds",),
-    "queue": ("queue_cmds", "worker_cmds"),  # worker_cmds adds `queue workers`
+    "offers": ("catalog",),
+    "estimate": ("catalog",),
+    "gpus": ("catalog",),
+    "providers": ("catalog",),
+    "costs": ("costs",),
+    "create": ("instance",),
+    "list": ("instance",),
+    "get": ("instance",),
+    "delete": ("instance",),
+    "stop": ("instance",),
+    "start": ("instance",),
+    "extend": ("deadline",),
+    "reap": ("deadline",),
+    "doctor": ("doctor",),
+    "top": ("doctor",),
+    "submit": ("job",),
+    "reconcile": ("reconcile",),
+    "worker": ("worker",),
+    "ssh": ("ssh",),
+    "ssh-config": ("ssh",),
+    "auth": ("auth",),
+    "jobs": ("job",),
+    "schema": ("job",),
+    "completion": ("completion",),
+    "queue": ("queue", "worker"),  # commands.worker adds `queue workers`
 }
 
 
@@ -63,7 +63,7 @@ def load(name: str | None = None) -> None:
     """Import (so register) one command's modules, or every command module."""
     for module in modules(name):
         # __import__, not importlib.import_module: -X importtime sees it.
-        __import__(f"{__package__}.{module}")
+        __import__(f"{__package__}.commands.{module}")
 
 
 def name_of(info: Any) -> str | None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..redaction import redact_url
-    from .core import Queue, apply_params
-    from .models import Claim, DeadTask, QueueStatus, TaskInfo
+    from gpucloud.transport.redaction import redact_url
+    from gpucloud.queue.core import Queue, apply_params
+    from gpucloud.queue.models import Claim, DeadTask, QueueStatus, TaskInfo
 
 __all__ = ["Claim", "DeadTask", "Queue", "QueueStatus", "TaskInfo", "apply_params",
            "redact_url"]
@@ -17,15 +17,15 @@ __all__ = ["Claim", "DeadTask", "Queue", "QueueStatus", "TaskInfo", "apply_param
 
 def __getattr__(name: str) -> Any:
     if name in ("Queue", "apply_params"):
-        from . import core
+        from gpucloud.queue import core
 
         return getattr(core, name)
     if name in ("Claim", "DeadTask", "QueueStatus", "TaskInfo"):
-        from . import models
+        from gpucloud.queue import models
 
         return getattr(models, name)
     if name == "redact_url":
-        from ..redaction import redact_url
+        from gpucloud.transport.redaction import redact_url
 
         return redact_url
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

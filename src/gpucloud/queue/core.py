@@ -30,13 +30,13 @@ from typing import Any, Callable, Optional, TypeVar, Union
 
 from urllib.parse import urlsplit
 
-from ..errors import APIConnectionError, APIError, NotFoundError, SpecError
-from ..jobspec import JobSpec, from_any
-from ..redaction import redact_url
-from . import _scripts
-from .models import STATES, Claim, DeadTask, LogLine, QueueStatus, TaskInfo
-from .names import check_queue_name
-from .params import NAME, env_name, fill
+from gpucloud.errors import APIConnectionError, APIError, NotFoundError, SpecError
+from gpucloud.jobs.spec import JobSpec, from_any
+from gpucloud.transport.redaction import redact_url
+from gpucloud.queue import _scripts
+from gpucloud.queue.models import STATES, Claim, DeadTask, LogLine, QueueStatus, TaskInfo
+from gpucloud.queue.names import check_queue_name
+from gpucloud.queue.params import NAME, env_name, fill
 
 GROUP = "workers"
 LOG_MAXLEN = 10_000
@@ -96,7 +96,7 @@ class Queue:
         self.backoff_max = float(backoff_max)
         self._server: Any = None
         if url is None:
-            from .embedded import EmbeddedServer
+            from gpucloud.queue.embedded import EmbeddedServer
 
             self._server = EmbeddedServer()
             url = self._server.url
@@ -131,7 +131,7 @@ class Queue:
         process does). Safe from several threads at once."""
         import redis
 
-        from ..errors import GpuCloudError
+        from gpucloud.errors import GpuCloudError
 
         with self._reconnecting:
             try:
@@ -141,7 +141,7 @@ class Queue:
                 pass
             if self._server is None:
                 return False
-            from .embedded import EmbeddedServer
+            from gpucloud.queue.embedded import EmbeddedServer
 
             try:
                 server = EmbeddedServer(self._server.path)

@@ -39,7 +39,7 @@ def gpus_here() -> bool:
 
 
 def check_docker(gpus: Optional[bool] = None) -> DockerCheck:
-    from .failures import key_line
+    from gpucloud.queue.failures import key_line
 
     try:
         done = subprocess.run(INFO, capture_output=True, text=True, errors="replace",

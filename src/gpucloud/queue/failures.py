@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple, Optional
 
-from .error_line import is_noise
+from gpucloud.queue.error_line import is_noise
 
 ERROR_CHARS = 300  # of the kept line: a docker error with an image name fits
 # docker's own errors: "docker: ..." (Linux, macOS), "C:\...\docker.exe: ..." (Windows).

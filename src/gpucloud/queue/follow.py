@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Optional
 
-from .models import LogLine
-from .names import ENDED
+from gpucloud.queue.models import LogLine
+from gpucloud.queue.names import ENDED
 
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 def watch(path: Path, socket_path: str, pid: int, idle: float) -> None:
     import redis
 
-    from .embedded import shut_down, start_lock
+    from gpucloud.queue.embedded import shut_down, start_lock
 
     poll = min(5.0, max(0.1, idle / 10))
     conn = redis.Redis(unix_socket_path=socket_path, socket_timeout=30)

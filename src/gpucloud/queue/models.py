@@ -7,8 +7,8 @@ from typing import Optional
 
 from pydantic import BaseModel, Field
 
-from ..jobspec import JobSpec
-from .names import STATES
+from gpucloud.jobs.spec import JobSpec
+from gpucloud.queue.names import STATES
 
 __all__ = ["STATES", "Claim", "DeadTask", "QueueStatus", "TaskInfo"]
 

@@ -13,7 +13,7 @@ _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 def check_queue_name(name: str) -> None:
-    from ..errors import SpecError
+    from gpucloud.errors import SpecError
 
     if not _QUEUE_NAME.match(name):
         raise SpecError(f"{name!r} is not a queue name",

@@ -64,7 +64,7 @@ def env_name(name: str) -> str:
 def check(spec: Any, given: Iterable[str]) -> list[str]:
     """SpecError naming the first ``{name}`` the spec uses that ``given`` lacks;
     else warnings, one per given name the spec does not use."""
-    from ..errors import SpecError
+    from gpucloud.errors import SpecError
 
     names = list(given)
     used = used_names(spec)

@@ -23,9 +23,9 @@ import re
 import shlex
 from typing import Any, Optional
 
-from ..errors import ConfigurationError, GpuCloudError, SpecError
-from ..jobspec import JobSpec, from_any
-from ..remote_install import InstallSource
+from gpucloud.errors import ConfigurationError, GpuCloudError, SpecError
+from gpucloud.jobs.spec import JobSpec, from_any
+from gpucloud.machine.remote_install import InstallSource
 
 REDIS_ENV = "GPUCLOUD_REDIS_URL"
 DEFAULT_IMAGE = "pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime"
@@ -40,8 +40,8 @@ def worker_spec(queue: str, *, gpu: str, count: int = 1, provider: Optional[str]
     """The job each worker machine runs; ``secrets``: names of variables of the
     submitting environment the tasks need (e.g. HF_TOKEN), passed as secrets;
     ``source``: where gpucloud comes from (default: config.toml's [remote])."""
-    from .. import remote_install
-    from ..config import load_config
+    from gpucloud.machine import remote_install
+    from gpucloud.config.settings import load_config
 
     source = source or remote_install.source(load_config())
     worker = ["gpucloud", "worker", "--queue", queue, "--idle", idle]

@@ -52,8 +52,8 @@ from typing import Any, Optional, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from . import stopping
-from .params import env_name
+from gpucloud.queue import stopping
+from gpucloud.queue.params import env_name
 
 LOG_BATCH = 200          # lines per append_log call at most
 LOG_FLUSH_SECONDS = 1.0  # a quiet task's lines still reach Redis this soon
@@ -114,7 +114,7 @@ def _secrets(spec: Any) -> dict[str, str]:
     worker machine gets them as its own job's secrets)."""
     if not spec.secrets:
         return {}
-    from ..jobs import resolve_secrets
+    from gpucloud.jobs.ops import resolve_secrets
 
     return {k: v.get_secret_value() for k, v in resolve_secrets(spec).items()}
 
@@ -130,7 +130,7 @@ def direct_runner(claim: Any, checkpoint_dir: Path) -> Launch:
     spec = claim.spec
     argv = [*spec.command, *spec.args]  # params were applied at submit (Claim.spec)
     if not spec.command:  # args alone are for the image's entrypoint, not a program here
-        from ..errors import SpecError
+        from gpucloud.errors import SpecError
 
         raise SpecError(f"task {claim.task_id}: without docker a task needs a command",
                         hint="set command in the job file, or run the worker where docker is")
@@ -168,7 +168,7 @@ def default_runner() -> Runner:
 
 
 def default_work_dir() -> Path:
-    from ..config import data_dir
+    from gpucloud.config.settings import data_dir
 
     return data_dir() / "worker"
 
@@ -348,9 +348,9 @@ def _run_task(queue: Any, worker_id: str, claim: Any, runner: Runner, work_dir: 
     """(exit code, error, whether no retry can heal it), free of the task's
     secrets; raises _Stopped when a signal stopped the task, _Cancelled when a
     cancel did, _Lost when the claim was gone for another reason."""
-    from ..errors import CredentialsError, GpuCloudError
-    from ..redaction import scrub, secret_forms
-    from . import failures
+    from gpucloud.errors import CredentialsError, GpuCloudError
+    from gpucloud.transport.redaction import scrub, secret_forms
+    from gpucloud.queue import failures
 
     try:
         launch = runner(claim, checkpoint_dir(work_dir, claim.task_id))

@@ -1,7 +1,0 @@
-"""Verda (formerly DataCrunch): ``adapter.py`` is the adapter, ``_wire.py`` the
-token endpoint, status and error tables and field readers it uses."""
-
-from ._wire import VerdaTokenSource
-from .adapter import VerdaProvider
-
-__all__ = ["VerdaProvider", "VerdaTokenSource"]

@@ -1,0 +1,326 @@
+"""Creating many machines at once: ``Client.create_many`` (engine.create_many).
+
+* Every distinct request is planned once, and the estimate of the whole batch
+  (each plan times its copies) is checked against ``max_cost`` before anything
+  is sent.
+* Launches run concurrently (``ops.Concurrent``, at most ``concurrency`` in
+  flight), each through launcher.launch with its own attempts: failover on
+  definite refusals, lookup by launch id after an ambiguous failure, never a
+  blind re-send. The provider's rate limit paces them (_http.py).
+* Every intent is journaled with the batch key and its slot (0..N-1). A
+  batch run again with the same key first settles what an earlier run made:
+  one listing per provider (looked at again after launcher.RECONCILE_DELAYS
+  while a launch of it is still unaccounted for) adopts the machines carrying
+  its launch ids; a launch absent from every look is journaled failed; then
+  only the slots without a machine are launched.
+* ``all_or_nothing``: at the first failure no further launch starts; those in
+  flight settle; every machine the batch made is terminated, its deletion
+  checked, and BatchIncompleteError carries the result.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from gpucloud.safety import ledger
+from gpucloud.catalog import pricing
+from gpucloud.providers.base import Sleep
+from gpucloud.batch.models import BatchIncompleteError, BatchItem, BatchResult, CreateRequest
+from gpucloud.safety.deadlines import ENDED
+from gpucloud.errors import (
+    BudgetExceededError,
+    GpuCloudError,
+    NotFoundError,
+    SpecError,
+    exit_code_for,
+    option,
+)
+from gpucloud.core.launch import RECONCILE_DELAYS, launch
+from gpucloud.models import Attempt, Instance, Plan
+from gpucloud.core.instructions import Call, Concurrent, Gather, Op
+from gpucloud.core.plan import plan as make_plan
+from gpucloud.safety.reconcile import UNRESOLVED
+
+Progress = Callable[[BatchItem], None]
+
+
+def requests_of(requests: Any) -> list[CreateRequest]:
+    out = [r if isinstance(r, CreateRequest) else _request(r) for r in requests]
+    if not out:
+        raise SpecError("a batch needs at least one request")
+    return out
+
+
+def _request(value: Any) -> CreateRequest:
+    from pydantic import ValidationError
+
+    if not isinstance(value, Mapping):
+        raise SpecError(f"a batch request is a CreateRequest or a dict, got {value!r}")
+    try:
+        return CreateRequest(**value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise SpecError(f"invalid batch request {value!r}: {where}: {first['msg']}") from None
+
+
+def copies(request: CreateRequest, n: int) -> list[CreateRequest]:
+    """n machines alike; a name becomes name-1 .. name-n."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise SpecError(f"number of machines must be at least 1, got {n!r}",
+                        hint=f"{option('n', '--instances')} is the number of machines; "
+                             f"{option('count', '--count')} the GPUs on each")
+    if request.name is None or n == 1:
+        return [request] * n
+    return [request.model_copy(update={"name": f"{request.name}-{i + 1}"}) for i in range(n)]
+
+
+def plans_for(engine: Any, requests: list[CreateRequest], max_cost: Any) -> Op:
+    """One plan per distinct request (for all its copies), then ``max_cost`` over
+    the whole batch. Nothing is sent to a provider but offer reads."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for index, request in enumerate(requests):
+        groups.setdefault(request.plan_key(), []).append(index)
+    cap = pricing.to_decimal(max_cost, "max cost") if max_cost is not None else None
+    # A single kind of machine keeps today's meaning of max_cost (the planner
+    # splits it into each machine's deadline); several kinds are each planned
+    # on their own terms, then their totals must fit the cap together.
+    shared_cap = cap if len(groups) == 1 else None
+    by_index: dict[int, Plan] = {}
+    plans: list[Plan] = []
+    for indexes in groups.values():
+        r = requests[indexes[0]]
+        p = yield from make_plan(engine, r.gpu, r.count, r.provider, r.region, r.disk_gb,
+                                 r.auto_shutdown, r.max_cost if r.max_cost is not None
+                                 else shared_cap, r.spot, len(indexes), r.until)
+        plans.append(p)
+        by_index.update((i, p) for i in indexes)
+    if cap is not None and shared_cap is None:
+        check_total(plans, cap)
+    return [by_index[i] for i in range(len(requests))], plans
+
+
+def check_total(plans: list[Plan], cap: Decimal) -> None:
+    if cap <= 0:
+        raise SpecError(f"max cost must be positive, got {cap}")
+    open_ended = [p for p in plans if p.total is None]
+    if open_ended:
+        p = open_ended[0]
+        raise BudgetExceededError(
+            f"cannot keep --max-cost ${cap} over the batch: {p.instances}x "
+            f"{p.offer.instance_type} ha{'ve' if p.instances > 1 else 's'} no deadline or an "
+            "unknown price, so its cost has no bound",
+            hint="give every request an auto_shutdown (or until), or its own max_cost")
+    total = sum((p.total for p in plans if p.total is not None), Decimal(0))
+    if total > cap:
+        raise BudgetExceededError(
+            f"estimate ${pricing.money(total)} for the batch exceeds --max-cost ${cap}",
+            hint="fewer machines, shorter deadlines, or a higher max_cost")
+
+
+class _Run:
+    """What the slots of one batch share: the stop flag and the progress hook."""
+
+    def __init__(self, engine: Any, key: str, all_or_nothing: bool,
+                 progress: Progress | None, *, keyed: bool = False) -> None:
+        self.engine, self.ctx, self.key = engine, engine.ctx, key
+        self.keyed = keyed  # the caller's key (resumable, locked), not a random one
+        self.all_or_nothing = all_or_nothing
+        self.progress = progress
+        self.stopped = False
+        self._lock = threading.Lock()
+
+    def settled(self, item: BatchItem) -> BatchItem:
+        if not item.ok and item.status != "not_launched" and self.all_or_nothing:
+            self.stopped = True
+        if item.instance is not None and item.ok:
+            with self._lock:
+                self.ctx.created.append(item.instance)
+        if self.progress is not None:
+            self.progress(item)
+        return item
+
+
+def create_many(engine: Any, requests: list[CreateRequest], plans: list[Plan], *,
+                concurrency: int, all_or_nothing: bool, batch: str | None,
+                progress: Progress | None) -> Op:
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise SpecError(f"concurrency must be a positive number of launches, got {concurrency!r}")
+    ctx = engine.ctx
+    ctx.created, ctx.in_flight, ctx.last_attempts = [], [], []
+    run = _Run(engine, batch or "b-" + secrets.token_hex(5), all_or_nothing, progress,
+               keyed=batch is not None)
+    earlier: dict[int, BatchItem] = {}
+    if batch is not None:
+        earlier = yield from _resume(run, len(requests))
+        for item in earlier.values():
+            run.settled(item)
+    todo = [i for i in range(len(requests)) if i not in earlier]
+    results = yield Concurrent([_slot(run, i, requests[i], plans[i]) for i in todo],
+                               limit=concurrency)
+    items = dict(earlier)
+    for index, result in zip(todo, results):
+        if isinstance(result, BaseException) and not isinstance(result, GpuCloudError):
+            raise result  # a bug: never turned into a "failed machine"
+        items[index] = result if isinstance(result, BatchItem) else _failed(
+            index, requests[index].name, result, [])
+    distinct = list({id(p): p for p in plans}.values())
+    result_ = BatchResult(batch=run.key, items=tuple(items[i] for i in range(len(requests))),
+                          plans=tuple(distinct))
+    if all_or_nothing and not result_.ok:
+        result_ = yield from _roll_back(run, result_)
+    return result_
+
+
+def _slot(run: _Run, index: int, request: CreateRequest, plan: Plan) -> Op:
+    from gpucloud.batch.lock import pinned
+
+    # A launch keeps its batch key held past an interrupted run (whose worker
+    # threads go on): until it ends, a rerun would launch its slot again.
+    with pinned(run.ctx.journal.path.parent, run.key) as kept:
+        if run.keyed and not kept:  # the run was interrupted before this slot began
+            return run.settled(BatchItem(index=index, name=request.name,
+                                         status="not_launched"))
+        return (yield from _launch_slot(run, index, request, plan))
+
+
+def _launch_slot(run: _Run, index: int, request: CreateRequest, plan: Plan) -> Op:
+    if run.stopped:  # an all-or-nothing batch has already failed
+        return run.settled(BatchItem(index=index, name=request.name, status="not_launched"))
+    attempts: list[Attempt] = []
+    try:
+        instance = yield from launch(run.ctx, plan, name=request.name, image=request.image,
+                                     ssh_key=request.ssh_key, disk_gb=request.disk_gb,
+                                     attempts=attempts, slot=(run.key, index))
+    except GpuCloudError as exc:
+        run.ctx.last_attempts.extend(attempts)
+        return run.settled(_failed(index, request.name, exc, attempts))
+    run.ctx.last_attempts.extend(attempts)
+    return run.settled(BatchItem(index=index, name=instance.name, launch_id=instance.launch_id,
+                                 status="created", instance=instance,
+                                 attempts=tuple(attempts)))
+
+
+def _failed(index: int, name: str | None, exc: GpuCloudError,
+            attempts: list[Attempt]) -> BatchItem:
+    return BatchItem(index=index, name=name, launch_id=exc.launch_id, status="failed",
+                     error_code=exc.code, error=exc.message, hint=exc.hint,
+                     exit_code=exit_code_for(exc), attempts=tuple(attempts or exc.attempts))
+
+
+def _resume(run: _Run, size: int) -> Op:
+    """The slots an earlier run of this batch key filled, as items; launches it
+    left unresolved are settled here by listing (never re-sent)."""
+    ctx = run.ctx
+    records = ctx.journal.batch(run.key)  # no tolerance: resuming blind could double-create
+    if not records:
+        return {}
+    beyond = sorted({r.slot for r in records if r.slot is None or r.slot >= size},
+                    key=lambda s: -1 if s is None else s)
+    if beyond:
+        raise SpecError(f"batch {run.key!r} was started with more machines than the "
+                        f"{size} asked now", hint="run it with the same requests (or n=) as "
+                                                  "before, or use a new batch key")
+    wanted = [r for r in records if r.status in (*UNRESOLVED, "delivered")]
+    providers = list(dict.fromkeys(r.provider for r in wanted))
+    found: dict[str, Instance] = {}
+    open_ = {r.launch_id for r in records if r.status in UNRESOLVED}
+    for look, delay in enumerate(RECONCILE_DELAYS):
+        if look and not open_ - set(found):
+            break
+        if delay:
+            yield Sleep(delay)
+        names = providers if not look else list(dict.fromkeys(
+            r.provider for r in wanted if r.launch_id in open_ - set(found)))
+        listed = yield Gather([Call(n, ctx.adapter(n).list_instances()) for n in names])
+        for name, result in zip(names, listed):
+            if isinstance(result, BaseException):
+                result_hint = (f"nothing was launched: batch {run.key!r} is resumed only once "
+                               f"{name} can be listed (its machines must not be made twice)")
+                if isinstance(result, GpuCloudError):
+                    result.hint = result_hint
+                raise result
+            for machine in result:
+                if machine.launch_id is not None and machine.status not in ENDED:
+                    found.setdefault(machine.launch_id, machine)
+    items: dict[int, BatchItem] = {}
+    for record in records:
+        assert record.slot is not None
+        machine = found.get(record.launch_id)
+        if record.status in UNRESOLVED:
+            if machine is None:
+                ctx.journal.mark(record.launch_id, "failed",
+                                 error="resume: absent from the listing")
+                continue
+            ctx.journal.mark(record.launch_id, "delivered", instance_id=machine.id)
+        elif record.status == "delivered" and machine is None:
+            items.setdefault(record.slot, BatchItem(
+                index=record.slot, name=record.name, launch_id=record.launch_id,
+                status="failed", error_code="ended",
+                error=f"{record.provider}/{record.instance_id} was made by an earlier run of "
+                      f"batch {run.key!r} and has ended since; it is not made again",
+                hint="use a new batch key for new machines"))
+            continue
+        elif record.status != "delivered":  # failed, deleted: nothing of it runs
+            if record.status == "deleted":
+                items.setdefault(record.slot, BatchItem(
+                    index=record.slot, name=record.name, launch_id=record.launch_id,
+                    status="failed", error_code="ended",
+                    error=f"{record.provider}/{record.instance_id} of batch {run.key!r} was "
+                          "deleted; it is not made again",
+                    hint="use a new batch key for new machines"))
+            continue
+        assert machine is not None
+        if machine.shutdown_at is None and record.shutdown_at is not None:
+            machine = machine.model_copy(update={"shutdown_at": record.shutdown_at})
+        prior = items.get(record.slot)
+        if prior is None or not prior.ok:
+            items[record.slot] = BatchItem(index=record.slot, name=machine.name,
+                                           launch_id=record.launch_id, status="adopted",
+                                           instance=machine)
+    return items
+
+
+def _roll_back(run: _Run, result: BatchResult) -> Op:
+    """Terminate every machine of a batch that cannot complete, then look again:
+    each must be gone or ending; any still running is named in the error."""
+    ctx = run.ctx
+    made = [item for item in result.items if item.ok and item.instance is not None]
+    machines = [item.instance for item in made if item.instance is not None]
+    deleted = yield Gather([Call(m.provider, ctx.adapter(m.provider).delete(m.id))
+                            for m in machines])
+    for machine, outcome in zip(machines, deleted):
+        if not isinstance(outcome, BaseException) or isinstance(outcome, NotFoundError):
+            ctx.tolerant(f"{machine.ref} was deleted but the journal could not record it",
+                         ctx.journal.mark_deleted, machine.provider, machine.id)
+            ctx.tolerant(f"{machine.ref}: its end is not in the cost ledger",
+                         ledger.ended, ctx, machine.provider, machine.id, "batch")
+    checked = yield Gather([Call(m.provider, ctx.adapter(m.provider).get(m.id))
+                            for m in machines])
+    alive: list[Instance] = []
+    gone: set[str] = set()
+    for machine, outcome in zip(machines, checked):
+        if isinstance(outcome, NotFoundError) or (
+                isinstance(outcome, Instance) and outcome.status in ENDED):
+            gone.add(machine.ref)
+        else:
+            alive.append(machine)
+    ctx.created = [m for m in ctx.created if m.ref not in gone]
+    items = tuple(item.model_copy(update={"status": "terminated"})
+                  if item.instance is not None and item.instance.ref in gone else item
+                  for item in result.items)
+    final = result.model_copy(update={"items": items})
+    first = next(i for i in result.items if i.status == "failed")
+    refs = " ".join(m.ref for m in alive)
+    hint = (f"{len(alive)} machine(s) could not be confirmed terminated and may still bill: "
+            f"`gpucloud delete {refs}`" if alive else
+            f"all {len(gone)} machine(s) it made were terminated" if gone else None)
+    failed = sum(1 for i in result.items if i.status == "failed")
+    raise BatchIncompleteError(
+        f"batch {run.key} could not complete ({failed} of {len(items)} failed; first: "
+        f"machine {first.index + 1}: {first.error})",
+        result=final, code=first.error_code, exit_code=first.exit_code or 1, hint=hint)

@@ -1,0 +1,208 @@
+"""Commands about deadlines: extend one, reap them all."""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from gpucloud.cli import output, params
+from gpucloud.cli.app import app, fail
+from gpucloud.cli.commands.instance import _confirm
+
+
+@app.command()
+def extend(
+    ref: str = typer.Argument(..., metavar="REF",
+                              help="provider/id, the machine's name, or a unique id prefix."),
+    by: Optional[str] = typer.Option(None, "--by", metavar="DURATION",
+                                     help="How much later, e.g. 2h, 30m (from the current "
+                                          "deadline)."),
+    until: Optional[str] = typer.Option(None, "--until", metavar="TIME",
+                                        help="New deadline, ISO-8601 with a zone, e.g. "
+                                             "2026-12-01T18:00Z."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    json_output: bool = params.JSON,
+) -> None:
+    """Move a machine's deadline later, on the provider and in the journal.
+
+    Shows what the extra time costs and asks first: a later deadline is more spend.
+    """
+    from gpucloud.safety import budget
+    from gpucloud.catalog import pricing
+    from gpucloud.client.clients import Client
+    from gpucloud.safety.deadlines import new_deadline
+
+    client = Client()
+    instance = client.get(ref)
+    now = output.utcnow()
+    # The absolute target, computed once at the provider's precision and sent
+    # as --until: a retry of this command moves nothing twice.
+    precision = client._ctx.adapter(instance.provider).deadline_precision
+    target = new_deadline(instance, by, until, now, precision)
+    start = max(instance.shutdown_at or now, now)
+    extra = pricing.duration_hours(target - start)
+    if instance.shutdown_at is None:
+        cost = "sets a deadline where there was none"
+    elif instance.price_per_hour is None:
+        cost = f"adds {output.span(target - start)} at an unknown price"
+    else:
+        cost = (f"adds {output.span(target - start)}, about "
+                f"{output.usd(instance.price_per_hour * extra)} at "
+                f"{output.usd(instance.price_per_hour)}/h")
+    if instance.shutdown_at is not None and instance.shutdown_at <= now:
+        cost += f"; it was {output.span(now - instance.shutdown_at)} overdue, so from now"
+    if not json_output:
+        output.err(f"{instance.ref}: deadline {output.iso(instance.shutdown_at) or 'none'} -> "
+                   f"{output.iso(target)} ({cost})")
+    # The budget is checked before asking: never ask to confirm what is then
+    # refused (exit 7). client.extend checks it again (the SDK path).
+    budget.check_extension(client._engine, instance, target, now, record=False)
+    shown = client.warnings
+    if not json_output:
+        for warning in shown:
+            output.warn(warning)
+    if instance.shutdown_at is not None:
+        _confirm(f"Extend {instance.ref} to {output.iso(target)}?", yes, json_output,
+                 "extending a deadline")
+    updated = client.extend(instance, until=target)
+    if json_output:
+        output.emit_json({"instance": output.dump(updated), "previous_shutdown_at":
+                          output.iso(instance.shutdown_at), "warnings": client.warnings})
+        return
+    for warning in client.warnings:
+        if warning not in shown:
+            output.warn(warning)
+    left = output.time_left(updated) or "-"
+    was = ("had no deadline" if instance.shutdown_at is None
+           else "was overdue" if instance.shutdown_at <= now else "")
+    output.out(f"extended {updated.ref}: deadline {output.iso(updated.shutdown_at)} "
+               f"(in {left})" + (f"; it {was}" if was else ""))
+
+
+def _report_text(report: Any) -> None:
+    for warning in report.warnings:
+        output.warn(warning)
+    for action in report.actions:
+        i = action.instance
+        what = {"terminated": "terminated", "would_terminate": "would terminate",
+                "extended": "kept (deadline moved since the listing)",
+                "failed": "FAILED to terminate", "gone": "already gone"}[action.action]
+        late = output.span(timedelta(seconds=action.overdue_seconds))
+        line = (f"{what}: {i.ref} ({i.name or '-'}), deadline {output.iso(i.shutdown_at)}"
+                + (f", {late} overdue" if action.action != "extended" else ""))
+        output.out(line + (f": {action.error}" if action.error else ""))
+    done = sum(1 for a in report.actions if a.action in ("terminated", "would_terminate"))
+    verb = "would terminate" if report.dry_run else "terminated"
+    output.err(f"{output.iso(report.at)} reap: {report.checked} gpucloud machine(s) on "
+               f"{', '.join(report.providers) or 'no provider'}; {verb} {done}")
+
+
+def _install(json_output: bool, write: bool) -> None:
+    from gpucloud.safety import reaper_install
+    from gpucloud.machine import remote_install
+    from gpucloud.client.clients import Client
+    from gpucloud.config.credentials import env_vars
+
+    client = Client()
+    statuses = [s for s in client.providers() if not s.simulated]
+    chosen = [s for s in statuses if s.credentials] or statuses
+    variables: list[str] = []
+    for status in chosen:
+        variables.extend(env_vars(status.name, client._ctx.auth_kind(status.name)))
+    source = remote_install.source(client._ctx.config)
+    files = reaper_install.render(variables, source)
+    written = reaper_install.write(files, Path.cwd()) if write else []
+    if json_output:
+        output.emit_json({"systemd": {"service": files.service, "timer": files.timer,
+                                      "environment_file": str(files.env_file),
+                                      "environment_template": files.env_template,
+                                      "unit_dir": str(files.unit_dir)},
+                          "kubernetes_cronjob": files.cronjob,
+                          "written": [str(p) for p in written],
+                          "install_source": source.as_json()})
+        return
+    output.err(f"gpucloud will be installed on the machine from: {source.describe()}"
+               + (f"; the CronJob runs the image {source.image} ([remote] image)"
+                  if source.image else ""))
+    caveat = source.caveat()
+    if caveat:
+        output.warn(caveat)
+    if write:
+        for path in written:
+            output.out(f"wrote {path}")
+        output.out(f"next: fill in {files.env_file} (chmod 600), then\n"
+                   "  systemctl --user daemon-reload && systemctl --user enable --now "
+                   f"{reaper_install.TIMER}\n"
+                   f"or on a cluster: see the two commands at the top of "
+                   f"{reaper_install.CRONJOB}")
+        return
+    output.out(f"# --- {files.unit_dir / reaper_install.SERVICE}\n{files.service}")
+    output.out(f"# --- {files.unit_dir / reaper_install.TIMER}\n{files.timer}")
+    output.out(f"# --- {files.env_file}  (chmod 600; fill in the keys)\n{files.env_template}")
+    output.out(f"# --- {reaper_install.CRONJOB}\n{files.cronjob}")
+    output.err("`gpucloud reap --install --write` writes these files; no key is ever written "
+               "into them")
+
+
+@app.command()
+def reap(
+    provider: Optional[str] = params.PROVIDER,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Report what would be terminated; "
+                                                          "terminate nothing."),
+    watch: Optional[str] = typer.Option(None, "--watch", metavar="INTERVAL",
+                                        help="Run again every INTERVAL (e.g. 60s) until "
+                                             "interrupted; --json then prints one line per pass."),
+    install: bool = typer.Option(False, "--install",
+                                 help="Print a systemd user timer and a Kubernetes CronJob "
+                                      "that run the reaper every minute."),
+    write: bool = typer.Option(False, "--write", help="With --install: write the files "
+                                                      "instead of printing them."),
+    json_output: bool = params.JSON,
+) -> None:
+    """Terminate every gpucloud machine past its deadline, on every provider with credentials.
+
+    Works from the providers' own records (tags, labels, env, description), not the
+    local journal: any machine with the same credentials can run it.
+    """
+    if write and not install:
+        fail(2, "usage", "--write goes with --install", "gpucloud reap --install --write",
+             json_output)
+    if install:
+        _install(json_output, write)
+        return
+    from gpucloud.catalog import pricing
+    from gpucloud.client.clients import Client
+    from gpucloud.errors import GpuCloudError
+
+    interval = pricing.parse_duration(watch).total_seconds() if watch is not None else None
+    client = Client()
+    failed = False
+    while True:
+        try:
+            report = client.reap(dry_run=dry_run, provider=provider)
+        except GpuCloudError as exc:
+            if interval is None:
+                raise
+            # A daemon outlives a bad minute: say so and try again next pass.
+            if json_output:
+                output.emit_json({"error": {"code": exc.code, "message": exc.message,
+                                            "hint": exc.hint}})
+            else:
+                output.warn(f"reap pass failed: {exc.message}")
+        else:
+            failed = any(a.action == "failed" for a in report.actions)
+            if json_output:
+                output.emit_json(output.dump(report))
+            else:
+                _report_text(report)
+        if interval is None:
+            break
+        sys.stdout.flush()
+        time.sleep(interval)
+    if failed:
+        raise typer.Exit(10)

@@ -1,0 +1,7 @@
+"""Configuration: where gpucloud keeps its files and the config file (settings),
+credentials and the keyring probe, file-size limits, YAML read within limits,
+and atomic file writes."""
+
+from gpucloud.compat import forward
+
+__getattr__ = forward(__name__)  # gpucloud.config was a module in 0.1.0

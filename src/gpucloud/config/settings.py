@@ -1,0 +1,186 @@
+"""Where gpucloud keeps its files, and the user's config file.
+
+``GPUCLOUD_HOME``, when set, holds everything: ``config.toml``, the state
+database, caches. Unset, config lives in platformdirs' user config dir and
+state in its user data dir. No secret is ever read from or written to these
+files: keys come from the environment or the keyring.
+
+config.toml:
+
+    [defaults]
+    providers = ["lambda", "runpod"]   # what Client() considers by default
+    auto_shutdown = "8h"               # deadline of new machines unless given
+    quiet_missing = true               # CLI: do not say which providers the bundled
+                                       # catalog has nothing for (like --quiet)
+
+    [sandbox]                          # knobs of the simulated cloud
+    capacity = 4
+    boot_seconds = 2
+
+    [budget]
+    monthly = "5000"                   # USD per calendar month (UTC); budget.py
+
+    [remote]                           # where gpucloud comes from on machines
+    install = "gpucloud==0.1.0"        # that run it unattended; remote_install.py
+    image = "ghcr.io/you/gpucloud:0.1.0"
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from gpucloud.errors import ConfigurationError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+APP = "gpucloud"
+CONFIG_MAX_DEPTH = 32  # tables and arrays within each other; a real config.toml has 3
+
+
+def config_dir() -> Path:
+    home = os.environ.get("GPUCLOUD_HOME")
+    if home:
+        return Path(home).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir(APP))
+
+
+def data_dir() -> Path:
+    home = os.environ.get("GPUCLOUD_HOME")
+    if home:
+        return Path(home).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir(APP))
+
+
+def cache_dir() -> Path:
+    """Files gpucloud can rebuild at any time (parsed catalogs, what the keyring
+    detection found): deleting the directory only costs one slower run."""
+    home = os.environ.get("GPUCLOUD_HOME")
+    if home:
+        return Path(home).expanduser() / "cache"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(APP))
+
+
+def state_db_path() -> Path:
+    return data_dir() / "state.sqlite"
+
+
+def sandbox_db_path() -> Path:
+    explicit = os.environ.get("GPUCLOUD_SANDBOX_DB")
+    if explicit:
+        return Path(explicit).expanduser()
+    return data_dir() / "sandbox" / "cloud.sqlite"
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path
+    providers: tuple[str, ...] | None = None
+    auto_shutdown: str | None = None
+    sandbox: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+    budget_monthly: Decimal | None = None  # USD; None: no monthly budget
+    remote_install: str | None = None  # [remote] install; None: this version from the index
+    remote_image: str | None = None  # [remote] image: a container image holding gpucloud
+    quiet_missing: bool = False  # [defaults] quiet_missing: the CLI's --quiet by default
+
+
+def load_config(path: Path | None = None) -> Config:
+    path = path or config_dir() / "config.toml"
+    if not path.is_file():
+        return Config(path=path)
+    from gpucloud.config.file_limits import MIB, InputLimitError, depth_of, read_limited
+
+    try:
+        data = tomllib.loads(read_limited(path, MIB))
+        depth_of(data, CONFIG_MAX_DEPTH)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc}",
+                                 hint="fix the file or move it away") from exc
+    except (InputLimitError, RecursionError) as exc:
+        # tomllib parses arrays and inline tables by recursion: thousands of
+        # nested brackets end in RecursionError, refused like any other limit.
+        reason = str(exc) if isinstance(exc, InputLimitError) else \
+            f"nested deeper than {CONFIG_MAX_DEPTH} levels, the limit"
+        raise ConfigurationError(f"{path} is refused: {reason}",
+                                 hint=f"config.toml is at most 1 MiB and {CONFIG_MAX_DEPTH} "
+                                      "levels deep; fix the file or move it away") from None
+    defaults, sandbox = data.get("defaults", {}), data.get("sandbox", {})
+    for section, value in (("defaults", defaults), ("sandbox", sandbox)):
+        if not isinstance(value, dict):
+            raise ConfigurationError(f"{path}: [{section}] must be a table",
+                                     hint=f"write it as a [{section}] section")
+    providers = defaults.get("providers")
+    if providers is not None and not (
+            isinstance(providers, list) and all(isinstance(p, str) for p in providers)):
+        raise ConfigurationError(f"{path}: defaults.providers must be a list of names",
+                                 hint='e.g. providers = ["lambda", "runpod"]')
+    auto_shutdown = defaults.get("auto_shutdown")
+    if auto_shutdown is not None and not isinstance(auto_shutdown, str):
+        raise ConfigurationError(f"{path}: defaults.auto_shutdown must be a duration string",
+                                 hint='e.g. auto_shutdown = "8h"')
+    quiet_missing = defaults.get("quiet_missing", False)
+    if not isinstance(quiet_missing, bool):
+        raise ConfigurationError(f"{path}: defaults.quiet_missing must be true or false",
+                                 hint="e.g. quiet_missing = true (no quotes)")
+    remote_install, remote_image = _remote(path, data)
+    return Config(path=path, providers=tuple(providers) if providers is not None else None,
+                  auto_shutdown=auto_shutdown, sandbox=dict(sandbox), raw=data,
+                  budget_monthly=_budget(path, data), remote_install=remote_install,
+                  remote_image=remote_image, quiet_missing=quiet_missing)
+
+
+def _remote(path: Path, data: dict[str, Any]) -> tuple[str | None, str | None]:
+    """[remote] install / image: see remote_install.py for the accepted forms."""
+    from gpucloud.machine import remote_install
+
+    section = data.get("remote", {})
+    if not isinstance(section, dict):
+        raise ConfigurationError(f"{path}: [remote] must be a table",
+                                 hint='write it as a [remote] section: install = "gpucloud==0.1.0"')
+    unknown = sorted(set(section) - {"install", "image"})
+    if unknown:
+        raise ConfigurationError(f"{path}: unknown key remote.{unknown[0]}",
+                                 hint="the [remote] section knows install and image")
+    install, image = section.get("install"), section.get("image")
+    return (None if install is None else remote_install.check_install(path, install),
+            None if image is None else remote_install.check_image(path, image))
+
+
+def _budget(path: Path, data: dict[str, Any]) -> Decimal | None:
+    """[budget] monthly = "5000": USD per calendar month, a positive amount."""
+    section = data.get("budget", {})
+    if not isinstance(section, dict):
+        raise ConfigurationError(f"{path}: [budget] must be a table",
+                                 hint='write it as a [budget] section: monthly = "5000"')
+    unknown = sorted(set(section) - {"monthly"})
+    if unknown:
+        raise ConfigurationError(f"{path}: unknown key budget.{unknown[0]}",
+                                 hint='the [budget] section knows monthly = "5000" (USD)')
+    value = section.get("monthly")
+    if value is None:
+        return None
+    try:
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise InvalidOperation
+        # A TOML float goes through its text, so 0.1 stays 0.1.
+        amount = Decimal(str(value).strip().lstrip("$").replace("_", ""))
+    except InvalidOperation:
+        amount = None
+    if amount is None or not amount.is_finite() or amount <= 0 or amount > 10 ** 9:
+        raise ConfigurationError(f"{path}: budget.monthly must be a positive amount in USD, "
+                                 f"got {value!r}", hint='e.g. monthly = "5000"')
+    return amount

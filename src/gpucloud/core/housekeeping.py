@@ -1,0 +1,143 @@
+"""Housekeeping: what a listing shows by default, and deleting every machine in scope.
+
+* A listing hides machines terminated more than ``RECENT_END`` ago: some
+  providers keep them listed for an hour or more, and they bury the machines
+  that bill. ``all=True`` shows them; so does asking for their status.
+* The end of a machine is the one this computer's cost ledger recorded (a
+  delete, a reaper termination, or the listing that first saw it ended). One
+  the ledger never saw end is hidden unless it was created within
+  ``RECENT_END`` (it cannot have ended before it was created).
+* A terminated machine carries what it cost from start to end
+  (``final_cost``), summed from the ledger as ``gpucloud costs`` does.
+* ``delete_all`` deletes every machine in scope that carries gpucloud's launch
+  id and is not on its way out; machines made elsewhere (a provider's console,
+  other tools) are never touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+
+from gpucloud.errors import GpuCloudError, SpecError
+from gpucloud.models import Instance, InstanceStatus
+from gpucloud.core.instructions import Op
+from gpucloud.safety.journal import utcnow
+
+RECENT_END = timedelta(minutes=10)
+# On its way out: nothing left to delete.
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_CENT = Decimal("0.01")
+
+
+def statuses(value: Any) -> frozenset[InstanceStatus] | None:
+    """None, a status, a comma-separated list, or an iterable of either -> the set;
+    an unknown name is a SpecError that lists the valid ones."""
+    if value is None:
+        return None
+    items = [value] if isinstance(value, (str, InstanceStatus)) else list(value)
+    found: set[InstanceStatus] = set()
+    valid = ", ".join(s.value for s in InstanceStatus)
+    for item in items:
+        if isinstance(item, InstanceStatus):
+            found.add(item)
+            continue
+        for name in str(item).split(","):
+            name = name.strip().lower()
+            try:
+                found.add(InstanceStatus(name))
+            except ValueError:
+                raise SpecError(f"unknown status {name!r}",
+                                hint=f"status= (CLI --status) is one or more of: {valid}") \
+                    from None
+    if not found:
+        raise SpecError("no status given", hint=f"status= (CLI --status) is one of: {valid}")
+    return frozenset(found)
+
+
+def listing(engine: Any, provider: str | None = None, all: bool = False,
+            status: Any = None, now: datetime | None = None) -> Op:
+    """The machines in scope, terminated ones with their end and cost, filtered:
+    by `status` when given, else without those that ended over RECENT_END ago
+    unless `all`."""
+    wanted = statuses(status)  # a bad status fails before anything is listed
+    machines: list[Instance] = yield from engine.list(provider)
+    machines = _with_ends(engine.ctx, machines)
+    if wanted is not None:
+        return [m for m in machines if m.status in wanted]
+    if all:
+        return machines
+    now = now or utcnow()
+    return [m for m in machines if not _long_gone(m, now)]
+
+
+def _long_gone(machine: Instance, now: datetime) -> bool:
+    if machine.status != InstanceStatus.TERMINATED:
+        return False
+    ended = machine.terminated_at or machine.created_at
+    return ended is None or now - ended > RECENT_END
+
+
+def _with_ends(ctx: Any, machines: list[Instance]) -> list[Instance]:
+    ended = [(m.provider, m.id) for m in machines if m.status == InstanceStatus.TERMINATED]
+    if not ended or not ctx.journal.path.exists():
+        return machines
+    from gpucloud.safety.costs import machine_month
+    from gpucloud.safety.ledger import ENDED, Ledger
+
+    history = ctx.tolerant("what terminated machines cost is not shown",
+                           Ledger(ctx.journal).history, ended) or {}
+    out = []
+    for machine in machines:
+        rows = history.get((machine.provider, machine.id))
+        if machine.status == InstanceStatus.TERMINATED and rows and rows[-1].state == ENDED:
+            end = rows[-1].at
+            spent = machine_month(rows, _EPOCH, end, end).spent
+            machine = machine.model_copy(update={
+                "terminated_at": end, "final_cost": spent.quantize(_CENT) if spent is not None
+                else None})
+        out.append(machine)
+    return out
+
+
+def in_scope(machines: Iterable[Instance], name_prefix: str | None = None) -> list[Instance]:
+    """gpucloud's machines still up, whose name starts with `name_prefix` if given."""
+    from gpucloud.safety.deadlines import GONE
+    from gpucloud.providers.launch_ids import is_gpucloud
+
+    return [m for m in machines if m.status not in GONE and is_gpucloud(m.launch_id)
+            and (name_prefix is None or (m.name or "").startswith(name_prefix))]
+
+
+def deletable(engine: Any, provider: str | None = None, name_prefix: str | None = None) -> Op:
+    machines: list[Instance] = yield from engine.list(provider)
+    return in_scope(machines, name_prefix)
+
+
+def delete_all(engine: Any, provider: str | None = None, name_prefix: str | None = None) -> Op:
+    """Delete every machine `deletable` finds; one failure does not stop the
+    others. The deleted machines, or the first error once all were tried, its
+    `instances` the machines still up."""
+    machines = yield from deletable(engine, provider, name_prefix)
+    deleted: list[Instance] = []
+    failures: list[tuple[Instance, GpuCloudError]] = []
+    for machine in machines:
+        try:
+            yield from engine.delete(machine.ref)
+        except GpuCloudError as exc:
+            failures.append((machine, exc))
+            continue
+        deleted.append(machine)
+    if failures:
+        first = failures[0][1]
+        if len(failures) > 1:
+            first.message = (f"{len(failures)} of {len(machines)} deletes failed; "
+                             f"first: {failures[0][0].ref}: {first.message}")
+        first.instances = [m for m, _ in failures]
+        raise first
+    return deleted
+
+
+__all__ = ["RECENT_END", "delete_all", "deletable", "in_scope", "listing", "statuses"]

@@ -1,0 +1,88 @@
+"""The primitives operations are made of, below the engine, the planner and the
+launcher (so none of them imports another for these): the instructions an
+operation yields (``Call``, ``Gather``, ``Concurrent``; ``Sleep`` from
+adapters.base), and the small pure helpers every operation shares."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from gpucloud.catalog import pricing
+from gpucloud.core.flow import Flow, Sleep
+from gpucloud.errors import SpecError, option
+
+if TYPE_CHECKING:
+    from gpucloud.models import Offer
+    from gpucloud.catalog.offer import CatalogOffer
+
+_O = TypeVar("_O", "Offer", "CatalogOffer")
+
+# Machines of one batch in flight at once, unless the caller says otherwise.
+DEFAULT_CONCURRENCY = 8
+
+MAX_FALLBACKS = 20
+Op = Generator[Any, Any, Any]
+
+
+@dataclass
+class Call:
+    provider: str
+    flow: Flow[Any]
+
+
+@dataclass
+class Gather:
+    calls: list[Call] = field(default_factory=list)
+
+
+@dataclass
+class Concurrent:
+    """Run sub-operations at once, at most ``limit`` in flight, each driven by the
+    client like a whole operation (a thread of Client, a task of AsyncClient).
+    The answer is their results in order; an exception a sub-operation raised
+    comes back as its value (as in Gather). Sub-operations share the context,
+    so what they record there must be per launch (launcher.py)."""
+    ops: list[Op] = field(default_factory=list)
+    limit: int = 8
+
+
+def check_count(count: int) -> int:
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise SpecError(f"count must be a positive number of GPUs, got {count!r}",
+                        hint=f"{option('count', '--count')} is the number of GPUs on one "
+                             "machine, e.g. 8")
+    return count
+
+
+def sort_offers(offers: list[_O]) -> list[_O]:
+    """Cheapest first; but every offer with a price part not known (a live price
+    of 0, storage billed at a rate not in the data) after all fully priced ones:
+    its real price may be anything, so it is never the "cheapest" (and one with
+    no machine price at all comes last). The one order of offers, estimate and
+    plan alike."""
+    def key(o: _O) -> tuple[Any, ...]:
+        unknown = pricing.unknown_parts(o)
+        return (bool(unknown), pricing.MACHINE in unknown, o.price_per_hour,
+                o.available is False, o.provider, o.region, o.instance_type)
+    return sorted(offers, key=key)
+
+
+def split_ref(ref: Any) -> tuple[str, str]:
+    if not isinstance(ref, str):
+        from gpucloud.models import Instance  # a ref that is no str comes from pydantic-land
+
+        if isinstance(ref, Instance):
+            return ref.provider, ref.id
+    text = str(ref)
+    provider, sep, ident = text.partition("/")
+    if not sep or not provider or not ident:
+        raise SpecError(f"invalid instance reference {text!r}",
+                        hint="use provider/id as shown by `gpucloud list`, e.g. lambda/0920582c")
+    return provider, ident
+
+
+
+__all__ = ["Call", "Concurrent", "DEFAULT_CONCURRENCY", "Gather", "MAX_FALLBACKS", "Op", "Sleep",
+           "check_count", "sort_offers", "split_ref"]

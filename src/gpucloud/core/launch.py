@@ -1,0 +1,257 @@
+"""Launching a planned machine: failover on definite refusals, reconcile on
+ambiguous failures, a journal entry for every attempt.
+
+* The launch intent is journaled before the request, the outcome after; the
+  intent only once admitted against the monthly budget (budget.admit).
+* No capacity / quota exceeded are definite refusals: nothing was created, so
+  the next offer is tried — first the same instance type in another region of
+  the same provider, then other providers, cheapest first. A quota refusal
+  skips the provider's remaining offers (quota is per account, not per
+  region). At most ``MAX_ATTEMPTS`` launches are sent.
+* A failure after the request may have reached the provider (read timeout,
+  broken connection, 5xx) is ambiguous: the machine may exist. It is never
+  re-sent; the provider is listed (a few times, a few seconds apart, since
+  new machines can take a moment to appear) and a machine carrying this
+  launch id is adopted. Not found: the error is raised with the launch id.
+* Anything else (auth, bad request, a connect error that never left) stops.
+* A create reply is taken as the machine only when its id has the form the
+  provider documents (``Provider.id_format``): a reply like
+  ``{"id": "<html>"}`` is as ambiguous as no reply, so
+  the machine is looked for by launch id and adopted if found, else the
+  APIResponseValidationError is raised with the launch id (reconcile repairs
+  the journal later).
+* A well-formed id is read back (GET by id; Lambda, Vast and Verda do it
+  inside create) before the machine counts as created: a 404 means the reply
+  named a machine that is not there, which is handled like the wrong form
+  above, and so is a machine read back that carries another launch id. Until
+  the read answers, the journal holds the replied id (status ambiguous) and
+  the attempt in flight names it, so an interrupt says the machine may exist
+  under that id. A read that fails otherwise (5xx, timeout) does not
+  contradict the reply: the reply's machine is kept, with a warning. Only
+  then is the launch journaled delivered.
+* A job (``job=``, a JobRun) is launched the same way through the adapter's
+  ``submit_job``, with a job launch id; its secret values are registered for
+  redaction before the request exists. It returns the Job. A job without a
+  machine (a Kubernetes Job) goes into the cost ledger as itself
+  (job_costs.py), so the budget never stops counting it once delivered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpucloud.providers.base import Sleep
+from gpucloud.core.context import ssh_key_file
+from gpucloud.safety import budget, ledger
+from gpucloud.jobs import costs as job_costs
+from gpucloud.core.instructions import Call, Op
+from gpucloud.errors import (
+    APIConnectionError, APIError, APIResponseValidationError, GpuCloudError,
+    InsufficientCapacityError, InternalServerError, QuotaExceededError, option,
+)
+from gpucloud.models import Attempt, Offer, Plan
+from gpucloud.safety.launch_deadline import deadline_for
+from gpucloud.transport.redaction import register_secrets
+
+MAX_ATTEMPTS = 3
+RECONCILE_DELAYS = (0.0, 2.0, 5.0)  # seconds before each look for an ambiguous launch
+
+
+def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
+           ssh_key: str | None, disk_gb: int | None, job: Any = None,
+           attempts: list[Attempt] | None = None, slot: tuple[str, int] | None = None) -> Op:
+    """One machine. ``attempts``: this launch's own list (a batch runs many at
+    once on one context, so it passes one per slot); without it the list is
+    also the context's ``last_attempts``. ``slot``: (batch key, slot index),
+    journaled with every intent so a restarted batch finds what it made."""
+    if attempts is None:
+        attempts = []
+        ctx.last_attempts = attempts
+    batch_key, index = slot if slot is not None else (None, None)
+    queue = [o for o in (plan.offer, *plan.alternatives) if o.source == "live"]
+    if not queue:
+        raise _unreachable(ctx, plan.offer)
+    last: GpuCloudError | None = None
+    while queue and len(attempts) < MAX_ATTEMPTS:
+        offer = queue.pop(0)
+        adapter = ctx.adapter(offer.provider)
+        shutdown_at = deadline_for(plan, offer, disk_gb)
+        spec = ctx.instance_spec(offer, adapter, name=name, image=image, ssh_key=ssh_key,
+                                 disk_gb=disk_gb, shutdown_at=shutdown_at, job=job,
+                                 batch=batch_key)
+        if job is not None:
+            register_secrets(job.secret_env.values())
+        # Admitted against the monthly budget and journaled in one transaction,
+        # with what it commits (budget.py); ended before the request is sent.
+        budget.admit(ctx, plan, offer, lambda committed: ctx.journal.record_intent(
+            launch_id=spec.launch_id, provider=offer.provider, instance_type=offer.instance_type,
+            region=offer.region, name=spec.name, price_per_hour=str(offer.price_per_hour),
+            shutdown_at=shutdown_at, ssh_key_path=ssh_key_file(ssh_key), committed=committed,
+            **({} if slot is None else {"batch_key": batch_key, "slot": index})),
+            disk_gb=disk_gb)
+        # In flight until its outcome is known: an interrupt (Ctrl-C) now
+        # leaves a machine that may exist, and the caller must be able to say so.
+        launching = _attempt(offer, spec.launch_id, "launching", None)
+        ctx.in_flight.append(launching)
+        ctx.report(launching)
+        try:
+            if job is None:
+                instance = yield Call(offer.provider, adapter.create(spec))
+                if not adapter.create_reads_back:
+                    adapter.check_reply_id(instance.id)  # before the journal names it
+                    launching = _answered(ctx, launching, instance.id)
+                    instance = yield Call(offer.provider, adapter.read_back(instance))
+                _check_launch_id(adapter, spec.launch_id, instance)
+            else:
+                submitted = yield Call(offer.provider, adapter.submit_job(spec))
+                instance = submitted.instance
+            outcome = "created"
+        except (InsufficientCapacityError, QuotaExceededError) as exc:
+            _settle(ctx, launching)
+            _failed(ctx, attempts, spec.launch_id, offer, exc)
+            queue = _next_candidates(queue, offer, exc)
+            last = exc
+            continue
+        except (APIConnectionError, InternalServerError, APIResponseValidationError) as exc:
+            # An unreadable answer to a launch is as ambiguous as no answer.
+            if isinstance(exc, APIConnectionError) and not exc.sent:
+                _settle(ctx, launching)
+                raise _failed(ctx, attempts, spec.launch_id, offer, exc)
+            # Ambiguous: the machine may exist. Look for it; never re-send.
+            ctx.tolerant(f"launch {spec.launch_id} is not journaled as ambiguous",
+                         ctx.journal.mark, spec.launch_id, "ambiguous", error=exc.code)
+            found = yield from _find_launch(ctx, offer.provider, spec.launch_id, job is not None)
+            _settle(ctx, launching)
+            if found is None:
+                attempts.append(_attempt(offer, spec.launch_id, "failed", exc))
+                ctx.report(attempts[-1])
+                exc.attempts = attempts
+                exc.launch_id = spec.launch_id
+                exc.hint = (f"the machine may still appear: run `gpucloud list --provider "
+                            f"{offer.provider}` and look for launch id {spec.launch_id}; "
+                            "nothing was retried")
+                raise
+            outcome = "adopted"
+            if job is None:
+                instance = found
+            else:
+                submitted, instance = found, found.instance
+        except GpuCloudError as exc:
+            _settle(ctx, launching)
+            raise _failed(ctx, attempts, spec.launch_id, offer, exc)
+        _settle(ctx, launching)
+        made = instance if instance is not None else submitted  # a job without a machine
+        # The machine exists: a journal that fails now must not hide it.
+        # The ledger first: the budget counts the launch by its intent until its
+        # machine is in the ledger, so in this order it is never counted nowhere.
+        # Either failing (a full disk, a database gone read-only) is a warning
+        # that names the repair: reconcile finds the machine by its launch id.
+        if instance is not None:
+            ctx.tolerant(f"{instance.ref} is not in the cost ledger: once the state database "
+                         "is usable, run `gpucloud reconcile`, then `gpucloud list` (the "
+                         "listing records it for `gpucloud costs` and the monthly budget)",
+                         ledger.launched, ctx, instance, offer, disk_gb, shutdown_at,
+                         spec.launch_id)
+        else:  # a job without a machine (a Kubernetes Job): counted as itself
+            ctx.tolerant(f"{made.ref} is not in the cost ledger: `gpucloud costs` and the "
+                         "monthly budget do not count it", job_costs.launched, ctx, submitted,
+                         offer, disk_gb, shutdown_at, spec.launch_id)
+        ctx.tolerant(f"{made.ref} (launch id {spec.launch_id}) was created but is not "
+                     "journaled as delivered: once the state database is usable, run "
+                     "`gpucloud reconcile` to record it", ctx.journal.mark, spec.launch_id,
+                     "delivered", instance_id=made.id)
+        attempts.append(_attempt(offer, spec.launch_id, outcome, None))
+        ctx.report(attempts[-1])
+        if instance is not None and instance.shutdown_at is None and shutdown_at is not None:
+            instance = instance.model_copy(update={"shutdown_at": shutdown_at})
+        if job is None:
+            return instance
+        return submitted.model_copy(update={
+            "instance": instance, "shutdown_at": submitted.shutdown_at or shutdown_at})
+    assert last is not None
+    last.attempts = attempts
+    if queue:
+        last.hint = (f"gave up after {MAX_ATTEMPTS} attempts; {len(queue)} more offers remain: "
+                     f"retry, or narrow {option('provider', '--provider')} or "
+                     f"{option('region', '--region')}")
+    raise last
+
+
+def _answered(ctx: Any, launching: Attempt, instance_id: str) -> Attempt:
+    """The create was answered with ``instance_id``; until it is read back the
+    machine may exist under it: the journal and the attempt in flight say so."""
+    ctx.tolerant(f"launch {launching.launch_id} (machine {instance_id}) is not journaled",
+                 ctx.journal.mark, launching.launch_id, "ambiguous", instance_id=instance_id)
+    answered = launching.model_copy(update={"instance_id": instance_id})
+    # Each list operation is atomic (a batch launches from several threads):
+    # added before the old one goes, so an interrupt never finds neither.
+    ctx.in_flight.append(answered)
+    _settle(ctx, launching)
+    return answered
+
+
+def _check_launch_id(adapter: Any, launch_id: str, instance: Any) -> None:
+    """A machine read back under the replied id that carries another launch id
+    is someone else's machine, never this launch's."""
+    if instance.launch_id is not None and instance.launch_id != launch_id:
+        raise adapter.not_created(instance.id, "carries another launch id")
+
+
+def _settle(ctx: Any, launching: Attempt) -> None:
+    if launching in ctx.in_flight:
+        ctx.in_flight.remove(launching)
+
+
+def _unreachable(ctx: Any, offer: Offer) -> GpuCloudError:
+    """A plan made of list prices only: the provider could not be asked, so
+    nothing can be launched; say why rather than "no offer"."""
+    failure = ctx.failures.get(offer.provider)
+    if isinstance(failure, GpuCloudError):
+        return failure
+    return APIConnectionError(
+        f"{offer.provider}: live offers could not be fetched, so nothing can be launched",
+        provider=offer.provider,
+        hint="the plan shows catalog prices only; check your network and credentials, then retry")
+
+
+def _failed(ctx: Any, attempts: list[Attempt], launch_id: str, offer: Offer,
+            exc: GpuCloudError) -> GpuCloudError:
+    ctx.tolerant(f"launch {launch_id} is not journaled as failed",
+                 ctx.journal.mark, launch_id, "failed", error=exc.code)
+    attempts.append(_attempt(offer, launch_id, "failed", exc))
+    ctx.report(attempts[-1])
+    exc.attempts = attempts
+    exc.launch_id = launch_id
+    return exc
+
+
+def _next_candidates(queue: list[Offer], failed: Offer, exc: GpuCloudError) -> list[Offer]:
+    """Same instance type elsewhere first, then the rest, each cheapest first."""
+    if isinstance(exc, QuotaExceededError):
+        queue = [o for o in queue if o.provider != failed.provider]
+    same = [o for o in queue
+            if o.provider == failed.provider and o.instance_type == failed.instance_type]
+    return same + [o for o in queue if o not in same]
+
+
+def _attempt(offer: Offer, launch_id: str, outcome: str, exc: GpuCloudError | None) -> Attempt:
+    return Attempt(provider=offer.provider, instance_type=offer.instance_type,
+                   region=offer.region, outcome=outcome,  # type: ignore[arg-type]
+                   error=str(exc) if exc else None, error_code=exc.code if exc else None,
+                   launch_id=launch_id)
+
+
+def _find_launch(ctx: Any, provider: str, launch_id: str, job: bool = False) -> Op:
+    adapter = ctx.adapter(provider)
+    for delay in RECONCILE_DELAYS:
+        if delay:
+            yield Sleep(delay)
+        try:
+            instances: list[Any] = yield Call(
+                provider, adapter.list_jobs() if job else adapter.list_instances())
+        except APIError:
+            continue
+        found = next((i for i in instances if i.launch_id == launch_id), None)
+        if found is not None:
+            return found
+    return None

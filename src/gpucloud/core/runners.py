@@ -1,0 +1,145 @@
+"""How Client and AsyncClient carry out an operation's instructions (ops.py):
+``Call`` through the provider's session, ``Gather`` at once, ``Sleep``, and
+``Concurrent`` sub-operations, with threads or with asyncio. Mixins: the
+clients' __init__ sets ``_ctx``, ``_sleep``, ``_sessions`` (and ``_lock``).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from gpucloud.core.drive import adrive, drive
+from gpucloud.core.flow import Sleep
+from gpucloud.core.instructions import Call, Concurrent, Gather, Op
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from gpucloud.transport.http import AsyncSession, Session
+    from gpucloud.core.context import ClientContext
+
+
+class ThreadedRunner:
+    _ctx: ClientContext
+    _sleep: Callable[[float], None]
+    _sessions: dict[str, Session]
+    _lock: threading.Lock
+
+    def _session(self, name: str) -> Session:
+        from gpucloud.transport.http import Session
+
+        with self._lock:
+            if name not in self._sessions:
+                self._sessions[name] = Session(self._ctx.adapter(name), sleep=self._sleep)
+            return self._sessions[name]
+
+    def _call(self, call: Call) -> Any:
+        return self._session(call.provider).run(call.flow)
+
+    def _capture(self, call: Call) -> Any:
+        try:
+            return self._call(call)
+        except Exception as exc:  # noqa: BLE001 - handed back to the operation
+            return exc
+
+    def _perform(self, item: Any) -> Any:
+        if isinstance(item, Call):
+            return self._call(item)
+        if isinstance(item, Gather):
+            if len(item.calls) <= 1:
+                return [self._capture(c) for c in item.calls]
+            from concurrent.futures import ThreadPoolExecutor  # not for a lone call
+
+            with ThreadPoolExecutor(max_workers=min(8, len(item.calls))) as pool:
+                return list(pool.map(self._capture, item.calls))
+        if isinstance(item, Sleep):
+            return self._sleep(item.seconds)
+        if isinstance(item, Concurrent):
+            return self._concurrent(item)
+        raise TypeError(f"unknown instruction {item!r}")
+
+    def _concurrent(self, item: Concurrent) -> list[Any]:
+        """Each sub-operation in a thread, at most item.limit at once. An interrupt
+        (or a KeyboardInterrupt raised in a worker) cancels the ones not started
+        and propagates at once: those in flight stay listed in ctx.in_flight."""
+        if not item.ops:
+            return []
+        import threading
+        from concurrent.futures import ThreadPoolExecutor, as_completed
+
+        # Set by the worker an interrupt ends: the pool's thread would otherwise
+        # take the next operation before this thread sees the interrupt and
+        # cancels what has not started (a launch no one asked for any more).
+        stopping = threading.Event()
+
+        def one(op: Op) -> Any:
+            if stopping.is_set():
+                return None  # never started: the interrupt propagates from another
+            try:
+                return self._run(op)
+            except Exception as exc:  # noqa: BLE001 - handed back to the operation
+                return exc
+            except BaseException:
+                stopping.set()
+                raise
+
+        pool = ThreadPoolExecutor(max_workers=max(1, min(item.limit, len(item.ops))),
+                                  thread_name_prefix="gpucloud-launch")
+        futures = [pool.submit(one, op) for op in item.ops]
+        try:
+            for future in as_completed(futures):
+                future.result()  # re-raises what one() does not catch (an interrupt)
+        except BaseException:
+            stopping.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
+        return [f.result() for f in futures]
+
+    def _run(self, op: Op) -> Any:
+        return drive(op, self._perform)
+
+
+
+class AsyncRunner:
+    _ctx: ClientContext
+    _sleep: Callable[[float], Awaitable[None]] | None
+    _sessions: dict[str, AsyncSession]
+
+    def _session(self, name: str) -> AsyncSession:
+        if name not in self._sessions:
+            from gpucloud.transport.http import AsyncSession
+
+            self._sessions[name] = AsyncSession(self._ctx.adapter(name), sleep=self._sleep)
+        return self._sessions[name]
+
+    async def _perform(self, item: Any) -> Any:
+        import asyncio
+
+        if isinstance(item, Call):
+            return await self._session(item.provider).run(item.flow)
+        if isinstance(item, Gather):
+            return list(await asyncio.gather(
+                *(self._session(c.provider).run(c.flow) for c in item.calls),
+                return_exceptions=True))
+        if isinstance(item, Sleep):
+            return await (self._sleep or asyncio.sleep)(item.seconds)
+        if isinstance(item, Concurrent):
+            gate = asyncio.Semaphore(max(1, item.limit))
+
+            async def one(op: Op) -> Any:
+                async with gate:
+                    try:
+                        return await self._run(op)
+                    except Exception as exc:  # noqa: BLE001 - handed back to the operation
+                        return exc
+
+            return list(await asyncio.gather(*(one(op) for op in item.ops)))
+        raise TypeError(f"unknown instruction {item!r}")
+
+    async def _run(self, op: Op) -> Any:
+        return await adrive(op, self._perform)
+
+
+__all__ = ["AsyncRunner", "ThreadedRunner"]

@@ -1,0 +1,252 @@
+"""Jobs as operations (like engine.py's): submit, list, get, cancel, logs.
+
+A submit is a create with a container to run: it is planned and estimated
+exactly like one (planner.py: ``max_runtime`` is the deadline the reaper
+enforces, ``max_cost`` and the monthly budget are kept, failover across
+offers), and launched by launcher.py with ``InstanceSpec.job`` set and a
+``gj-`` launch id. Secrets are resolved before anything is sent: a missing
+one stops the submit, naming it (exit 3).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from gpucloud.jobs import costs as job_costs
+from gpucloud.safety import ledger
+from gpucloud.providers.base import format_utc
+from gpucloud.errors import CredentialsError, GpuCloudError, NotFoundError, SpecError
+from gpucloud.jobs.spec import JobSpec, from_any
+from gpucloud.core.launch import launch
+from gpucloud.models import Job, JobRun, JobStatus, Plan
+from gpucloud.core.instructions import Call, Gather, Op, split_ref
+from gpucloud.core.plan import plan as make_plan
+
+ENDED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+def resolve_secrets(spec: JobSpec, use_keyring: bool = True) -> dict[str, Any]:
+    """{NAME: SecretStr} for every secret the spec references; CredentialsError
+    naming the first one that cannot be found."""
+    from pydantic import SecretStr
+
+    out: dict[str, Any] = {}
+    for name, ref in spec.secrets.items():
+        value: str | None
+        problem = None
+        if ref.env is not None:
+            value = os.environ.get(ref.env) or None
+        else:
+            value, problem = _keyring(str(ref.keyring), use_keyring)
+        if value is None:
+            how = (f"export {ref.env}=..." if ref.env is not None else
+                   f"store it: keyring set {' '.join(str(ref.keyring).split('/', 1))}")
+            raise CredentialsError(
+                f"secret {name} of job {spec.name}: nothing in {ref.source}"
+                + (f" ({problem})" if problem else ""),
+                hint=f"{how}, then submit again; nothing was sent")
+        out[name] = SecretStr(value)
+    return out
+
+
+def _keyring(entry: str, use_keyring: bool) -> tuple[str | None, str | None]:
+    if not use_keyring:
+        return None, "the keyring is disabled for this client"
+    service, _, user = entry.partition("/")
+    try:
+        import keyring
+
+        return keyring.get_password(service, user), None
+    except Exception as exc:  # noqa: BLE001 - any backend failure: report, never crash
+        return None, f"the system keyring could not be read: {type(exc).__name__}"
+
+
+def job_run(spec: JobSpec, secret_env: dict[str, Any]) -> JobRun:
+    """What an adapter needs to run the job's container."""
+    from gpucloud.catalog.pricing import parse_duration
+
+    checkpoint = spec.checkpoint
+    return JobRun(
+        name=spec.name, image=spec.image, command=tuple(spec.command), args=tuple(spec.args),
+        env=dict(spec.env), secret_env=secret_env, max_runtime_seconds=spec.max_runtime_seconds,
+        retries=spec.retries, gpu_count=spec.resources.gpu_count,
+        checkpoint_dir=checkpoint.dir if checkpoint else None,
+        checkpoint_url=checkpoint.url if checkpoint else None,
+        checkpoint_sync_seconds=int(parse_duration(checkpoint.sync_interval).total_seconds())
+        if checkpoint and checkpoint.sync_interval else None,
+        cpu=spec.resources.cpu, memory_gb=spec.resources.memory_gb, spot=spec.spot)
+
+
+class _SizedOffers:
+    """The engine, with offers too small for the job's cpu/memory left out (an
+    offer that does not say its size is kept: the provider decides)."""
+
+    def __init__(self, engine: Any, spec: JobSpec) -> None:
+        self._engine, self._spec = engine, spec
+        self.ctx = engine.ctx
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+    def offers(self, *args: Any, **kwargs: Any) -> Op:
+        offers = yield from self._engine.offers(*args, **kwargs)
+        r = self._spec.resources
+        return [o for o in offers
+                if (r.cpu is None or o.vcpus is None or o.vcpus >= r.cpu)
+                and (r.memory_gb is None or o.memory_gb is None or o.memory_gb >= r.memory_gb)]
+
+
+def plan(engine: Any, spec: Any, provider: str | None = None, region: str | None = None,
+         dry_run: bool = False) -> Op:
+    """What submit would launch and what it costs; spends nothing, reads no secret.
+    ``dry_run``: with no credentials at all, plan from the bundled catalog."""
+    spec = from_any(spec)
+    r = spec.resources
+    made: Plan = yield from make_plan(
+        _SizedOffers(engine, spec), r.gpu, r.gpu_count, provider or spec.provider,
+        region or spec.region, r.disk_gb, spec.max_runtime, spec.max_cost, spec.spot, 1,
+        dry_run=dry_run)
+    return made
+
+
+def submit(engine: Any, spec: Any, provider: str | None = None, region: str | None = None,
+           plan_: Plan | None = None) -> Op:
+    spec = from_any(spec)
+    secret_env = resolve_secrets(spec, engine.ctx.credentials._use_keyring)
+    if plan_ is None:
+        plan_ = yield from plan(engine, spec, provider, region)
+    engine.ctx.created, engine.ctx.in_flight = [], []
+    # The container image travels in the JobRun; the machine keeps the provider's
+    # default image (on a VM cloud, the OS image that runs the container).
+    job: Job = yield from launch(engine.ctx, plan_, name=spec.name, image=None,
+                                 ssh_key=None, disk_gb=spec.resources.disk_gb,
+                                 job=job_run(spec, secret_env))
+    if job.instance is not None:
+        engine.ctx.created.append(job.instance)
+    return job
+
+
+def jobs(engine: Any, provider: str | None = None) -> Op:
+    """Jobs on every provider in scope; one provider's failure is a warning."""
+    ctx = engine.ctx
+    names = [n for n in ctx.scope(provider, listing=True) if ctx.can_call(n)]
+    if provider is not None and not names:
+        raise ctx.missing_credentials([provider])
+    results = yield Gather([Call(n, ctx.adapter(n).list_jobs()) for n in names])
+    ctx.warnings.clear()
+    failed = [r for r in results if isinstance(r, BaseException)]
+    if failed and (provider is not None or len(failed) == len(names)):
+        raise failed[0]  # "no jobs" must never mean "could not look"
+    out: list[Job] = []
+    for name, result in zip(names, results):
+        if isinstance(result, BaseException):
+            if not isinstance(result, GpuCloudError):
+                raise result
+            ctx.warnings.append(f"{name}: could not list jobs ({result})")
+            continue
+        out.extend(result)
+    whole = [n for n, r in zip(names, results) if isinstance(r, list)]
+    ctx.tolerant("the cost ledger did not record the jobs that ended", job_costs.seen, ctx,
+                 out, whole)
+    return sorted(out, key=lambda j: (j.created_at is None, j.created_at), reverse=True)
+
+
+def _ref(engine: Any, ref: Any) -> Op:
+    """(provider, id) of a Job, "provider/id", a job's name or a unique id prefix."""
+    if isinstance(ref, Job):
+        return ref.provider, ref.id
+    if "/" in str(ref):
+        return split_ref(ref)
+    listed: list[Job] = yield from jobs(engine)
+    text = str(ref)
+    matches = [j for j in listed if text in (j.name, j.id)] \
+        or [j for j in listed if j.id.startswith(text)]
+    live = [j for j in matches if j.status not in ENDED]
+    if len(matches) > 1 and len(live) == 1:
+        matches = live  # a name reused after a run ended names the new run
+    elif len(matches) > 1 and not live and all(j.created_at for j in matches):
+        # Runs of one name that have all ended: the last run is the one meant
+        # (its logs, its exit code); said, since an older run might have been.
+        newest = max(matches, key=lambda j: j.created_at)  # type: ignore[arg-type,return-value]
+        assert newest.created_at is not None  # all(...) above
+        engine.ctx.warn(f"{text!r} matches {len(matches)} jobs that have all ended: using the "
+                        f"newest, {newest.ref} ({newest.status.value}, created "
+                        f"{format_utc(newest.created_at)}); name another by its provider/id "
+                        "(REF in `gpucloud jobs list`)")
+        matches = [newest]
+    if len(matches) == 1:
+        return matches[0].provider, matches[0].id
+    if matches:
+        raise SpecError(f"{text!r} matches {len(matches)} jobs: "
+                        + ", ".join(f"{j.ref} ({j.status.value})" for j in matches[:10]),
+                        hint="name the job by its provider/id (REF in `gpucloud jobs list`)")
+    raise NotFoundError(f"no job named {text!r} or with an id starting with it",
+                        provider="any", status_code=404,
+                        hint="`gpucloud jobs list` shows the jobs; refer to one by provider/id, "
+                             "its name or a unique id prefix")
+
+
+def job(engine: Any, ref: Any) -> Op:
+    provider, ident = yield from _ref(engine, ref)
+    engine.ctx.require_callable(provider)
+    found: Job = yield Call(provider, engine.ctx.adapter(provider).get_job(ident))
+    engine.ctx.tolerant("the cost ledger did not record the job's end", job_costs.seen,
+                        engine.ctx, [found])
+    return found
+
+
+def cancel(engine: Any, ref: Any) -> Op:
+    """Stop the job and end its machine (billing stops); the Job as it is after."""
+    ctx = engine.ctx
+    provider, ident = yield from _ref(engine, ref)
+    ctx.require_callable(provider)
+    adapter = ctx.adapter(provider)
+    before: Job = yield Call(provider, adapter.get_job(ident))
+    if before.status in ENDED:
+        ctx.tolerant("the cost ledger did not record the job's end", job_costs.seen, ctx,
+                     [before])
+        return before
+    yield Call(provider, adapter.cancel_job(ident))
+    if before.instance is not None:
+        machine = before.instance
+        ctx.tolerant(f"{machine.ref} was ended but the journal could not record it",
+                     ctx.journal.mark_deleted, provider, machine.id)
+        ctx.tolerant(f"{machine.ref}: its end is not in the cost ledger",
+                     ledger.ended, ctx, provider, machine.id, "delete")
+    else:
+        ctx.tolerant(f"{before.ref}: its end is not in the cost ledger",
+                     job_costs.cancelled, ctx, provider, ident)
+    try:
+        after: Job = yield Call(provider, adapter.get_job(ident))
+    except NotFoundError:  # some providers forget a cancelled job at once
+        return before.model_copy(update={"status": JobStatus.CANCELLED})
+    return after
+
+
+def logs(engine: Any, ref: Any, tail: int | None = None) -> Op:
+    """(the job, its output so far) where the provider offers logs."""
+    if tail is not None and (isinstance(tail, bool) or not isinstance(tail, int) or tail < 1):
+        raise SpecError(f"tail must be a positive number of lines, got {tail!r}")
+    provider, ident = yield from _ref(engine, ref)
+    engine.ctx.require_callable(provider)
+    adapter = engine.ctx.adapter(provider)
+    # The status first: logs read after a job is seen ended are complete, so
+    # following stops with the last line, never one read short of it.
+    current: Job = yield Call(provider, adapter.get_job(ident))
+    engine.ctx.tolerant("the cost ledger did not record the job's end", job_costs.seen,
+                        engine.ctx, [current])
+    text: str = yield Call(provider, adapter.job_logs(ident, tail))
+    return current, text
+
+
+def new_lines(seen: int, text: str) -> tuple[int, list[str]]:
+    """For following logs: the lines after the first `seen` of `text`."""
+    lines = text.splitlines()
+    if len(lines) < seen:  # the provider keeps a window: show what is new
+        seen = 0
+    return len(lines), lines[seen:]
+
+
+__all__ = ["ENDED", "cancel", "job", "job_run", "jobs", "logs", "new_lines", "plan",
+           "resolve_secrets", "submit"]

@@ -1,0 +1,1 @@
+"""Lambda Cloud (cloud.lambda.ai), API v1."""

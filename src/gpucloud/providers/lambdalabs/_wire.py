@@ -1,0 +1,87 @@
+"""Lambda Cloud's wire format: statuses, error codes, image specs and field readers.
+
+The pure half of the Lambda adapter (lambdalabs.py holds the flows); the
+contract is tests/fixtures/lambda/openapi.json (Lambda's OpenAPI 1.8.3).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpucloud.errors import (
+    APIStatusError,
+    AuthenticationError,
+    BadRequestError,
+    ConflictError,
+    InsufficientCapacityError,
+    InternalServerError,
+    NotFoundError,
+    PermissionDeniedError,
+    QuotaExceededError,
+)
+from gpucloud.models import Connection, InstanceStatus
+from gpucloud.providers._connection import ssh_endpoint
+from gpucloud.providers._fields import integer, is_int  # noqa: F401  (used by the adapter)
+
+STATUS = {
+    "booting": InstanceStatus.PENDING,
+    "active": InstanceStatus.RUNNING,
+    "unhealthy": InstanceStatus.UNKNOWN,
+    "terminating": InstanceStatus.TERMINATING,
+    "terminated": InstanceStatus.TERMINATED,
+    # A preempted machine is gone and no longer billed; nothing to wait for.
+    "preempted": InstanceStatus.TERMINATED,
+}
+
+ERRORS: dict[str, type[APIStatusError]] = {
+    "global/invalid-api-key": AuthenticationError,
+    "global/account-inactive": PermissionDeniedError,
+    "global/invalid-address": PermissionDeniedError,
+    # Also sent as a 400 on launch when the key name or image does not exist.
+    "global/object-does-not-exist": NotFoundError,
+    "instance-operations/launch/insufficient-capacity": InsufficientCapacityError,
+    "global/quota-exceeded": QuotaExceededError,
+    "global/invalid-parameters": BadRequestError,
+    "global/duplicate": ConflictError,
+    "global/internal-error": InternalServerError,
+}
+
+IMAGE_ID = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+
+# "H100 (80 GB SXM5)" -> 80
+GPU_MEMORY = re.compile(r"\(\s*(\d+)\s*GB\b", re.IGNORECASE)
+
+
+def image_spec(image: str) -> dict[str, str]:
+    """InstanceLaunchRequest.image is oneOf {id} / {family}. Image ids are UUIDs
+    (GET /api/v1/images); anything else is a family ("lambda-stack-22-04").
+    "id:..." or "family:..." says which, for an id that does not look like one."""
+    kind, sep, rest = image.partition(":")
+    if sep and kind in ("id", "family") and rest.strip():
+        return {kind: rest.strip()}
+    if IMAGE_ID.fullmatch(image.strip()):
+        return {"id": image.strip()}
+    return {"family": image.strip()}
+
+
+def text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+# Lambda's images log in as `ubuntu` on port 22 (dstack's Lambda backend,
+# src/dstack/_internal/core/backends/lambdalabs); the spec's Instance has `ip` only, absent
+# until the machine has booted.
+SSH_USER = "ubuntu"
+SSH_PORT = 22
+
+
+def connection_of(raw: dict[str, Any]) -> Connection | None:
+    """ssh ubuntu@ip; None while the instance has no public address."""
+    return ssh_endpoint(raw.get("ip"), SSH_PORT, SSH_USER)
+
+
+def key_fields(public_key: str) -> tuple[str, ...]:
+    # "ssh-ed25519 AAAA... comment": the comment is free text, often changed.
+    return tuple(public_key.split()[:2])

@@ -1,0 +1,1 @@
+"""RunPod (runpod.io), REST API v2."""

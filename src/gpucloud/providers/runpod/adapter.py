@@ -1,0 +1,362 @@
+"""RunPod (runpod.io), REST API v2.
+
+Contract: RunPod's OpenAPI 3.1 document, version 2.0.0 (tests/fixtures/runpod/
+openapi-v2.json is the trimmed copy every test request is validated against).
+Base ``https://api.runpod.io``, every path under ``/v2``. REST v1 was retired
+on 2026-11-15 and is not used, not even as a fallback.
+
+What shapes this adapter:
+
+* RunPod rents GPU *pods* (containers): the image is a container image, the
+  container disk size is free, and a pod can be stopped (disk kept) and
+  started again. v2 has no spot/interruptible field, so no spot offers.
+* Offers come from ``GET /v2/catalog/gpus`` with ``include=AVAILABILITY``
+  (which needs ``product=POD``), per GPU count and per cloud: availability
+  differs between SECURE (RunPod's data centers) and COMMUNITY (hosted)
+  machines, so the community list is read only when a matching GPU is sold
+  there. Prices are per GPU; an offer is priced for the whole pod.
+* Instance types are named ``"<count>x <GpuType id>"`` (``" (community)"``
+  appended for the community cloud), the same names as providers/runpod.toml;
+  regions are data-center ids. So create() needs nothing but the offer.
+* No idempotency key: the launch id and the deadline travel in the pod's
+  ``env``, which every pod read returns, for reconcile and ``gpucloud reap``.
+  An SSH key travels as ``env.PUBLIC_KEY`` (RunPod images' convention), so
+  the account's key set is never rewritten. ``extend`` renames the pod with a
+  deadline marker (never PATCH env: that restarts the pod, see set_deadline);
+  reads take the later of env and marker.
+* A job (spec.job) is a pod of the job's image whose command runs wrapped
+  (_jobscript.py): at its end, or at max_runtime, the pod stops itself with
+  the pod-scoped key RunPod injects (``runpodctl stop pod $RUNPOD_POD_ID``;
+  unverified live). The reaper terminates the stopped pod at the deadline.
+* Errors are RFC 9457 problem bodies without machine codes; "no capacity" is
+  a 400 recognised only from its ``detail`` text. On createPod the contract's
+  table says a 400 is "try your next candidate" and a 403 "cannot access the
+  requested pool, skip this candidate": both are OfferRefusedError there, so
+  failover moves on; elsewhere they keep their usual meaning.
+* Rate limits are windowed quotas (60/minute, ...), not a spacing: nothing is
+  paced here; the driver honours ``Retry-After`` on a 429.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from gpucloud.transport.errors import status_error
+from gpucloud.errors import (
+    APIResponseValidationError,
+    APIStatusError,
+    InsufficientCapacityError,
+    OfferRefusedError,
+    QuotaExceededError,
+    SpecError,
+    option,
+)
+from gpucloud.catalog.gpus import gpu_info, normalize_gpu
+from gpucloud.models import Instance, InstanceSpec, InstanceStatus, Offer
+from gpucloud.providers import _batch_mark as batch_mark
+from gpucloud.providers.runpod import _wire as wire
+from gpucloud.providers._jobscript import (
+    RUNPOD_STOP, container_env, container_script, secret_values,
+)
+from gpucloud.providers._name_marker import latest, mark_name, split_name
+from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
+
+LAUNCH_ID_ENV = "GPUCLOUD_LAUNCH_ID"
+SHUTDOWN_AT_ENV = "GPUCLOUD_SHUTDOWN_AT"
+SSH_KEY_ENV = "PUBLIC_KEY"  # read by RunPod images to set up sshd
+JOB_SCRIPT_ENV = "GPUCLOUD_JOB"
+# v2's args is one string "passed to the container entrypoint"; RunPod's docs
+# quote it shell-style (`--args "bash -c '...'"`). Kept this short so that its
+# quoting is the only thing depending on how RunPod splits it.
+JOB_ARGS = f"sh -c 'eval \"${JOB_SCRIPT_ENV}\"'"
+CLOUDS = ("SECURE", "COMMUNITY")
+
+log = logging.getLogger("gpucloud.runpod")
+
+
+class RunPodProvider(Provider):
+    name = "runpod"
+    # Pod ids: lowercase letters and digits ("xedezhzb9la3ye", "30zmvf89kd" in the
+    # REST API's OpenAPI examples).
+    id_format = re.compile(r"[a-z0-9]{8,32}")
+    capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
+                                needs_ssh_key=False, native_shutdown=False)
+    # No static limits: the quota is per user in minute/hour/day windows that
+    # each account's responses state (RateLimit-Policy; the spec's 60/min,
+    # 3000/h, 50000/day are example values), and a 429 carries Retry-After,
+    # which the shared limiter honours (RunPod's REST v2 OpenAPI 2.0.0,
+    # https://api.runpod.io/v2/openapi.json).
+    rate_limits = {}
+
+    # -- flows -----------------------------------------------------------------
+
+    def offers(self, query: OfferQuery) -> Flow[list[Offer]]:
+        if query.spot:
+            return []  # no spot pods on v2
+        count = query.count or 1
+        out: list[Offer] = []
+        for cloud in CLOUDS:
+            response = yield self.request("GET", "/v2/catalog/gpus", params={
+                "include": "AVAILABILITY", "product": "POD", "count": count, "cloud": cloud})
+            offers, community = self._read_catalog(response, cloud, count, query)
+            out.extend(offers)
+            if not community:
+                break  # nothing that matches is sold on the community cloud
+        return out
+
+    def create(self, spec: InstanceSpec) -> Flow[Instance]:
+        offer = spec.offer
+        match = wire.TYPE_NAME.fullmatch(offer.instance_type)
+        if match is None or int(match.group(1)) != offer.gpu_count:
+            raise SpecError(f"not a RunPod instance type: {offer.instance_type!r}",
+                            hint="RunPod types are named '<count>x <GPU type id>', "
+                                 "see `gpucloud offers --provider runpod`")
+        image = spec.job.image if spec.job else spec.image or self.catalog.default_image
+        if not image:
+            raise SpecError("RunPod pods need a container image",
+                            hint=f"pass {option('image', '--image')}")
+        env: dict[str, str] = {}
+        args = None
+        if spec.job is not None:
+            # The job's command runs wrapped (the script travels in env, args
+            # only evaluates it): when it ends the pod stops itself, or RunPod
+            # would restart the exited container in a loop.
+            env.update(container_env(spec.job))
+            env[JOB_SCRIPT_ENV] = container_script(spec.job, RUNPOD_STOP, self.name)
+            args = JOB_ARGS
+        env[LAUNCH_ID_ENV] = spec.launch_id
+        if spec.batch:
+            env[batch_mark.ENV] = spec.batch
+        if spec.shutdown_at is not None:
+            env[SHUTDOWN_AT_ENV] = format_utc(spec.shutdown_at)
+        body: dict[str, Any] = {
+            "name": spec.name,
+            "image": image,
+            "gpu": {"id": match.group(2), "count": offer.gpu_count},
+            # Sent explicitly: the spec's default (SECURE) is contested elsewhere.
+            "cloud": "COMMUNITY" if match.group(3) else "SECURE",
+            "dataCenterIds": [offer.region],
+            "ports": ["22/tcp"],  # ssh.direct needs it
+            "env": env,
+        }
+        if args is not None:
+            body["args"] = args
+        if spec.disk_gb is not None:
+            body["disk"] = spec.disk_gb
+        if spec.ssh_public_key:
+            env[SSH_KEY_ENV] = spec.ssh_public_key.strip()
+        else:
+            # No key file: let RunPod inject the account's registered keys, if any.
+            body["startSsh"] = True
+
+        response = yield self.request("POST", "/v2/pods", json=body, kind="launch",
+                                      secrets=secret_values(spec.job) if spec.job else ())
+        raw = self._object(response)
+        if not wire.text(raw.get("id")):
+            raise self.invalid(response, "no pod id in the create response")
+        # The pod exists and is billed from here on: a reply we cannot fully
+        # read must still come back as created, or the caller would launch again.
+        try:
+            return self._instance(response, raw)
+        except APIResponseValidationError as exc:
+            log.warning("runpod: created pod %s but could not read it: %s", raw["id"], exc)
+            return Instance(
+                provider=self.name, id=raw["id"], name=spec.name, status=InstanceStatus.PENDING,
+                gpu=offer.gpu, gpu_count=offer.gpu_count, instance_type=offer.instance_type,
+                region=offer.region, price_per_hour=offer.price_per_hour,
+                launch_id=spec.launch_id, shutdown_at=parse_utc(env.get(SHUTDOWN_AT_ENV)))
+
+    def list_instances(self) -> Flow[list[Instance]]:
+        response = yield self.request("GET", "/v2/pods")
+        return [self._instance(response, raw) for raw in self._field(response, "pods")]
+
+    def get(self, instance_id: str) -> Flow[Instance]:
+        response = yield self.request("GET", wire.pod_path(instance_id))
+        return self._instance(response, self._object(response))
+
+    def delete(self, instance_id: str) -> Flow[None]:
+        response = yield self.request("DELETE", wire.pod_path(instance_id), kind="idempotent")
+        self.raise_for_error(response)
+
+    def stop(self, instance_id: str) -> Flow[Instance]:
+        """Stop a pod: compute is released and no longer billed, its disk is kept."""
+        return (yield from self._action(instance_id, "stop", {"EXITED"}))
+
+    def start(self, instance_id: str) -> Flow[Instance]:
+        return (yield from self._action(instance_id, "start", {"PROVISIONING", "STARTING",
+                                                              "RUNNING"}))
+
+    def set_deadline(self, instance: Instance, shutdown_at: datetime) -> Flow[Instance]:
+        """PATCH the pod's *name* only: RunPod's docs say an env change restarts the
+        pod and clears everything outside the volume, so env keeps the original
+        deadline and the moved one goes into the name as a marker."""
+        response = yield self.request("PATCH", wire.pod_path(instance.id), kind="idempotent",
+                                      json={"name": mark_name(instance.name, shutdown_at)})
+        return self._instance(response, self._object(response))
+
+    def verify(self) -> Flow[None]:
+        response = yield self.request("GET", "/v2/pods")
+        self._field(response, "pods")
+
+    # -- errors ------------------------------------------------------------------
+
+    def map_error(self, response: httpx.Response) -> APIStatusError:
+        title = detail = None
+        errors: list[str] = []
+        try:
+            body = response.json()
+        except (ValueError, RecursionError):  # an HTML page from a proxy, an empty 502...
+            body = None
+        if isinstance(body, dict):
+            title, detail = wire.text(body.get("title")), wire.text(body.get("detail"))
+            listed = body.get("errors")  # 422: one entry per violation
+            errors = [e for e in listed if isinstance(e, str)] if isinstance(listed, list) else []
+        status = response.status_code
+        message = detail or title or response.reason_phrase or "request failed"
+        if errors:
+            message = f"{message}: {'; '.join(errors)}"
+        hint = None
+        cls = wire.BY_STATUS.get(status)
+        if status == 400 and detail and wire.CAPACITY.search(" ".join(detail.split())):
+            cls = InsufficientCapacityError
+            hint = "try another data center or GPU type"
+        elif status in (400, 403) and wire.is_create(response) and (title or detail):
+            # The createPod contract: a 400 that matches the schema means "try your
+            # next candidate" (a cross-field rule or a GPU/data-center pair that
+            # could not be placed), a 403 "your account cannot access the requested
+            # pool: skip this candidate, keep going". Per offer, not per account.
+            cls = OfferRefusedError
+            hint = ("RunPod refused this GPU type / data center; if every candidate is "
+                    "refused alike, the request itself is at fault" if status == 400 else
+                    "this account cannot use this RunPod pool; other offers may work")
+        elif status == 402:
+            # Insufficient balance: no RunPod candidate will succeed until the
+            # account is funded, but another provider may. Like a quota refusal,
+            # the launcher then skips RunPod's other offers and goes on.
+            cls = QuotaExceededError
+            hint = "the RunPod account balance is too low: add funds in the RunPod console"
+        return status_error(self.name, response, message=self.redact(message),
+                            provider_code=self.redact(title) if title else None,
+                            hint=hint, cls=cls)
+
+    # -- helpers -------------------------------------------------------------------
+
+    def _action(self, instance_id: str, action: str, done: set[str]) -> Flow[Instance]:
+        # Repeating stop or start has the same effect (or a 409): idempotent.
+        response = yield self.request("POST", wire.pod_path(instance_id) + "/action",
+                                      json={"action": action}, kind="idempotent")
+        if response.status_code == 409:
+            # Not valid in the current status. When the pod is already where
+            # the action leads (a retry that had gone through), that is success.
+            current = yield from self.get(instance_id)
+            if current.provider_status in done:
+                return current
+            raise self.map_error(response)
+        return self._instance(response, self._object(response))
+
+    def _object(self, response: httpx.Response) -> dict[str, Any]:
+        self.raise_for_error(response)
+        body = self.json(response)
+        if not isinstance(body, dict):
+            raise self.invalid(response, "the body is not a JSON object")
+        return body
+
+    def _field(self, response: httpx.Response, key: str) -> list[Any]:
+        """The list every v2 list endpoint wraps: ``{"pods": [...]}``."""
+        value = self._object(response).get(key)
+        if not isinstance(value, list):
+            raise self.invalid(response, f"no {key!r} list in the body")
+        return value
+
+    def _read_catalog(self, response: httpx.Response, cloud: str, count: int,
+                      query: OfferQuery) -> tuple[list[Offer], bool]:
+        """Offers of one cloud, and whether the community cloud sells a match too."""
+        offers: list[Offer] = []
+        community = False
+        for raw in self._field(response, "gpus"):
+            try:
+                gpu = self._gpu_of(raw)
+                if wire.sells(raw, cloud, count, query, gpu):
+                    offers.extend(self._offers_of(raw, gpu, cloud, count, query))
+                community = community or wire.sells(raw, "COMMUNITY", count, query, gpu)
+            except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
+                ident = raw.get("id") if isinstance(raw, dict) else raw
+                raise self.invalid(response, f"GPU type {ident!r}: "
+                                             f"{type(exc).__name__}: {exc}") from exc
+        return offers, community
+
+    def _gpu_of(self, raw: Any) -> str:
+        """Canonical name of a GpuType: by its id, else its display name."""
+        if not isinstance(raw, dict) or not wire.text(raw.get("id")):
+            raise ValueError("a GPU type without an id")
+        gpu = normalize_gpu(raw["id"])
+        if gpu_info(gpu) is None and wire.text(raw.get("name")) and gpu_info(
+                normalize_gpu(raw["name"])) is not None:
+            return normalize_gpu(raw["name"])
+        return gpu
+
+    def _offers_of(self, raw: dict[str, Any], gpu: str, cloud: str, count: int,
+                   query: OfferQuery) -> list[Offer]:
+        key = cloud.lower()
+        name = f"{count}x {raw['id']}" + (
+            wire.COMMUNITY_SUFFIX if cloud == "COMMUNITY" else "")
+        price = wire.money(raw["price"][key]) * count
+        memory = wire.integer(raw["memory"])
+        live: dict[str, bool] = {}
+        for dc in raw.get("dataCenters") or ():
+            if not wire.text(dc["id"]) or not wire.text(dc["availability"]):
+                raise ValueError("a data center without id or availability")
+            live[dc["id"]] = dc["availability"] != "NONE"
+        # The live list names every data center that carries the type (sold out
+        # ones with availability NONE): no catalog region is added to it.
+        return [
+            Offer(provider=self.name, instance_type=name, region=region, gpu=gpu,
+                  gpu_count=count, gpu_memory_gb=memory, price_per_hour=price,
+                  spot=False, available=available, source="live")
+            for region, available in live.items()
+            if query.region is None or region == query.region
+        ]
+
+    def _instance(self, response: httpx.Response, raw: Any) -> Instance:
+        if not isinstance(raw, dict) or not wire.text(raw.get("id")) \
+                or not wire.text(raw.get("status")):
+            raise self.invalid(response, "a pod without id or status")
+        gpu = raw.get("gpu") if isinstance(raw.get("gpu"), dict) else {}
+        env = raw.get("env") if raw.get("env") is not None else {}
+        if not isinstance(env, dict):  # env carries the launch id: never guess past it
+            raise self.invalid(response, f"pod {raw['id']!r}: env is not an object")
+        gpu_id = wire.text(gpu.get("id"))
+        count = gpu.get("count", 1) if gpu_id else None
+        itype = None
+        if gpu_id and wire.is_int(count):
+            itype = f"{count}x {gpu_id}" + (
+                wire.COMMUNITY_SUFFIX if raw.get("cloud") == "COMMUNITY" else "")
+        cost = raw.get("cost")
+        status = raw["status"]
+        # env holds the deadline set at create; an extend renames the pod (an env
+        # change would restart it): the later of the two counts.
+        name, extended = split_name(wire.text(raw.get("name")))
+        try:
+            return Instance(
+                provider=self.name, id=raw["id"], name=name,
+                status=wire.STATUS.get(status, InstanceStatus.UNKNOWN), provider_status=status,
+                gpu=self._gpu_of(gpu) if gpu_id else None,
+                gpu_count=count if wire.is_int(count) else None, instance_type=itype,
+                region=wire.text(raw.get("dataCenterId")),
+                price_per_hour=wire.money(cost) if wire.is_number(cost) else None,
+                ip=wire.ip_of(raw), created_at=parse_utc(raw.get("createdAt")),
+                connection=wire.connection_of(raw),
+                shutdown_at=latest(parse_utc(env.get(SHUTDOWN_AT_ENV)), extended),
+                launch_id=wire.text(env.get(LAUNCH_ID_ENV)),
+            )
+        except ValueError as exc:  # pydantic's ValidationError included
+            raise self.invalid(response, f"pod {raw['id']!r}: {exc}") from exc
+
+
+
+__all__ = ["LAUNCH_ID_ENV", "SHUTDOWN_AT_ENV", "RunPodProvider"]

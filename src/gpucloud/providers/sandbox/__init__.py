@@ -1,0 +1,11 @@
+"""The sandbox provider: a simulated GPU cloud served in-process (no real GPUs).
+
+``adapter.py`` is the adapter, ``server.py`` the simulated cloud (its
+docstring documents the HTTP API and the ``GPUCLOUD_SANDBOX_*`` knobs).
+"""
+
+from gpucloud.providers.sandbox.adapter import LAUNCH_LABEL, SandboxProvider
+from gpucloud.providers.sandbox.knobs import Knobs
+from gpucloud.providers.sandbox.server import SandboxCloud, SandboxTransport
+
+__all__ = ["LAUNCH_LABEL", "Knobs", "SandboxCloud", "SandboxProvider", "SandboxTransport"]

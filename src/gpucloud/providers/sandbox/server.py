@@ -1,0 +1,357 @@
+"""The sandbox: a simulated GPU cloud, served in-process through an httpx transport.
+
+Like a payment API's test mode: no real GPUs, no real money, but a real HTTP
+API whose state lives in SQLite (storage.py), so ``create`` in one process
+and ``list`` / ``delete`` in the next see the same machines. Time is read
+from an injectable ``clock``; states are computed from timestamps on every
+read, so there are no background threads.
+
+API (JSON; base ``https://sandbox.gpucloud.invalid``; every response carries
+``X-Request-Id``; errors are ``{"error": {"code", "message"}}``):
+
+    GET    /v1/instance-types      {"data": [{name, gpu, gpu_count, gpu_memory_gb,
+                                    vcpus, memory_gb, disk_gb, price ("19.92"),
+                                    regions, capacity_available: {region: n}}]}
+    POST   /v1/instances           body {instance_type, region, name, labels?,
+                                    image?, disk_gb?, ssh_public_key?, shutdown_at?}
+                                    -> 201 instance
+    GET    /v1/instances           {"data": [instance]}; ?label=key=value filters
+    GET    /v1/instances/{id}      instance
+    PATCH  /v1/instances/{id}      body {shutdown_at: ISO-8601 | null} -> instance
+                                    (moves the native timer, for `extend`)
+    DELETE /v1/instances/{id}      202 instance (terminating); idempotent
+    POST   /v1/instances/{id}/stop   instance (stopped: powered off, disk kept,
+                                    not billed); idempotent
+    POST   /v1/instances/{id}/start  instance (pending, then running after
+                                    boot_seconds); idempotent
+
+    instance = {id, name, status, instance_type, region, gpu, gpu_count,
+                price_per_hour, image, disk_gb, ip, labels, created_at,
+                shutdown_at, terminated_at, billed_seconds, cost_so_far,
+                simulated: true}
+
+Billing (simulated, nothing is charged): a machine bills its price per hour
+from creation until it terminates, except while stopped; ``billed_seconds``
+and ``cost_so_far`` (a decimal string) say how much so far. A stopped
+machine keeps its capacity slot and its deadline.
+
+Status codes: 400 ``invalid_request`` (unknown instance type or region),
+422 ``invalid_request`` (malformed body), 404 ``not_found``, 405
+``method_not_allowed``, 409 ``capacity_exhausted`` (nothing created), 409
+``conflict`` (PATCH, stop or start on a machine that has ended; start on
+one that is not stopped is a no-op, as is stop on a stopped one), 429
+``rate_limited`` (with ``Retry-After: 1``), 503 ``unavailable``. Times are
+ISO-8601 UTC (``Z``); a time without an offset is refused (422), not guessed.
+
+Life cycle: pending -> running after ``boot_seconds``; DELETE makes it
+terminating, then terminated after ``terminate_seconds``. ``shutdown_at`` is
+the cloud's own timer: once past, the machine reads as terminated whoever
+looks. Terminated machines stay listed for ``retain_seconds``, then vanish
+(404). Capacity is per instance type per region and counts every machine
+not yet terminated.
+
+Knobs (capacity, delays, injected failures, jobs): see knobs.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import secrets
+import sqlite3
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from gpucloud.providers.sandbox.transport import SandboxTransport  # noqa: F401 (re-exported: tests, adapter)
+from gpucloud.providers.sandbox._wire import (
+    US, ApiError, fake_ip, iso, json_body, parse_time, validate_create,
+)
+from gpucloud.providers.sandbox.exec_sim import exec_route
+from gpucloud.providers.sandbox.job_sim import JobSimulation
+from gpucloud.providers.sandbox.knobs import Knobs
+from gpucloud.providers.sandbox.storage import Storage, live_count, visible_rows
+
+class SandboxCloud(JobSimulation, Storage):
+    """The simulated cloud: ``handle(request) -> response`` over a SQLite file."""
+
+    def __init__(self, db_path: str | os.PathLike[str],
+                 knobs: Knobs | Mapping[str, Any] | None = None,
+                 *, catalog: Any = None, clock: Callable[[], float] = time.time) -> None:
+        self.db_path = Path(db_path)
+        self.knobs = knobs if isinstance(knobs, Knobs) else Knobs.load(knobs)
+        if catalog is None:
+            from gpucloud.catalog.bundled import load_catalogs
+
+            catalog = load_catalogs()["sandbox"]
+        self.types = {t.name: t for t in catalog.instance_types}
+        self.default_image = catalog.default_image or "sandbox-ubuntu-22.04"
+        self.clock = clock
+        self.rng = random.Random(self.knobs.seed)
+        self._lock = threading.Lock()
+        # (method, path, status) of recent requests: handy in tests and demos.
+        self.log: deque[tuple[str, str, int]] = deque(maxlen=1000)
+        self._open_storage()
+
+    # -- plumbing -------------------------------------------------------------
+
+    def _now(self) -> int:
+        return int(round(self.clock() * US))
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        request_id = "req_" + uuid.uuid4().hex[:20]
+        headers = {"X-Request-Id": request_id}
+        try:
+            status, body = self._route(request)
+        except ApiError as err:
+            status, body = err.status, {"error": {"code": err.code, "message": err.message}}
+            headers.update(err.headers)
+        except sqlite3.OperationalError as exc:  # e.g. the file stayed locked for 30 s
+            status, body = 503, {"error": {"code": "unavailable", "message": f"database: {exc}"}}
+        self.log.append((request.method, request.url.path, status))
+        return httpx.Response(status, json=body, headers=headers)
+
+    def _route(self, request: httpx.Request) -> tuple[int, Any]:
+        parts = request.url.path.strip("/").split("/")
+        method = request.method
+        if parts[:2] == ["v1", "jobs"]:
+            return self._route_jobs(request, parts)
+        if parts[:2] == ["v1", "instances"] and parts[3:] == ["exec"]:  # exec_sim.py
+            return exec_route(self, request, parts[2])
+        if (parts[:1] != ["v1"] or len(parts) not in (2, 3, 4)
+                or parts[1] not in ("instance-types", "instances")
+                or (parts[1] == "instance-types" and len(parts) > 2)
+                or (len(parts) == 4 and parts[3] not in ("stop", "start"))):
+            raise ApiError(404, "not_found", f"no such endpoint: {request.url.path}")
+        table: dict[str, str]
+        if parts[1] == "instance-types":
+            table = {"GET": "types"}
+        elif len(parts) == 2:
+            table = {"GET": "list", "POST": "create"}
+        elif len(parts) == 4:  # stop/start change the machine like a PATCH does
+            table = {"POST": "update"}
+        else:
+            table = {"GET": "get", "PATCH": "update", "DELETE": "delete"}
+        op = table.get(method)
+        if op is None:
+            raise ApiError(405, "method_not_allowed", f"{method} not allowed on {request.url.path}")
+        ambiguous = self._roll_failure(op)
+        if op == "types":
+            return 200, {"data": self._types()}
+        if op == "list":
+            return 200, {"data": self._list(request.url.params.get_list("label"))}
+        if op == "create":
+            created = self._create(json_body(request))
+            if self.knobs.hang_after_create:
+                time.sleep(self.knobs.hang_after_create)  # committed, not yet answered
+            if ambiguous:
+                raise ApiError(503, "unavailable", "the service is temporarily unavailable")
+            return 201, created
+        if op == "get":
+            return 200, self._get(parts[2])
+        if op == "update" and len(parts) == 4:
+            return 200, self._power(parts[2], parts[3])
+        if op == "update":
+            return 200, self._update(parts[2], json_body(request))
+        return 202, self._delete(parts[2])
+
+    def _roll_failure(self, op: str) -> bool:
+        """Raise an injected 429/503; True when a create must fail *after* recording."""
+        k = self.knobs
+        if op not in k.fail_on or not (k.fail_429 or k.fail_5xx or k.fail_after_create):
+            return False
+        with self._lock:
+            r = self.rng.random()
+        if r < k.fail_429:
+            raise ApiError(429, "rate_limited", "too many requests (simulated)",
+                           {"Retry-After": "1"})
+        if r < k.fail_429 + k.fail_5xx:
+            raise ApiError(503, "unavailable", "the service is temporarily unavailable")
+        return op == "create" and r < k.fail_429 + k.fail_5xx + k.fail_after_create
+
+    # -- state ------------------------------------------------------------------
+
+    def _ended(self, row: sqlite3.Row, now: int) -> int | None:
+        """When the machine became terminated, or None while it is not."""
+        timer = row["shutdown_us"] if self.knobs.native_timer else None
+        ends = [t for t in (row["terminated_us"], timer) if t is not None and t <= now]
+        return min(ends) if ends else None
+
+    def _status(self, row: sqlite3.Row, now: int) -> str:
+        if self._ended(row, now) is not None:
+            return "terminated"
+        if row["deleted_us"] is not None:
+            return "terminating"
+        if row["stopped_us"] is not None:
+            return "stopped"
+        return "running" if now >= row["ready_us"] else "pending"
+
+    def _billed_us(self, row: sqlite3.Row, now: int) -> int:
+        """Time billed so far: from creation to the end, less the time stopped."""
+        ended = self._ended(row, now)
+        until = ended if ended is not None else now
+        stopped = row["stopped_total_us"] or 0
+        if row["stopped_us"] is not None:
+            stopped += max(0, until - row["stopped_us"])
+        return max(0, until - row["created_us"] - stopped)
+
+    def _visible(self, row: sqlite3.Row, now: int) -> bool:
+        ended = self._ended(row, now)
+        return ended is None or now < ended + int(self.knobs.retain_seconds * US)
+
+    def _render(self, row: sqlite3.Row, now: int) -> dict[str, Any]:
+        status = self._status(row, now)
+        ended = self._ended(row, now)
+        return {
+            "id": row["id"], "name": row["name"], "status": status,
+            "instance_type": row["instance_type"], "region": row["region"],
+            "gpu": row["gpu"], "gpu_count": row["gpu_count"], "price_per_hour": row["price"],
+            "image": row["image"], "disk_gb": row["disk_gb"],
+            "ip": fake_ip(row["id"]) if status in ("running", "terminating") else None,
+            "labels": json.loads(row["labels"]),
+            "created_at": iso(row["created_us"]), "shutdown_at": iso(row["shutdown_us"]),
+            "terminated_at": iso(ended if ended is not None else row["terminated_us"]),
+            "billed_seconds": self._billed_us(row, now) // US,
+            "cost_so_far": str((Decimal(row["price"]) * self._billed_us(row, now)
+                                / (3600 * US)).quantize(Decimal("0.0001"))),
+            "simulated": True,
+        }
+
+    def _capacity_left(self, db: sqlite3.Connection, type_name: str, region: str, now: int) -> int:
+        if "all" in self.knobs.exhaust or type_name in self.knobs.exhaust:
+            return 0
+        used = live_count(db, type_name, region, now, self.knobs.native_timer)
+        return max(0, self.knobs.capacity - used)
+
+    def _types(self) -> list[dict[str, Any]]:
+        now = self._now()
+        with self._read() as db:
+            return [{
+                "name": t.name, "gpu": t.gpu, "gpu_count": t.gpu_count,
+                "gpu_memory_gb": t.gpu_memory_gb, "vcpus": t.vcpus, "memory_gb": t.memory_gb,
+                "disk_gb": t.disk_gb, "price": str(t.price), "regions": list(t.regions),
+                "capacity_available": {r: self._capacity_left(db, t.name, r, now)
+                                       for r in t.regions},
+            } for t in self.types.values() if t.price is not None]
+
+    def _list(self, label_filters: list[str]) -> list[dict[str, Any]]:
+        wanted = []
+        for f in label_filters:
+            key, sep, value = f.partition("=")
+            if not sep:
+                raise ApiError(400, "invalid_request", f"label filter must be key=value: {f!r}")
+            wanted.append((key, value))
+        now = self._now()
+        with self._read() as db:
+            rows = visible_rows(db, now - int(self.knobs.retain_seconds * US),
+                                self.knobs.native_timer)
+        out = []
+        for row in rows:
+            labels = json.loads(row["labels"])
+            if self._visible(row, now) and all(labels.get(k) == v for k, v in wanted):
+                out.append(self._render(row, now))
+        return out
+
+    def _row(self, db: sqlite3.Connection, instance_id: str, now: int) -> sqlite3.Row:
+        row = db.execute("SELECT * FROM instances WHERE id = ?", (instance_id,)).fetchone()
+        if row is None or not self._visible(row, now):
+            raise ApiError(404, "not_found", f"no instance {instance_id!r}")
+        return row
+
+    def _get(self, instance_id: str) -> dict[str, Any]:
+        now = self._now()
+        with self._read() as db:
+            return self._render(self._row(db, instance_id, now), now)
+
+    def _create(self, body: Any) -> dict[str, Any]:
+        spec = validate_create(body)
+        with self._write_lock() as db:  # taken before counting capacity
+            now = self._now()
+            instance_id = self._insert(db, spec, now)
+            return self._render(self._row(db, instance_id, now), now)
+
+    def _insert(self, db: sqlite3.Connection, spec: dict[str, Any], now: int) -> str:
+        """A new machine (the write lock held), or 409 when its type is full."""
+        itype = self.types.get(spec["instance_type"])
+        if itype is None or itype.price is None:
+            raise ApiError(400, "invalid_request",
+                           f"unknown instance type {spec['instance_type']!r}; "
+                           f"known: {', '.join(sorted(self.types))}")
+        if spec["region"] not in itype.regions:
+            raise ApiError(400, "invalid_request",
+                           f"{itype.name} is not offered in region {spec['region']!r}; "
+                           f"it is in {', '.join(itype.regions)}")
+        if self._capacity_left(db, itype.name, spec["region"], now) <= 0:
+            raise ApiError(409, "capacity_exhausted",
+                           f"no capacity for {itype.name} in {spec['region']}")
+        instance_id = "sbx-" + secrets.token_hex(6)
+        db.execute(
+            "INSERT INTO instances (id, name, instance_type, region, gpu, gpu_count, price,"
+            " image, disk_gb, ssh_public_key, labels, created_us, ready_us, shutdown_us)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (instance_id, spec["name"], itype.name, spec["region"], itype.gpu,
+             itype.gpu_count, str(itype.price), spec.get("image") or self.default_image,
+             spec.get("disk_gb") or itype.disk_gb, spec.get("ssh_public_key"),
+             json.dumps(spec.get("labels") or {}, sort_keys=True), now,
+             now + int(self.knobs.boot_seconds * US), self._kept(spec.get("shutdown_us"))))
+        return instance_id
+
+    def _update(self, instance_id: str, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict) or set(body) != {"shutdown_at"}:
+            raise ApiError(422, "invalid_request",
+                           'body must be {"shutdown_at": ISO-8601 | null}')
+        shutdown_us = None if body["shutdown_at"] is None else parse_time(body["shutdown_at"])
+        return self._write(instance_id, "shutdown_us", self._kept(shutdown_us))
+
+    def _kept(self, shutdown_us: int | None) -> int | None:
+        """A deadline as the cloud keeps it: cut to the whole second under the
+        WHOLE_SECONDS knob, as real clouds keep deadlines as text to the second."""
+        if shutdown_us is None or not self.knobs.whole_seconds:
+            return shutdown_us
+        return shutdown_us - shutdown_us % US
+
+    def _power(self, instance_id: str, action: str) -> dict[str, Any]:
+        """stop: powered off, not billed; start: boots again. Repeating either is a no-op."""
+        with self._write_lock() as db:
+            now = self._now()
+            row = self._row(db, instance_id, now)
+            status = self._status(row, now)
+            if status in ("terminating", "terminated"):
+                raise ApiError(409, "conflict", f"instance {instance_id} is {status}")
+            if action == "stop" and status != "stopped":
+                db.execute("UPDATE instances SET stopped_us = ? WHERE id = ?", (now, instance_id))
+            elif action == "start" and status == "stopped":
+                db.execute(
+                    "UPDATE instances SET stopped_total_us = stopped_total_us + ?,"
+                    " stopped_us = NULL, ready_us = ? WHERE id = ?",
+                    (now - row["stopped_us"], now + int(self.knobs.boot_seconds * US),
+                     instance_id))
+            return self._render(self._row(db, instance_id, now), now)
+
+    def _delete(self, instance_id: str) -> dict[str, Any]:
+        return self._write(instance_id, "deleted_us", None)
+
+    def _write(self, instance_id: str, column: str, value: int | None) -> dict[str, Any]:
+        with self._write_lock() as db:
+            now = self._now()
+            row = self._row(db, instance_id, now)
+            live = self._status(row, now) in ("pending", "running", "stopped")
+            if column == "deleted_us":
+                if live:  # deleting twice (or a terminated machine) changes nothing
+                    ends = now + int(self.knobs.terminate_seconds * US)
+                    db.execute("UPDATE instances SET deleted_us = ?, terminated_us = ?"
+                               " WHERE id = ?", (now, ends, instance_id))
+            elif not live:
+                raise ApiError(409, "conflict",
+                               f"instance {instance_id} is {self._status(row, now)}")
+            else:
+                db.execute(f"UPDATE instances SET {column} = ? WHERE id = ?", (value, instance_id))
+            return self._render(self._row(db, instance_id, now), now)

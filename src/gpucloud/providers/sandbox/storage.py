@@ -1,0 +1,110 @@
+"""The sandbox's SQLite file: schema, connections, and the live-machine counts.
+
+Each request opens its own connection (``timeout=30``) and writes take the
+lock up front (``BEGIN IMMEDIATE``), so two processes sharing one file never
+both take the last unit of capacity.
+
+A machine ends by time (its termination or, with the native timer, its
+deadline passing), so "live" cannot be a stored flag. It is a range instead:
+a machine is live at ``now`` while its end — the earliest of those times, or
+never — is after ``now``. The end is an indexed expression, so counting the
+capacity in use reads the live machines of one type and region only, and a
+listing reads only the machines still visible, however many have ended.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from gpucloud.providers.sandbox.job_sim import JOB_SCHEMA
+
+NEVER = 2**63 - 1
+# When a machine ends, with and without the native timer (the knob may differ
+# between processes sharing a file, so both are indexed). SQLite uses an index
+# on an expression only for a query spelling the same expression.
+END_BY_TIMER = (f"min(coalesce(terminated_us, {NEVER}), coalesce(shutdown_us, {NEVER}))")
+END_NO_TIMER = f"coalesce(terminated_us, {NEVER})"
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS instances (
+    id TEXT PRIMARY KEY, name TEXT NOT NULL, instance_type TEXT NOT NULL,
+    region TEXT NOT NULL, gpu TEXT NOT NULL, gpu_count INTEGER NOT NULL,
+    price TEXT NOT NULL, image TEXT, disk_gb INTEGER, ssh_public_key TEXT,
+    labels TEXT NOT NULL, created_us INTEGER NOT NULL, ready_us INTEGER NOT NULL,
+    shutdown_us INTEGER, deleted_us INTEGER, terminated_us INTEGER,
+    stopped_us INTEGER, stopped_total_us INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS instances_live_timer ON instances
+    (instance_type, region, {END_BY_TIMER});
+CREATE INDEX IF NOT EXISTS instances_live ON instances (instance_type, region, {END_NO_TIMER});
+CREATE INDEX IF NOT EXISTS instances_end_timer ON instances ({END_BY_TIMER});
+CREATE INDEX IF NOT EXISTS instances_end ON instances ({END_NO_TIMER});
+"""
+# Columns added after the first release: databases made before get them on open.
+_ADDED_COLUMNS = {"stopped_us": "INTEGER",
+                  "stopped_total_us": "INTEGER NOT NULL DEFAULT 0"}
+
+
+class Storage:
+    """Mixed into SandboxCloud: its file and the queries that must stay indexed."""
+
+    db_path: Path
+
+    def _open_storage(self) -> None:
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        with self._read() as db:
+            table = _SCHEMA[:_SCHEMA.index("CREATE INDEX")]
+            db.executescript(table + JOB_SCHEMA)
+            have = {row["name"] for row in db.execute("PRAGMA table_info(instances)")}
+            for column, kind in _ADDED_COLUMNS.items():
+                if column not in have:
+                    db.execute(f"ALTER TABLE instances ADD COLUMN {column} {kind}")
+            db.executescript(_SCHEMA)  # the indexes, once the columns exist
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        return db
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        db = self._connect()
+        try:
+            yield db
+        finally:
+            db.close()
+
+    @contextmanager
+    def _write_lock(self) -> Iterator[sqlite3.Connection]:
+        """A connection holding the write lock (BEGIN IMMEDIATE); commits on success."""
+        db = self._connect()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            yield db
+            db.execute("COMMIT")
+        finally:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            db.close()
+
+
+def live_count(db: sqlite3.Connection, type_name: str, region: str, now: int,
+               native_timer: bool) -> int:
+    """Machines of a type in a region not ended at `now`, read off the index."""
+    end, index = (END_BY_TIMER, "instances_live_timer") if native_timer \
+        else (END_NO_TIMER, "instances_live")
+    return int(db.execute(f"SELECT COUNT(*) FROM instances INDEXED BY {index}"
+                          f" WHERE instance_type = ? AND region = ? AND {end} > ?",
+                          (type_name, region, now)).fetchone()[0])
+
+
+def visible_rows(db: sqlite3.Connection, since: int, native_timer: bool) -> list[sqlite3.Row]:
+    """Machines not ended before `since` (now less the retention), in creation order."""
+    # Named: without statistics the planner prefers a scan in rowid order.
+    end, index = (END_BY_TIMER, "instances_end_timer") if native_timer \
+        else (END_NO_TIMER, "instances_end")
+    return db.execute(f"SELECT * FROM instances INDEXED BY {index} WHERE {end} > ?"
+                      " ORDER BY rowid", (since,)).fetchall()

@@ -1,0 +1,391 @@
+"""The client's journal: launch intents and outcomes, deadlines, in SQLite.
+
+A launch is written as an *intent* before its request is sent and marked
+*delivered* (with the provider's id) after; a crash or an ambiguous failure
+between the two leaves the intent, which reconcile repairs by listing the
+provider and matching the launch id — never by guessing.
+Nothing secret is ever stored here.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+
+from gpucloud.errors import StateError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS launches (
+    launch_id     TEXT PRIMARY KEY,
+    provider      TEXT NOT NULL,
+    instance_type TEXT NOT NULL,
+    region        TEXT NOT NULL,
+    name          TEXT,
+    status        TEXT NOT NULL,   -- intent | delivered | failed | ambiguous | deleted
+    instance_id   TEXT,
+    price_per_hour TEXT,
+    shutdown_at   TEXT,
+    error         TEXT,
+    created_at    TEXT NOT NULL,
+    updated_at    TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS launches_instance ON launches (provider, instance_id);
+-- what every listing asks (unresolved): the few launches never settled, not all
+CREATE INDEX IF NOT EXISTS launches_unresolved ON launches (created_at)
+    WHERE status IN ('intent', 'ambiguous');
+"""
+# Columns added after the first release (ALTER TABLE on journals made before):
+# a batch's key and the slot (0..N-1) a launch fills, so a restarted batch
+# knows which machines an earlier run made (batch.py); the path of the public
+# key file create sent (a path only, never key text), so ssh logs in with its
+# private half (ssh.py); what the launch commits of this month's budget (a
+# Decimal as text; budget.py counts it until the machine is in the ledger).
+ADDED_COLUMNS = {"batch_key": "TEXT", "slot": "INTEGER", "ssh_key_path": "TEXT",
+                 "committed": "TEXT"}
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True)
+class LaunchRecord:
+    launch_id: str
+    provider: str
+    instance_type: str
+    region: str
+    name: str | None
+    status: str
+    instance_id: str | None
+    price_per_hour: str | None
+    shutdown_at: datetime | None
+    error: str | None
+    created_at: datetime
+    batch_key: str | None = None
+    slot: int | None = None
+    ssh_key_path: str | None = None
+
+
+# One connection per process per journal file: opening one and creating the
+# schema cost more than the statements a launch runs. Keyed by pid too, since
+# a forked child (the queue worker) must never use its parent's connection.
+_SHARED: dict[tuple[int, str], _Shared] = {}
+_SHARED_LOCK = threading.Lock()
+# SQLite's default bound on the variables of one statement, kept under.
+CHUNK = 900
+KEPT_OPEN = 8
+
+
+class _Shared:
+    """A journal file's connection in this process, its lock, and what was
+    created on it; `stamp` is the file as it was when last used, so a file
+    replaced, moved away or overwritten by someone else is opened afresh."""
+
+    def __init__(self, path: Path) -> None:
+        self.lock = threading.RLock()
+        self.path = path
+        self.conn: sqlite3.Connection | None = None
+        self.schemas: set[str] = set()
+        self.stamp: tuple[int, ...] | None = None
+        # True while this process holds the file's write lock (Journal.exclusive):
+        # statements of the thread holding `lock` then join that transaction.
+        self.held = False
+
+    def connection(self, create: bool = True) -> sqlite3.Connection | None:
+        """The connection; None when the file does not exist and `create` is false."""
+        stamp = _stamp(self.path)
+        if self.conn is not None and (stamp is None or stamp != self.stamp):
+            self.drop()
+        if self.conn is None:
+            if stamp is None and not create:
+                return None
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Threads of a Client share it, one at a time (self.lock).
+            conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+            try:
+                conn.execute("PRAGMA busy_timeout = 30000")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")  # safe with WAL: no corruption
+                conn.executescript(SCHEMA)
+                _add_columns(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self.conn, self.schemas = conn, set()
+        return self.conn
+
+    def ensure(self, statements: tuple[str, ...]) -> None:
+        """Another module's tables in the same file (the ledger), created once."""
+        key = "\n".join(statements)
+        if key in self.schemas or self.conn is None:
+            return
+        for statement in statements:
+            self.conn.execute(statement)
+        self.schemas.add(key)
+
+    def drop(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except sqlite3.Error:
+                pass
+        self.conn, self.schemas, self.stamp = None, set(), None
+
+
+def _stamp(path: Path) -> tuple[int, ...] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _shared(path: Path) -> _Shared:
+    key = (os.getpid(), str(path))
+    with _SHARED_LOCK:
+        found = _SHARED.get(key)
+        if found is None:
+            if any(pid != key[0] for pid, _ in _SHARED):
+                # A forked child: its parent's connections are not its own to
+                # use nor to close (closing could checkpoint under the parent).
+                for stale in [k for k in _SHARED if k[0] != key[0]]:
+                    del _SHARED[stale]
+            found = _SHARED[key] = _Shared(path)
+            _close_idle(key)
+        return found
+
+
+def _close_idle(keep: tuple[int, str]) -> None:
+    """Bound the files kept open (a test suite, a script walking many homes):
+    the least recently opened ones not in use are closed; they reopen on use."""
+    for key in list(_SHARED)[:-KEPT_OPEN]:
+        shared = _SHARED[key]
+        if key != keep and shared.lock.acquire(blocking=False):
+            try:
+                shared.drop()
+                del _SHARED[key]
+            finally:
+                shared.lock.release()
+
+
+def _forget_after_fork() -> None:
+    global _SHARED_LOCK
+    _SHARED.clear()  # the parent's: neither used nor closed here
+    _SHARED_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def release() -> None:
+    """Close this process's journal connections (they reopen on next use). The
+    last one closed folds the write-ahead log back into the file, as a process
+    exiting does."""
+    with _SHARED_LOCK:
+        mine = [s for (pid, _), s in _SHARED.items() if pid == os.getpid()]
+    for shared in mine:
+        with shared.lock:
+            shared.drop()
+
+
+class Journal:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @contextmanager
+    def _db(self, schema: tuple[str, ...] = ()) -> Iterator[sqlite3.Connection]:
+        """The process's connection to this journal, in a transaction committed on
+        success; `schema`: statements another module needs, run once per connection."""
+        with self._session(schema, create=True) as conn:
+            assert conn is not None  # created when missing
+            yield conn
+
+    @contextmanager
+    def _session(self, schema: tuple[str, ...],
+                 create: bool) -> Iterator[sqlite3.Connection | None]:
+        """As _db; None instead when the file is missing and `create` is false."""
+        shared = _shared(self.path)
+        with shared.lock:
+            if shared.held and shared.conn is not None:
+                # Inside exclusive() on this thread (the lock is reentrant, so no
+                # other thread is here): part of its transaction, committed by it.
+                shared.ensure(schema)
+                yield shared.conn
+                return
+            try:
+                conn = shared.connection(create)
+                if conn is None:
+                    yield None
+                    return
+                shared.ensure(schema)
+                changes = conn.total_changes if shared.stamp is not None else -1
+                with conn:
+                    yield conn
+                if conn.total_changes != changes:  # a commit may have checkpointed
+                    shared.stamp = _stamp(self.path)
+            except (sqlite3.Error, OSError) as exc:
+                shared.drop()  # a damaged file is looked at afresh next time
+                raise self._unusable(exc) from exc
+
+    @contextmanager
+    def exclusive(self, schema: tuple[str, ...] = ()) -> Iterator[sqlite3.Connection]:
+        """One write transaction taken before anything is read (BEGIN IMMEDIATE):
+        what is read inside it cannot change until it commits, in this process or
+        any other using the file, so a decision and the record it leads to are
+        one step (the budget's admission of a launch). Journal and ledger calls
+        made inside it, by this thread, join it. Keep it short: every other
+        writer of the home waits (busy_timeout) until it ends."""
+        shared = _shared(self.path)
+        with shared.lock:
+            try:
+                conn = shared.connection(True)
+                assert conn is not None  # created when missing
+                shared.ensure(schema)
+                try:
+                    # Inside the try: an interrupt right after BEGIN must still
+                    # roll back, or the home's write lock stays held.
+                    conn.execute("BEGIN IMMEDIATE")
+                    shared.held = True
+                    yield conn
+                except BaseException:
+                    try:
+                        conn.rollback()
+                    except sqlite3.Error:
+                        pass  # the connection is dropped below when it failed
+                    raise
+                finally:
+                    shared.held = False
+                conn.commit()
+                shared.stamp = _stamp(self.path)
+            except (sqlite3.Error, OSError) as exc:
+                shared.drop()
+                raise self._unusable(exc) from exc
+
+    def _unusable(self, exc: BaseException) -> StateError:
+        """One clear error for a corrupt, truncated, locked or unwritable journal."""
+        detail = str(exc) or type(exc).__name__
+        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+            fix = (f"move the damaged file away (mv '{self.path}' '{self.path}.broken'); "
+                   "gpucloud starts a new journal and `gpucloud list` still shows your machines")
+        else:
+            fix = (f"make {self.path.parent} writable, or point GPUCLOUD_HOME at a writable "
+                   "directory")
+        return StateError(f"state database {self.path} is unusable: {detail}", path=self.path,
+                          hint=fix)
+
+    def record_intent(self, *, launch_id: str, provider: str, instance_type: str, region: str,
+                      name: str | None, price_per_hour: str, shutdown_at: datetime | None,
+                      batch_key: str | None = None, slot: int | None = None,
+                      ssh_key_path: str | None = None, committed: Decimal | None = None) -> None:
+        now = utcnow().isoformat()
+        with self._db() as db:
+            db.execute(
+                "INSERT INTO launches (launch_id, provider, instance_type, region, name, status,"
+                " price_per_hour, shutdown_at, created_at, updated_at, batch_key, slot,"
+                " ssh_key_path, committed)"
+                " VALUES (?, ?, ?, ?, ?, 'intent', ?, ?, ?, ?, ?, ?, ?, ?)",
+                (launch_id, provider, instance_type, region, name, price_per_hour,
+                 shutdown_at.isoformat() if shutdown_at else None, now, now, batch_key, slot,
+                 ssh_key_path, str(committed) if committed is not None else None))
+
+    def mark(self, launch_id: str, status: str, *, instance_id: str | None = None,
+             error: str | None = None) -> None:
+        with self._db() as db:
+            db.execute(
+                "UPDATE launches SET status = ?, instance_id = COALESCE(?, instance_id),"
+                " error = ?, updated_at = ? WHERE launch_id = ?",
+                (status, instance_id, error, utcnow().isoformat(), launch_id))
+
+    def mark_deleted(self, provider: str, instance_id: str) -> None:
+        with self._db() as db:
+            db.execute("UPDATE launches SET status = 'deleted', updated_at = ?"
+                       " WHERE provider = ? AND instance_id = ?",
+                       (utcnow().isoformat(), provider, instance_id))
+
+    def set_deadline(self, provider: str, instance_id: str, shutdown_at: datetime | None) -> None:
+        """The local copy of a moved deadline (extend); the provider's copy is the truth."""
+        with self._db() as db:
+            db.execute("UPDATE launches SET shutdown_at = ?, updated_at = ?"
+                       " WHERE provider = ? AND instance_id = ?",
+                       (shutdown_at.isoformat() if shutdown_at else None, utcnow().isoformat(),
+                        provider, instance_id))
+
+    def unresolved(self) -> list[LaunchRecord]:
+        """Launches sent but never recorded as delivered or failed: each machine may
+        exist (a crash, an interrupt, an ambiguous reply). reconcile settles them."""
+        return self._rows("WHERE status IN ('intent', 'ambiguous')", ())
+
+    def _rows(self, where: str, args: tuple[object, ...],
+              create: bool = True) -> list[LaunchRecord]:
+        with self._session((), create) as db:
+            if db is None:
+                return []  # reading never creates the journal
+            rows = db.execute(
+                "SELECT launch_id, provider, instance_type, region, name, status, instance_id,"
+                " price_per_hour, shutdown_at, error, created_at, batch_key, slot, ssh_key_path"
+                f" FROM launches {where}"
+                " ORDER BY created_at", args).fetchall()
+        return [LaunchRecord(
+            launch_id=r[0], provider=r[1], instance_type=r[2], region=r[3], name=r[4],
+            status=r[5], instance_id=r[6], price_per_hour=r[7],
+            shutdown_at=datetime.fromisoformat(r[8]) if r[8] else None, error=r[9],
+            created_at=datetime.fromisoformat(r[10]), batch_key=r[11], slot=r[12],
+            ssh_key_path=r[13])
+            for r in rows]
+
+    def get(self, launch_id: str) -> LaunchRecord | None:
+        rows = self._rows("WHERE launch_id = ?", (launch_id,))
+        return rows[0] if rows else None
+
+    def by_instance(self, provider: str, instance_id: str) -> LaunchRecord | None:
+        rows = self._rows("WHERE provider = ? AND instance_id = ?", (provider, instance_id),
+                          create=False)
+        return rows[-1] if rows else None
+
+    def ssh_key_path(self, provider: str, instance_id: str) -> str | None:
+        """The public key file the machine's launch sent, when this computer
+        launched it from a file; None otherwise. Reading never creates the journal."""
+        record = self.by_instance(provider, instance_id)
+        return record.ssh_key_path if record is not None else None
+
+    def by_instances(self, provider: str, instance_ids: Iterable[str]) -> dict[str, LaunchRecord]:
+        """The latest launch of each of a provider's machines, in one query per
+        CHUNK ids (a listing's worth). Reading never creates the journal."""
+        ids = list(dict.fromkeys(instance_ids))
+        if not ids:
+            return {}
+        found: dict[str, LaunchRecord] = {}
+        for start in range(0, len(ids), CHUNK):
+            part = ids[start:start + CHUNK]
+            marks = ", ".join("?" for _ in part)
+            for record in self._rows(f"WHERE provider = ? AND instance_id IN ({marks})",
+                                     (provider, *part), create=False):
+                found[record.instance_id or ""] = record  # ordered: the latest wins
+        return found
+
+    def all(self) -> list[LaunchRecord]:
+        return self._rows("", ())
+
+    def batch(self, batch_key: str) -> list[LaunchRecord]:
+        """Every launch of one batch (each with its slot), oldest first."""
+        return self._rows("WHERE batch_key = ?", (batch_key,))
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    have = {row[1] for row in conn.execute("PRAGMA table_info(launches)")}
+    for column, kind in ADDED_COLUMNS.items():
+        if column not in have:
+            try:
+                conn.execute(f"ALTER TABLE launches ADD COLUMN {column} {kind}")
+            except sqlite3.OperationalError as exc:  # another thread added it first
+                if "duplicate column" not in str(exc):
+                    raise
+    conn.execute("CREATE INDEX IF NOT EXISTS launches_batch ON launches (batch_key, slot)")

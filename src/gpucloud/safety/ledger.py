@@ -1,0 +1,393 @@
+"""The cost ledger: every start, stop, termination and price gpucloud sees.
+
+It lives in the state database beside the journal (same file, same error
+handling). Each row reads "from ``at`` on, this machine is ``state``
+(running, stopped or ended) at ``price_per_hour``": a row carries the whole
+state, what it does not know is carried forward from the machine's previous
+row, so the latest row of a machine is its current state and consecutive
+rows are the intervals ``costs.py`` bills.
+
+Rows come from what this client does (a launch delivered or adopted, a
+delete, a reaper termination, a stop or start) and from what listings
+observe (a machine that changed state or price, or one seen for the first
+time, e.g. created from another machine). A listing is one transaction,
+whatever the number of machines, and writes only what changed.
+
+Prices are what the user pays per hour for the whole machine, disk included
+where priced (``pricing.estimate``); ``stopped_price_per_hour`` is what a
+stopped machine still bills (the sandbox: 0; a provider that prices storage
+apart: its disk rate; otherwise unknown, None). Unknown is None, never 0.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from gpucloud.models import Instance, InstanceStatus
+from gpucloud.safety.journal import CHUNK, Journal, utcnow
+
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS ledger (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    at            TEXT NOT NULL,     -- ISO-8601 UTC: from this moment on ...
+    provider      TEXT NOT NULL,
+    instance_id   TEXT NOT NULL,
+    event         TEXT NOT NULL,     -- started | stopped | terminated | observed | first_seen
+    source        TEXT NOT NULL,     -- launch | delete | reap | power | list | job
+    state         TEXT NOT NULL,     -- ... the machine is running | stopped | ended
+    price_per_hour TEXT,             -- ... at this price (NULL: unknown)
+    stopped_price_per_hour TEXT,     -- what it bills while stopped (NULL: unknown)
+    shutdown_at   TEXT,
+    name          TEXT,
+    instance_type TEXT,
+    region        TEXT,
+    launch_id     TEXT,
+    simulated     INTEGER NOT NULL DEFAULT 0
+)""",
+    "CREATE INDEX IF NOT EXISTS ledger_machine ON ledger (provider, instance_id, seq)",
+    # in_flight: is a launch's machine in the ledger yet?
+    "CREATE INDEX IF NOT EXISTS ledger_launch ON ledger (launch_id)",
+)
+
+RUNNING, STOPPED, ENDED = "running", "stopped", "ended"
+# The source of the rows of a job that has no machine (a Kubernetes Job, keyed
+# by its provider and job id): no machine listing shows it, so a listing never
+# takes it for a machine that has gone (job_costs.py ends it).
+JOB = "job"
+# A machine missing from its provider's list is taken as ended only once its
+# last row is older than this: a new launch can take a moment to be listed.
+APPEAR_GRACE = timedelta(minutes=10)
+_STATES = {
+    InstanceStatus.PENDING: RUNNING,  # providers bill from the launch, not from boot
+    InstanceStatus.RUNNING: RUNNING,
+    InstanceStatus.STOPPING: STOPPED,
+    InstanceStatus.STOPPED: STOPPED,
+    InstanceStatus.TERMINATING: ENDED,
+    InstanceStatus.TERMINATED: ENDED,
+    InstanceStatus.FAILED: ENDED,
+}
+_COLUMNS = ("at", "provider", "instance_id", "event", "source", "state", "price_per_hour",
+            "stopped_price_per_hour", "shutdown_at", "name", "instance_type", "region",
+            "launch_id", "simulated")
+# What a row that does not say takes from the machine's previous row.
+_CARRIED = ("price_per_hour", "stopped_price_per_hour", "shutdown_at", "name", "instance_type",
+            "region", "launch_id", "simulated")
+
+
+def state_of(status: InstanceStatus) -> str | None:
+    """running / stopped / ended for billing; None when the provider did not say."""
+    return _STATES.get(status)
+
+
+@dataclass(frozen=True)
+class Row:
+    at: datetime
+    provider: str
+    instance_id: str
+    event: str
+    source: str
+    state: str
+    price_per_hour: Decimal | None = None
+    stopped_price_per_hour: Decimal | None = None
+    shutdown_at: datetime | None = None
+    name: str | None = None
+    instance_type: str | None = None
+    region: str | None = None
+    launch_id: str | None = None
+    simulated: bool | None = None  # None: not said (carried forward)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.provider}/{self.instance_id}"
+
+
+class Ledger:
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        # The journal's connection: one file, and one StateError for a damaged one.
+        with self.journal._db(SCHEMA) as db:
+            yield db
+
+    def append(self, rows: Iterable[Row]) -> None:
+        """Rows in one transaction, each completed from its machine's previous row."""
+        rows = list(rows)
+        if not rows:
+            return
+        with self._db() as db:
+            _MEMO.pop(str(self.journal.path), None)
+            latest = _latest(db, {(r.provider, r.instance_id) for r in rows})
+            db.executemany(
+                f"INSERT INTO ledger ({', '.join(_COLUMNS)}) VALUES "
+                f"({', '.join('?' for _ in _COLUMNS)})",
+                [_values(_carry(r, latest)) for r in rows])
+
+    def in_flight(self, since: datetime) -> list[Decimal]:
+        """What each launch journaled since `since` commits while its machine is
+        not in the ledger yet: sent or about to be (intent), or unanswered
+        (ambiguous, until reconcile settles it). A delivered launch's machine is
+        written here before the journal marks it delivered, so every launch
+        counts in one place or the other, never in neither."""
+        with self._db() as db:
+            found = db.execute(
+                "SELECT committed FROM launches WHERE status IN ('intent', 'ambiguous')"
+                " AND created_at >= ? AND committed IS NOT NULL AND NOT EXISTS"
+                " (SELECT 1 FROM ledger WHERE ledger.launch_id = launches.launch_id)",
+                (since.isoformat(),)).fetchall()
+        return [Decimal(r[0]) for r in found]
+
+    def latest(self, machines: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Row]:
+        with self._db() as db:
+            return _latest(db, set(machines))
+
+    def open_jobs(self, providers: Iterable[str]) -> dict[tuple[str, str], Row]:
+        """The latest row of every job of `providers` the ledger still counts."""
+        with self._db() as db:
+            found = _latest(db, set(), set(providers))
+        return {k: r for k, r in found.items() if r.source == JOB}
+
+    def history(self, machines: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[Row]]:
+        """Every row of each of `machines`, in order (through the machine index)."""
+        by_provider: dict[str, list[str]] = {}
+        for provider, instance_id in set(machines):
+            by_provider.setdefault(provider, []).append(instance_id)
+        out: dict[tuple[str, str], list[Row]] = {}
+        with self._db() as db:
+            for provider, ids in by_provider.items():
+                for start in range(0, len(ids), CHUNK):
+                    part = ids[start:start + CHUNK]
+                    for values in db.execute(
+                            f"SELECT {', '.join(_COLUMNS)} FROM ledger WHERE provider = ? AND"
+                            f" instance_id IN ({', '.join('?' for _ in part)})"
+                            " ORDER BY instance_id, at, seq", (provider, *part)):
+                        row = _row(values)
+                        out.setdefault((row.provider, row.instance_id), []).append(row)
+        return out
+
+    def rows(self, before: datetime | None = None) -> list[Row]:
+        """Every row (before a moment), per machine in order."""
+        where, args = ("WHERE at < ?", (before.isoformat(),)) if before else ("", ())
+        with self._db() as db:
+            found = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM ledger {where}"
+                               " ORDER BY provider, instance_id, at, seq", args).fetchall()
+        return [_row(r) for r in found]
+
+    def observe(self, instances: Iterable[Instance], now: datetime,
+                listed: Iterable[str] = ()) -> None:
+        """A listing: one transaction, a row only for what changed. A machine of a
+        provider in `listed` (listed in full) that the listing no longer shows has
+        ended (providers drop terminated machines from their lists)."""
+        machines = list(instances)
+        complete = set(listed)
+        with self._db() as db:
+            seen = {(i.provider, i.id) for i in machines}
+            latest = _remembered(self.journal, db, seen, complete)
+            if latest is None:
+                latest = _latest(db, seen, complete)
+            rows = []
+            for instance in machines:
+                row = _observed(instance, latest.get((instance.provider, instance.id)), now)
+                if row is not None:
+                    rows.append(_carry(row, latest))
+            for key, last in list(latest.items()):
+                # A launch may take a moment to show in its provider's list.
+                if key not in seen and last.state != ENDED and last.source != JOB \
+                        and now - last.at > APPEAR_GRACE:
+                    rows.append(_carry(Row(at=now, provider=key[0], instance_id=key[1],
+                                           event="observed", source="list", state=ENDED),
+                                       latest))
+            if rows:
+                db.executemany(
+                    f"INSERT INTO ledger ({', '.join(_COLUMNS)}) VALUES "
+                    f"({', '.join('?' for _ in _COLUMNS)})", [_values(r) for r in rows])
+            _remember(self.journal, db, latest, seen, complete)
+
+
+# The latest rows the last listing of this process read or wrote, per journal:
+# a script or `reap --watch` listing every few seconds reads them back only
+# when another connection committed since (SQLite's data_version moves then,
+# and only then; this process's own appends forget the memo). Accessed under
+# the journal's lock.
+_MEMO: dict[str, tuple[int, int, dict[tuple[str, str], Row], set[tuple[str, str]],
+                       frozenset[str]]] = {}
+
+
+def _remembered(journal: Journal, db: sqlite3.Connection, machines: set[tuple[str, str]],
+                providers: set[str]) -> dict[tuple[str, str], Row] | None:
+    memo = _MEMO.get(str(journal.path))
+    if memo is None:
+        return None
+    conn, version, latest, covered, listed = memo
+    if conn != id(db) or not machines <= covered or not providers <= listed \
+            or db.execute("PRAGMA data_version").fetchone()[0] != version:
+        return None
+    return {k: v for k, v in latest.items() if k in machines or k[0] in providers}
+
+
+def _remember(journal: Journal, db: sqlite3.Connection, latest: dict[tuple[str, str], Row],
+              machines: set[tuple[str, str]], providers: set[str]) -> None:
+    version = db.execute("PRAGMA data_version").fetchone()[0]
+    _MEMO[str(journal.path)] = (id(db), version, dict(latest), set(machines),
+                                frozenset(providers))
+
+
+def _observed(instance: Instance, last: Row | None, now: datetime) -> Row | None:
+    state = state_of(instance.status)
+    price = instance.price_per_hour if instance.price_per_hour else None  # 0: did not say
+    if last is None:
+        if state in (None, ENDED):
+            return None  # never seen running: nothing to bill or close
+        # First seen (made elsewhere, or a launch the ledger missed): running
+        # since the provider says it was created, the best figure there is.
+        since = instance.created_at if state == RUNNING and instance.created_at else now
+        return _listed(instance, price, at=min(since, now), event="first_seen", state=state)
+    if last.state == ENDED:
+        return None
+    changed = (state is not None and state != last.state) \
+        or (price is not None and price != last.price_per_hour) \
+        or (instance.shutdown_at is not None and instance.shutdown_at != last.shutdown_at)
+    if not changed:
+        return None  # most machines of most listings: nothing built
+    return _listed(instance, price, at=now, event="observed", state=state or last.state)
+
+
+def _listed(instance: Instance, price: Decimal | None, **what: Any) -> Row:
+    return Row(provider=instance.provider, instance_id=instance.id, source="list",
+               price_per_hour=price, shutdown_at=instance.shutdown_at, name=instance.name,
+               instance_type=instance.instance_type, region=instance.region,
+               launch_id=instance.launch_id, simulated=instance.simulated, **what)
+
+
+def _latest(db: sqlite3.Connection, machines: set[tuple[str, str]],
+            providers: frozenset[str] | set[str] = frozenset()) -> dict[tuple[str, str], Row]:
+    """The latest row of each of `machines`, and of every machine of `providers`
+    still open (not ended). Through the (provider, instance_id, seq) index: the
+    rows of other machines are never read."""
+    seqs: list[int] = []  # latest rows wanted whatever their state
+    open_seqs: list[int] = []  # latest rows wanted only while not ended
+    by_provider: dict[str, list[str]] = {}
+    for provider, instance_id in machines:
+        if provider not in providers:
+            by_provider.setdefault(provider, []).append(instance_id)
+    for provider, ids in by_provider.items():
+        for start in range(0, len(ids), CHUNK):
+            part = ids[start:start + CHUNK]
+            seqs += [r[0] for r in db.execute(
+                "SELECT MAX(seq) FROM ledger WHERE provider = ? AND instance_id IN"
+                f" ({', '.join('?' for _ in part)}) GROUP BY instance_id", (provider, *part))]
+    for provider in providers:  # listed whole: one pass over its machines, index only
+        for instance_id, seq in db.execute("SELECT instance_id, MAX(seq) FROM ledger"
+                                           " WHERE provider = ? GROUP BY instance_id",
+                                           (provider,)):
+            (seqs if (provider, instance_id) in machines else open_seqs).append(seq)
+    found = _by_seq(db, seqs, "") + _by_seq(db, open_seqs, f" AND state != '{ENDED}'")
+    return {(r.provider, r.instance_id): r for r in map(_row, found)}
+
+
+def _by_seq(db: sqlite3.Connection, seqs: list[int], more: str) -> list[tuple[Any, ...]]:
+    found: list[tuple[Any, ...]] = []
+    for start in range(0, len(seqs), CHUNK):
+        part = seqs[start:start + CHUNK]
+        found += db.execute(f"SELECT {', '.join(_COLUMNS)} FROM ledger WHERE seq IN"
+                            f" ({', '.join('?' for _ in part)}){more}", part).fetchall()
+    return found
+
+
+def _carry(row: Row, latest: dict[tuple[str, str], Row]) -> Row:
+    """Fill what the row does not say from the previous one, and make it the latest."""
+    key = (row.provider, row.instance_id)
+    last = latest.get(key)
+    if last is not None:
+        row = replace(row, **{f: getattr(last, f) for f in _CARRIED if getattr(row, f) is None})
+    latest[key] = row
+    return row
+
+
+def _values(row: Row) -> tuple[Any, ...]:
+    out: list[Any] = []
+    for column in _COLUMNS:
+        value = getattr(row, column)
+        if isinstance(value, datetime):
+            value = value.isoformat()
+        elif isinstance(value, Decimal):
+            value = str(value)
+        elif isinstance(value, bool) or column == "simulated":
+            value = int(bool(value))  # not said and nothing to carry: a real provider
+        out.append(value)
+    return tuple(out)
+
+
+def _row(values: tuple[Any, ...]) -> Row:
+    # Positional, in _COLUMNS order: a listing parses a row per machine.
+    (at, provider, instance_id, event, source, state, price, stopped_price, shutdown_at, name,
+     instance_type, region, launch_id, simulated) = values
+    return Row(at=datetime.fromisoformat(at), provider=provider, instance_id=instance_id,
+               event=event, source=source, state=state,
+               price_per_hour=Decimal(price) if price is not None else None,
+               stopped_price_per_hour=Decimal(stopped_price) if stopped_price is not None
+               else None,
+               shutdown_at=datetime.fromisoformat(shutdown_at) if shutdown_at else None,
+               name=name, instance_type=instance_type, region=region, launch_id=launch_id,
+               simulated=bool(simulated))
+
+
+# -- the hooks: one call each from launcher, engine and deadlines -------------------
+
+def launched(ctx: Any, instance: Instance, offer: Any, disk_gb: int | None,
+             shutdown_at: datetime | None, launch_id: str | None = None) -> None:
+    """A launch delivered or adopted: billing starts now at the offer's full price.
+    `launch_id`: the journal's, for a machine whose provider does not echo it."""
+    from gpucloud.catalog import pricing
+
+    estimate = pricing.estimate(offer, 1, disk_gb=disk_gb)
+    Ledger(ctx.journal).append([Row(
+        at=utcnow(), provider=instance.provider, instance_id=instance.id, event="started",
+        source="launch", state=RUNNING, price_per_hour=estimate.price_per_hour,
+        stopped_price_per_hour=_stopped_price(offer, estimate),
+        shutdown_at=instance.shutdown_at or shutdown_at, name=instance.name,
+        instance_type=instance.instance_type or offer.instance_type,
+        region=instance.region or offer.region, launch_id=instance.launch_id or launch_id,
+        simulated=instance.simulated or offer.simulated)])
+
+
+def _stopped_price(offer: Any, estimate: Any) -> Decimal | None:
+    if offer.simulated:
+        return Decimal(0)  # the sandbox bills nothing while stopped
+    disk = [line for line in estimate.breakdown if line.component.startswith("disk")]
+    return disk[0].price_per_hour if disk else None
+
+
+def ended(ctx: Any, provider: str, instance_id: str, source: str) -> None:
+    """A delete or a reaper termination: billing ends now."""
+    Ledger(ctx.journal).append([Row(at=utcnow(), provider=provider, instance_id=instance_id,
+                                    event="terminated", source=source, state=ENDED)])
+
+
+def powered(ctx: Any, instance: Instance, action: str) -> None:
+    """A stop or a start; the price the provider quotes, when it quotes one."""
+    Ledger(ctx.journal).append([Row(
+        at=utcnow(), provider=instance.provider, instance_id=instance.id,
+        event="stopped" if action == "stop" else "started", source="power",
+        state=STOPPED if action == "stop" else RUNNING,
+        price_per_hour=instance.price_per_hour or None, shutdown_at=instance.shutdown_at,
+        name=instance.name, launch_id=instance.launch_id)])
+
+
+def observed(ctx: Any, instances: Iterable[Instance], listed: Iterable[str] = ()) -> None:
+    """A listing of `instances`; `listed`: the providers whose list came back whole."""
+    machines = list(instances)
+    if not machines and not ctx.journal.path.exists():
+        return  # nothing to record: an empty listing never creates the state file
+    Ledger(ctx.journal).observe(machines, utcnow(), listed)
+
+
+__all__ = ["ENDED", "JOB", "Ledger", "RUNNING", "Row", "STOPPED", "ended", "launched", "observed",
+           "powered", "state_of"]
