@@ -42,7 +42,7 @@ import httpx
 
 # re-exported: the loop lives where no httpx is needed
 from gpucloud.core.drive import adrive, drive
-from gpucloud.providers.base import KIND_EXTENSION, Flow, Sleep
+from gpucloud.core.flow import Flow, Sleep
 from gpucloud.errors import APIResponseValidationError, GpuCloudError
 from gpucloud.transport.errors import retry_after, transport_error
 from gpucloud.transport.ratelimit import Limiter, limiter_for
@@ -53,6 +53,10 @@ log = logging.getLogger("gpucloud.http")
 UNEXPECTED_SHAPE = (ValueError, TypeError, LookupError, AttributeError, ArithmeticError,
                     RecursionError)
 T = TypeVar("T")
+# The request extension that says how a request may be retried ("read",
+# "idempotent", "launch", "unsafe"): an adapter sets it, the policy below reads
+# it. Named here, below the providers, because the transport never imports them.
+KIND_EXTENSION = "gpucloud_kind"
 
 
 @dataclass(frozen=True)
