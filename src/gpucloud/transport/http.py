@@ -67,7 +67,7 @@ class RetryPolicy:
     retry_after_max: float = 120.0
 
     def backoff(self, attempt: int) -> float:
-        delay = min(self.backoff_max, self.backoff_base * (2 ** attempt))
+        delay = min(self.backoff_max, self.backoff_base * (2.0 ** attempt))
         return delay * (0.5 + random.random() / 2)  # jitter: 50-100 %
 
 
@@ -75,7 +75,10 @@ DEFAULT_POLICY = RetryPolicy()
 
 
 def request_kind(request: httpx.Request) -> str:
-    return request.extensions.get(KIND_EXTENSION, "read" if request.method == "GET" else "unsafe")
+    # httpx types its extensions as Any; the adapters put a kind's name here.
+    kind: str = request.extensions.get(KIND_EXTENSION,
+                                       "read" if request.method == "GET" else "unsafe")
+    return kind
 
 
 def with_policy(
@@ -96,7 +99,8 @@ def with_policy(
         try:
             item = flow.throw(error) if error is not None else flow.send(value)
         except StopIteration as stop:
-            return stop.value
+            result: T = stop.value  # what the wrapped Flow[T] returns
+            return result
         except UNEXPECTED_SHAPE as exc:
             # An adapter choking on a reply ("tags": 5, a nesting bomb, a number
             # too large for a date) is the provider's unexpected shape, not our
