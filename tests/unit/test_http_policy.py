@@ -82,3 +82,14 @@ def test_rate_limiter_spaces_requests():
 def test_unreadable_retry_after_falls_back_to_backoff(header):
     status, sent, slept = drive(one_request("read", "GET"), [(429, {"Retry-After": header}), 200])
     assert status == 200 and len(sent) == 2 and 0 < slept[0] <= 30
+
+
+def test_the_policy_reads_the_kind_the_adapters_write():
+    # The transport names the extension for itself (it never imports a provider);
+    # the adapters' base class writes the same one.
+    from gpucloud.transport import http
+
+    assert http.KIND_EXTENSION == KIND_EXTENSION
+    request = httpx.Request("POST", "https://example.invalid/x",
+                            extensions={KIND_EXTENSION: "launch"})
+    assert http.request_kind(request) == "launch"

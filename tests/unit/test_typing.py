@@ -1,6 +1,8 @@
 """The public API is typed: py.typed ships, mypy --strict
 passes on the modules behind `gpucloud.__all__` and on a user's script of the
-public API, and no public signature says `Any`."""
+public API, and no public signature says `Any`. The transport (every module of
+gpucloud/transport) passes mypy --strict too: it is what every adapter's
+requests go through."""
 
 from __future__ import annotations
 
@@ -22,13 +24,24 @@ def test_py_typed_ships_with_the_package() -> None:
     assert (Path(gpucloud.__file__).parent / "py.typed").is_file()
 
 
+def _mypy_strict(files: list[str], cache: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
+         "--cache-dir", str(cache), "--python-version", "3.11", *files],
+        capture_output=True, text=True, cwd=ROOT, check=False)
+
+
 def test_mypy_strict_on_the_public_api(tmp_path: Path) -> None:
     files = [str(ROOT / "src" / "gpucloud" / m) for m in PUBLIC_MODULES]
     files.append(str(ROOT / "tests" / "typing" / "public_api.py"))
-    result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
-         "--cache-dir", str(tmp_path / "mypy-cache"), "--python-version", "3.11", *files],
-        capture_output=True, text=True, cwd=ROOT, check=False)
+    result = _mypy_strict(files, tmp_path / "mypy-cache")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_strict_on_the_transport(tmp_path: Path) -> None:
+    files = sorted(str(p) for p in (ROOT / "src" / "gpucloud" / "transport").glob("*.py"))
+    assert len(files) >= 6  # http, errors, ratelimit, tokens, bearer_auth, redaction
+    result = _mypy_strict(files, tmp_path / "mypy-cache")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -1,5 +1,5 @@
 """HTTP outcomes as gpucloud errors: the generic status -> class mapping every
-adapter refines, and transport failures. Below both the driver (_http.py) and
+adapter refines, and transport failures. Below both the driver (http.py) and
 the adapters, so neither imports the other for it."""
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ import httpx
 
 # re-exported: the loop lives where no httpx is needed
 from gpucloud.core.drive import adrive, drive
-from gpucloud.providers.base import KIND_EXTENSION, Flow, Sleep
+from gpucloud.core.flow import Flow, Sleep
 from gpucloud.errors import APIResponseValidationError, GpuCloudError
 from gpucloud.transport.errors import retry_after, transport_error
 from gpucloud.transport.ratelimit import Limiter, limiter_for
@@ -53,6 +53,10 @@ log = logging.getLogger("gpucloud.http")
 UNEXPECTED_SHAPE = (ValueError, TypeError, LookupError, AttributeError, ArithmeticError,
                     RecursionError)
 T = TypeVar("T")
+# The request extension that says how a request may be retried ("read",
+# "idempotent", "launch", "unsafe"): an adapter sets it, the policy below reads
+# it. Named here, below the providers, because the transport never imports them.
+KIND_EXTENSION = "gpucloud_kind"
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,7 @@ class RetryPolicy:
     retry_after_max: float = 120.0
 
     def backoff(self, attempt: int) -> float:
-        delay = min(self.backoff_max, self.backoff_base * (2 ** attempt))
+        delay = min(self.backoff_max, self.backoff_base * (2.0 ** attempt))
         return delay * (0.5 + random.random() / 2)  # jitter: 50-100 %
 
 
@@ -71,7 +75,10 @@ DEFAULT_POLICY = RetryPolicy()
 
 
 def request_kind(request: httpx.Request) -> str:
-    return request.extensions.get(KIND_EXTENSION, "read" if request.method == "GET" else "unsafe")
+    # httpx types its extensions as Any; the adapters put a kind's name here.
+    kind: str = request.extensions.get(KIND_EXTENSION,
+                                       "read" if request.method == "GET" else "unsafe")
+    return kind
 
 
 def with_policy(
@@ -92,7 +99,8 @@ def with_policy(
         try:
             item = flow.throw(error) if error is not None else flow.send(value)
         except StopIteration as stop:
-            return stop.value
+            result: T = stop.value  # what the wrapped Flow[T] returns
+            return result
         except UNEXPECTED_SHAPE as exc:
             # An adapter choking on a reply ("tags": 5, a nesting bomb, a number
             # too large for a date) is the provider's unexpected shape, not our
