@@ -63,8 +63,8 @@ def fill(root: Path, ended: int) -> None:
     for n in range(ended):
         launch_id = f"gc-{n:010x}"
         began = now - timedelta(days=40 + n % 300, hours=n % 24)
-        journal.record_intent(launch_id=launch_id, provider="sandbox", instance_type="8x-h100",
-                              region="sandbox-1", name=f"old-{n}", price_per_hour="20.00",
+        journal.record_intent(launch_id=launch_id, provider="sandbox", instance_type="sim.8xH100",
+                              region="sim-east-1", name=f"old-{n}", price_per_hour="20.00",
                               shutdown_at=None)
         journal.mark(launch_id, "delivered", instance_id=f"old-{n}")
         journal.mark_deleted("sandbox", f"old-{n}")
@@ -72,8 +72,8 @@ def fill(root: Path, ended: int) -> None:
                                  (began + timedelta(hours=3), ledger.ENDED, "terminated")):
             rows.append(ledger.Row(at=at, provider="sandbox", instance_id=f"old-{n}",
                                    event=event, source="launch", state=state,
-                                   price_per_hour=Decimal("20.00"), instance_type="8x-h100",
-                                   region="sandbox-1", launch_id=launch_id, simulated=True))
+                                   price_per_hour=Decimal("20.00"), instance_type="sim.8xH100",
+                                   region="sim-east-1", launch_id=launch_id, simulated=True))
     ledger.Ledger(journal).append(rows)
     client.close()
 
