@@ -41,7 +41,16 @@ def compute(rows, *args, **kw):
     ledger = Ledger(Journal(fresh))
     for one in rows:
         ledger.append([one])
-    return costs.compute(ledger.rows(), *args, **kw)
+    return both_ways(ledger, *args, **kw)
+
+
+def both_ways(ledger, month=None, by="instance", now=None, **kw):
+    """The report from the rows of the month alone (as `gpucloud costs` reads
+    them), checked against the report from every row of the ledger."""
+    _, first, end = month_bounds(month, now or NOW)
+    report = costs.compute(ledger.month_rows(first, end), month, by, now=now, **kw)
+    assert report == costs.compute(ledger.rows(), month, by, now=now, **kw)
+    return report
 
 
 def at(day, hour=0, month=11):
@@ -156,3 +165,92 @@ def test_month_bounds_roll_over_the_year():
 def test_grouping_by_something_else_is_refused():
     with pytest.raises(SpecError):
         compute([], "2026-11", "region", now=NOW)
+
+
+def test_a_month_reads_only_what_is_live_or_moved_since_it_began(tmp_path):
+    # 300 machines started and ended in October, 2 live since October, one
+    # started in November: November's report reads the 3, not the 300.
+    ledger = Ledger(Journal(tmp_path / "state.sqlite"))
+    ledger.append([start(at(d % 28 + 1, 1, month=10), ident=f"old-{d}") for d in range(300)])
+    ledger.append([row(at(d % 28 + 1, 5, month=10), "ended", ident=f"old-{d}")
+                   for d in range(300)])
+    ledger.append([start(at(3, month=10), ident="live-1"), start(at(4, month=10), ident="live-2"),
+                   start(at(2), ident="new")])
+    _, first, end = month_bounds("2026-11", NOW)
+    assert {r.instance_id for r in ledger.month_rows(first, end)} == {"live-1", "live-2", "new"}
+    october = month_bounds("2026-10", NOW)
+    # October: the 300 and the 2 (the November machine has no row before its end).
+    assert len({r.instance_id for r in ledger.month_rows(october[1], october[2])}) == 302
+    assert both_ways(ledger, "2026-11", now=NOW).spent == both_ways(
+        ledger, "2026-11", now=NOW, by="provider").spent
+
+
+def test_the_live_table_follows_the_latest_row_and_fills_itself_on_an_older_file(tmp_path):
+    import random
+    import sqlite3
+
+    rng = random.Random(7)
+    path = tmp_path / "state.sqlite"
+    ledger = Ledger(Journal(path))
+    clock = at(1, month=9)
+    for _ in range(400):
+        clock += timedelta(minutes=rng.randint(1, 600))
+        ident = f"m{rng.randint(0, 40)}"
+        state = rng.choice(["running", "running", "stopped", "ended"])
+        ledger.append([row(clock, state, ident=ident, price=PRICE)])
+
+    def live() -> set[str]:
+        with sqlite3.connect(path) as db:
+            return {i for (i,) in db.execute("SELECT instance_id FROM ledger_live")}
+
+    latest = {}
+    for r in ledger.rows():
+        latest[r.instance_id] = r  # rows() is in order per machine
+    expected = {i for i, r in latest.items() if r.state != "ended"}
+    assert live() == expected and 0 < len(expected) < 41
+    # A file written before the table existed: no trigger, no rows in it.
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TRIGGER ledger_live_track")
+        db.execute("DELETE FROM ledger_live")
+    assert live() == set()
+    # The next process to use the file's ledger fills the table and adds the trigger.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "src"
+    subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
+                    "from gpucloud.safety.ledger import Ledger; "
+                    "from gpucloud.safety.journal import Journal; "
+                    "Ledger(Journal(Path(sys.argv[1]))).latest([])", str(path)],
+                   check=True, env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"})
+    assert live() == expected
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT 1 FROM sqlite_master WHERE name = 'ledger_live_track'"
+                          ).fetchone()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_month_report_equals_the_report_over_all_history(tmp_path, seed):
+    # Random ledgers of machines that start, stop, change price and end over
+    # five months; every month and several clocks: the figures from the
+    # month's rows are those from every row, to the cent.
+    import random
+
+    rng = random.Random(seed)
+    ledger = Ledger(Journal(tmp_path / "state.sqlite"))
+    clock = at(1, month=7)
+    for _ in range(rng.randint(20, 120)):
+        clock += timedelta(minutes=rng.randint(5, 3000))
+        ident = f"m{rng.randint(0, 25)}"
+        state = rng.choice(["running", "running", "stopped", "ended"])
+        price = rng.choice([None, PRICE, Decimal("2.37"), Decimal("0.45")])
+        stopped = rng.choice([None, None, Decimal("0"), Decimal("0.10")])
+        deadline = rng.choice([None, clock + timedelta(hours=rng.randint(1, 900))])
+        ledger.append([row(clock, state, ident=ident, price=price, stopped=stopped,
+                           deadline=deadline, provider=rng.choice(["runpod", "lambda"]),
+                           name=rng.choice([None, "a", "b"]))])
+    for month in ("2026-07", "2026-08", "2026-09", "2026-10", "2026-11", "2026-12"):
+        for now in (clock - timedelta(days=20), clock, clock + timedelta(days=9)):
+            for by in ("instance", "provider", "name"):
+                both_ways(ledger, month, by, now=now)

@@ -255,7 +255,8 @@ def report(engine: Any, month: str | None = None, by: str = "instance") -> Op:
     job_costs.py), then report from the ledger alone."""
     if by not in BY_VALUES:
         compute((), month, by)  # raises the usage error before anything is listed
-    month_bounds(month, utcnow())
+    now = utcnow()
+    _, start, end = month_bounds(month, now)
     warnings: list[str] = []
     try:
         yield from engine.list()
@@ -274,8 +275,8 @@ def report(engine: Any, month: str | None = None, by: str = "instance") -> Op:
         except GpuCloudError as exc:
             warnings.append(f"could not list the jobs of {name} ({exc}); jobs that ended "
                             "since gpucloud last saw them count to their deadline")
-    rows = Ledger(engine.ctx.journal).rows()
-    result = compute(rows, month, by, budget=engine.ctx.config.budget_monthly,
+    rows = Ledger(engine.ctx.journal).month_rows(start, end)
+    result = compute(rows, month, by, now=now, budget=engine.ctx.config.budget_monthly,
                      warnings=warnings)
     return result
 

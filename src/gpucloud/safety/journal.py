@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -80,6 +80,11 @@ _SHARED: dict[tuple[int, str], _Shared] = {}
 _SHARED_LOCK = threading.Lock()
 # SQLite's default bound on the variables of one statement, kept under.
 CHUNK = 900
+
+# Statements another module needs in the state file (SQL, or a function of the
+# connection): Journal._db runs them once per connection.
+Schema = tuple[str | Callable[[sqlite3.Connection], None], ...]
+
 KEPT_OPEN = 8
 
 
@@ -121,13 +126,18 @@ class _Shared:
             self.conn, self.schemas = conn, set()
         return self.conn
 
-    def ensure(self, statements: tuple[str, ...]) -> None:
-        """Another module's tables in the same file (the ledger), created once."""
-        key = "\n".join(statements)
+    def ensure(self, statements: Schema) -> None:
+        """Another module's tables in the same file (the ledger), created once: SQL
+        statements, or functions of the connection for a step SQL cannot say
+        alone (fill a new table from the rows already there)."""
+        key = "\n".join(s if isinstance(s, str) else s.__qualname__ for s in statements)
         if key in self.schemas or self.conn is None:
             return
         for statement in statements:
-            self.conn.execute(statement)
+            if isinstance(statement, str):
+                self.conn.execute(statement)
+            else:
+                statement(self.conn)
         self.schemas.add(key)
 
     def drop(self) -> None:
@@ -201,7 +211,7 @@ class Journal:
         self.path = path
 
     @contextmanager
-    def _db(self, schema: tuple[str, ...] = ()) -> Iterator[sqlite3.Connection]:
+    def _db(self, schema: Schema = ()) -> Iterator[sqlite3.Connection]:
         """The process's connection to this journal, in a transaction committed on
         success; `schema`: statements another module needs, run once per connection."""
         with self._session(schema, create=True) as conn:
@@ -209,7 +219,7 @@ class Journal:
             yield conn
 
     @contextmanager
-    def _session(self, schema: tuple[str, ...],
+    def _session(self, schema: Schema,
                  create: bool) -> Iterator[sqlite3.Connection | None]:
         """As _db; None instead when the file is missing and `create` is false."""
         shared = _shared(self.path)
@@ -236,7 +246,7 @@ class Journal:
                 raise self._unusable(exc) from exc
 
     @contextmanager
-    def exclusive(self, schema: tuple[str, ...] = ()) -> Iterator[sqlite3.Connection]:
+    def exclusive(self, schema: Schema = ()) -> Iterator[sqlite3.Connection]:
         """One write transaction taken before anything is read (BEGIN IMMEDIATE):
         what is read inside it cannot change until it commits, in this process or
         any other using the file, so a decision and the record it leads to are

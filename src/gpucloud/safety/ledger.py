@@ -32,7 +32,7 @@ from typing import Any
 from gpucloud.models import Instance, InstanceStatus
 from gpucloud.safety.journal import CHUNK, Journal, utcnow
 
-SCHEMA = (
+_TABLES = (
     """CREATE TABLE IF NOT EXISTS ledger (
     seq           INTEGER PRIMARY KEY AUTOINCREMENT,
     at            TEXT NOT NULL,     -- ISO-8601 UTC: from this moment on ...
@@ -53,9 +53,55 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS ledger_machine ON ledger (provider, instance_id, seq)",
     # in_flight: is a launch's machine in the ledger yet?
     "CREATE INDEX IF NOT EXISTS ledger_launch ON ledger (launch_id)",
+    # costs: the machines with a row in or after the month asked.
+    "CREATE INDEX IF NOT EXISTS ledger_at ON ledger (at)",
+    # costs: the machines whose latest row is not `ended`, kept by a trigger as
+    # rows are written, so a month's report never reads all of history.
+    """CREATE TABLE IF NOT EXISTS ledger_live (
+    provider      TEXT NOT NULL,
+    instance_id   TEXT NOT NULL,
+    PRIMARY KEY (provider, instance_id)
+) WITHOUT ROWID""",
 )
 
 RUNNING, STOPPED, ENDED = "running", "stopped", "ended"
+
+# A row's insert moves its machine in or out of ledger_live: the latest row
+# (the highest seq) is the machine's state, as _latest reads it.
+_LIVE_TRIGGER = f"""CREATE TRIGGER IF NOT EXISTS ledger_live_track AFTER INSERT ON ledger BEGIN
+    DELETE FROM ledger_live WHERE provider = NEW.provider AND instance_id = NEW.instance_id
+        AND NEW.state = '{ENDED}';
+    INSERT OR IGNORE INTO ledger_live (provider, instance_id)
+        SELECT NEW.provider, NEW.instance_id WHERE NEW.state != '{ENDED}';
+END"""
+_LIVE_BACKFILL = f"""INSERT OR IGNORE INTO ledger_live (provider, instance_id)
+    SELECT provider, instance_id FROM ledger WHERE seq IN
+        (SELECT MAX(seq) FROM ledger GROUP BY provider, instance_id) AND state != '{ENDED}'"""
+
+
+def _track_live(db: sqlite3.Connection) -> None:
+    """Create the trigger that keeps ledger_live, filling the table first from
+    the rows already written (a ledger older than the trigger): in one write
+    transaction, so no row lands between the fill and the trigger."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'trigger'"
+                  " AND name = 'ledger_live_track'").fetchone():
+        return
+    if db.in_transaction:  # inside Journal.exclusive: its write transaction
+        db.execute(_LIVE_BACKFILL)
+        db.execute(_LIVE_TRIGGER)
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute(_LIVE_BACKFILL)
+        db.execute(_LIVE_TRIGGER)
+    except BaseException:
+        db.rollback()
+        raise
+    db.commit()
+
+
+# What the ledger needs in the state file, made once per connection.
+SCHEMA = (*_TABLES, _track_live)
 # The source of the rows of a job that has no machine (a Kubernetes Job, keyed
 # by its provider and job id): no machine listing shows it, so a listing never
 # takes it for a machine that has gone (job_costs.py ends it).
@@ -172,6 +218,19 @@ class Ledger:
                         out.setdefault((row.provider, row.instance_id), []).append(row)
         return out
 
+    def month_rows(self, start: datetime, end: datetime) -> list[Row]:
+        """The rows a report of the month [start, end) needs, per machine in order:
+        those before `end` of every machine with a row from `start` on or still
+        live. Any other machine ended before the month began, so nothing of it
+        counts in the month; its rows are never read. The work grows with what
+        is live and with the month asked, not with all of history."""
+        with self._db() as db:
+            machines = set(db.execute("SELECT DISTINCT provider, instance_id FROM ledger"
+                                      " WHERE at >= ?", (start.isoformat(),)))
+            machines |= set(db.execute("SELECT provider, instance_id FROM ledger_live"))
+        history = self.history(machines)
+        return [row for key in sorted(history) for row in history[key] if row.at < end]
+
     def rows(self, before: datetime | None = None) -> list[Row]:
         """Every row (before a moment), per machine in order."""
         where, args = ("WHERE at < ?", (before.isoformat(),)) if before else ("", ())
@@ -269,27 +328,32 @@ def _listed(instance: Instance, price: Decimal | None, **what: Any) -> Row:
 def _latest(db: sqlite3.Connection, machines: set[tuple[str, str]],
             providers: frozenset[str] | set[str] = frozenset()) -> dict[tuple[str, str], Row]:
     """The latest row of each of `machines`, and of every machine of `providers`
-    still open (not ended). Through the (provider, instance_id, seq) index: the
-    rows of other machines are never read."""
-    seqs: list[int] = []  # latest rows wanted whatever their state
-    open_seqs: list[int] = []  # latest rows wanted only while not ended
-    by_provider: dict[str, list[str]] = {}
+    still open (not ended, per ledger_live). Through the (provider, instance_id,
+    seq) index: the rows of other machines are never read."""
+    wanted: dict[str, list[str]] = {}  # latest rows wanted whatever their state
+    live: dict[str, list[str]] = {}  # latest rows wanted only while not ended
     for provider, instance_id in machines:
-        if provider not in providers:
-            by_provider.setdefault(provider, []).append(instance_id)
-    for provider, ids in by_provider.items():
+        wanted.setdefault(provider, []).append(instance_id)
+    for provider in providers:  # the live ones only: ledger_live, never all history
+        for (instance_id,) in db.execute("SELECT instance_id FROM ledger_live"
+                                         " WHERE provider = ?", (provider,)):
+            if (provider, instance_id) not in machines:
+                live.setdefault(provider, []).append(instance_id)
+    found = _by_seq(db, _max_seqs(db, wanted), "") \
+        + _by_seq(db, _max_seqs(db, live), f" AND state != '{ENDED}'")
+    return {(r.provider, r.instance_id): r for r in map(_row, found)}
+
+
+def _max_seqs(db: sqlite3.Connection, machines: dict[str, list[str]]) -> list[int]:
+    """The seq of each machine's latest row, through the machine index."""
+    seqs: list[int] = []
+    for provider, ids in machines.items():
         for start in range(0, len(ids), CHUNK):
             part = ids[start:start + CHUNK]
             seqs += [r[0] for r in db.execute(
                 "SELECT MAX(seq) FROM ledger WHERE provider = ? AND instance_id IN"
                 f" ({', '.join('?' for _ in part)}) GROUP BY instance_id", (provider, *part))]
-    for provider in providers:  # listed whole: one pass over its machines, index only
-        for instance_id, seq in db.execute("SELECT instance_id, MAX(seq) FROM ledger"
-                                           " WHERE provider = ? GROUP BY instance_id",
-                                           (provider,)):
-            (seqs if (provider, instance_id) in machines else open_seqs).append(seq)
-    found = _by_seq(db, seqs, "") + _by_seq(db, open_seqs, f" AND state != '{ENDED}'")
-    return {(r.provider, r.instance_id): r for r in map(_row, found)}
+    return seqs
 
 
 def _by_seq(db: sqlite3.Connection, seqs: list[int], more: str) -> list[tuple[Any, ...]]:

@@ -1,0 +1,97 @@
+"""Batches at any latency and rate, with default settings: wall / (N / rate).
+
+For each cell of a grid of request rates (the sandbox's limit, which its
+adapter declares, so the client's limiter paces to it) and latencies (added
+to every request the simulated cloud answers), `Client.create_many` makes N
+machines with NO concurrency given: whatever the client chooses by default.
+The bound is what the limit allows, N / rate seconds (the plan's offer
+lookup, one more request, counts against the client). N is the rate times
+`--seconds` (at least 10), so every cell takes about as long. The headline
+cell is 2,000 creates at 200 requests/s with 50 ms latency.
+
+    python bench/batch_sweep.py [--rates 1,20,200,500] [--latencies-ms 5,50,500]
+                                [--seconds 6] [--headline]
+
+Goal: wall / bound <= 1.15 in every cell. Nothing here asserts an absolute
+time; each cell runs in a fresh process with its own home and cloud.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+GOAL = 1.15
+
+CELL = """
+import json, sys, time
+from gpucloud import Client
+from gpucloud.providers.sandbox import transport
+n = int(sys.argv[1])
+with Client(["sandbox"]) as client:
+    start = time.perf_counter()
+    result = client.create_many(gpu="h100", count=8, n=n, provider="sandbox",
+                                auto_shutdown="1h")
+    wall = time.perf_counter() - start
+refused = sum(w.rate_limited for w in transport._WIRES.values())
+print(json.dumps({"wall": wall, "made": len(result.instances), "refused": refused}))
+"""
+
+
+def cell(n: int, rate: float, latency_ms: float) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="gpucloud-bench-") as tmp:
+        home = Path(tmp)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCLOUD_")}
+        env.update({
+            "GPUCLOUD_HOME": str(home), "GPUCLOUD_SANDBOX_DB": str(home / "cloud.sqlite"),
+            "GPUCLOUD_SANDBOX_LATENCY_MS": f"{latency_ms:g}",
+            "GPUCLOUD_SANDBOX_RATE_LIMIT": f"{rate:g}",
+            "GPUCLOUD_SANDBOX_CAPACITY": str(n * 2),
+            "GPUCLOUD_SANDBOX_BOOT_SECONDS": "3600",
+        })
+        out = subprocess.run([sys.executable, "-c", CELL, str(n)], env=env, check=True,
+                             capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rates", default="1,20,200,500")
+    parser.add_argument("--latencies-ms", default="5,50,500")
+    parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--headline", action="store_true",
+                        help="only 2,000 creates at 200/s with 50 ms latency")
+    args = parser.parse_args()
+    if args.headline:
+        cells = [(2000, 200.0, 50.0)]
+    else:
+        rates = [float(r) for r in args.rates.split(",")]
+        latencies = [float(v) for v in args.latencies_ms.split(",")]
+        cells = [(max(10, round(rate * args.seconds)), rate, latency)
+                 for rate in rates for latency in latencies]
+    worst = 0.0
+    print(f"{'N':>6} {'rate/s':>7} {'latency':>8} {'wall s':>7} {'bound s':>8} "
+          f"{'ratio':>6} {'429s':>5}")
+    started = time.perf_counter()
+    for n, rate, latency in cells:
+        got = cell(n, rate, latency)
+        bound = n / rate
+        ratio = got["wall"] / bound
+        worst = max(worst, ratio)
+        flag = "" if got["made"] == n and ratio <= GOAL else "  OVER GOAL" \
+            if got["made"] == n else f"  ONLY {got['made']} MADE"
+        print(f"{n:>6} {rate:>7g} {latency:>6g}ms {got['wall']:>7.2f} {bound:>8.2f} "
+              f"{ratio:>6.3f} {got['refused']:>5}{flag}", flush=True)
+    print(f"worst wall / bound {worst:.3f} (goal <= {GOAL} in every cell); "
+          f"sweep took {time.perf_counter() - started:.0f} s")
+    return 0 if worst <= GOAL else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
