@@ -138,7 +138,8 @@ def main() -> int:
     print(f"machines: {args.machines}; runs: {args.runs} (medians, interleaved)")
     print(f"Client.list()                         {sdk * 1000:8.1f} ms")
     print(f"cloud render + JSON round trip        {base * 1000:8.1f} ms")
-    print(f"ratio {ratio:.2f} (goal <= {GOAL_RATIO})  {'OK' if ratio <= GOAL_RATIO else 'OVER GOAL'}")
+    verdict = "OK" if ratio <= GOAL_RATIO else "OVER GOAL"
+    print(f"ratio {ratio:.2f} (goal <= {GOAL_RATIO})  {verdict}")
     print(f"gpucloud list --json: {seconds:.2f} s; peak RSS {peak / 2**20:.1f} MiB "
           f"(empty cloud: {empty_peak / 2**20:.1f} MiB); printed {printed / 2**20:.1f} MiB")
     print(f"memory growth / JSON printed {growth:.2f} (goal <= {GOAL_MEMORY})  "
