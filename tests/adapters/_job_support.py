@@ -12,7 +12,6 @@ import copy
 import json
 import os
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,8 +19,7 @@ from pydantic import SecretStr
 
 from gpucloud.providers.base import SECRETS_EXTENSION
 from gpucloud.models import JobRun
-
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+from tests.adapters.support import FIXTURES
 SECRET = "hf_s3cr3t-job-token"
 DEADLINE = datetime(2026, 12, 1, 18, 0, tzinfo=timezone.utc)  # the job's max_runtime from now
 

@@ -1,4 +1,5 @@
-"""Shared support for the Kubernetes adapter tests (test_kubernetes_*.py).
+"""Kubernetes' part of the adapter tests (test_kubernetes_*.py), beside
+tests/adapters/support.py.
 
 respx answers at the HTTP transport with a small in-memory cluster
 (``FakeCluster``) that serves exactly the paths the adapter uses, with the
@@ -24,8 +25,10 @@ from gpucloud.transport.http import RetryPolicy, Session
 from gpucloud.providers.kubernetes import CoreWeaveProvider, KubernetesProvider
 from gpucloud.catalog.bundled import load_catalogs
 from gpucloud.config.credentials import Credential
+from tests.adapters import support
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "kubernetes"
+_FILES = support.Fixtures("kubernetes")
+FIXTURES = _FILES.path
 SERVER = "https://k8s.test:6443"
 TOKEN = "kube-secret-token-value"
 NS = "tenant-my-ns"
@@ -33,8 +36,7 @@ CONTEXT = "gpucloud@cks-cluster"
 MINUTE_ZERO = "2026-01-01T00:00:00Z"
 
 
-def body(name: str) -> Any:
-    return json.loads((FIXTURES / name).read_text())
+body = _FILES.file  # its callers name the file with its suffix (".json")
 
 
 def kubeconfig(tmp: Path, user: dict[str, Any] | None = None, **cluster: Any) -> Path:

@@ -1,32 +1,28 @@
-"""Shared test support for the Lambda adapter tests (test_lambda_*.py): respx
-answers at the HTTP transport with the recorded/spec bodies in
-tests/fixtures/lambda, every request the adapter sends is validated against
-the trimmed official OpenAPI document, and flows run through the real driver
-(retries, rate limits, auth).
+"""Lambda's part of the adapter tests (test_lambda_*.py), on tests/adapters/support.py:
+the recorded/spec bodies in tests/fixtures/lambda, requests checked against the
+trimmed official OpenAPI document, the catalog the offers are read with.
 
 The fixtures here (api, provider, sleeps, run) are imported by each test module."""
 
 from __future__ import annotations
 
-import copy
 import json
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import respx
 from pydantic import SecretStr
 
-from gpucloud.transport.http import Session
 from gpucloud.providers.lambdalabs.adapter import LambdaProvider
 from gpucloud.catalog.bundled import InstanceType, ProviderCatalog
 from gpucloud.config.credentials import Credential
-from gpucloud.models import InstanceSpec, Offer
-from tests.openapi_check import SpecCheckedAPI
+from gpucloud.models import InstanceSpec
+from tests.adapters import support
+from tests.adapters.support import run_fixture as run, sleeps_fixture as sleeps  # noqa: F401
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "lambda"
+_FILES = support.Fixtures("lambda")
+FIXTURES = _FILES.path
 SPEC = FIXTURES / "openapi.json"
 API = "https://cloud.lambda.ai"
 KEY = "secret-key-123"
@@ -52,56 +48,15 @@ CATALOG = ProviderCatalog(
     ),
 )
 
-
-def body(name: str) -> Any:
-    return json.loads((FIXTURES / f"{name}.json").read_text())
+body = _FILES.body
+reply = support.replies()
+api = support.checked_api(API, SPEC, KEY)
+provider = support.provider_fixture(
+    lambda: LambdaProvider(CATALOG, Credential("lambda", SecretStr(KEY), "argument")))
 
 
 def instance_body(**changes: Any) -> dict[str, Any]:
-    raw = copy.deepcopy(body("get_instance_200"))
-    raw["data"].update(changes)
-    return raw
-
-
-def reply(status: int = 200, payload: Any = None, *, text: str | None = None,
-          headers: dict[str, str] | None = None) -> Any:
-    """A factory, so that a route answering several times never reuses a Response."""
-    def build(request: httpx.Request) -> httpx.Response:
-        if text is not None:
-            return httpx.Response(status, text=text, headers=headers)
-        return httpx.Response(status, json=payload, headers=headers)
-    return build
-
-
-class FakeAPI(SpecCheckedAPI):
-    spec = SPEC
-
-
-@pytest.fixture
-def api():
-    with respx.mock(base_url=API, assert_all_called=False, assert_all_mocked=True) as router:
-        fake = FakeAPI(router)
-        yield fake
-    assert not fake.violations
-    for request in fake.requests:
-        assert request.headers["Authorization"] == f"Bearer {KEY}"
-
-
-@pytest.fixture
-def provider() -> LambdaProvider:
-    return LambdaProvider(CATALOG, Credential("lambda", SecretStr(KEY), "argument"))
-
-
-@pytest.fixture
-def sleeps() -> list[float]:
-    return []
-
-
-@pytest.fixture
-def run(provider, sleeps):
-    session = Session(provider, sleep=sleeps.append)
-    yield session.run
-    session.close()
+    return _FILES.changed("get_instance_200", "data", **changes)
 
 
 def launch_body(request: httpx.Request) -> dict[str, Any]:
@@ -109,13 +64,10 @@ def launch_body(request: httpx.Request) -> dict[str, Any]:
 
 
 def make_spec(**changes: Any) -> InstanceSpec:
-    offer = Offer(provider="lambda", instance_type="gpu_8x_h100_sxm5", region="us-south-2",
-                  gpu="H100", gpu_count=8, disk_gb=22528, price_per_hour=Decimal("23.92"),
-                  source="live", available=True)
-    fields: dict[str, Any] = dict(offer=offer, launch_id="lid-7f3a9c", name="gpucloud-lid-7f3a9c",
-                                  ssh_key_name="my-key")
-    fields.update(changes)
-    return InstanceSpec(**fields)
+    return support.instance_spec(
+        dict(provider="lambda", instance_type="gpu_8x_h100_sxm5", region="us-south-2",
+             gpu="H100", gpu_count=8, disk_gb=22528, price_per_hour=Decimal("23.92")),
+        changes, launch_id="lid-7f3a9c", name="gpucloud-lid-7f3a9c", ssh_key_name="my-key")
 
 
 def launch_routes(api, *answers: Any) -> tuple[respx.Route, respx.Route]:

@@ -1,8 +1,7 @@
-"""Shared test support for the RunPod adapter tests (test_runpod_*.py): respx
-answers at the HTTP transport with the spec's example bodies in
-tests/fixtures/runpod, every request the adapter sends is validated against the
-trimmed official OpenAPI document and must carry the Bearer key, and flows run
-through the real driver (retries, Retry-After, auth).
+"""RunPod's part of the adapter tests (test_runpod_*.py), on tests/adapters/support.py:
+the spec's example bodies in tests/fixtures/runpod, requests checked against the
+trimmed official OpenAPI document (v2), errors answered as problem+json, the
+GPU catalog and pod shapes the offers and creates are read from.
 
 The fixtures here (api, provider, sleeps, run) are imported by each test module."""
 
@@ -11,22 +10,20 @@ from __future__ import annotations
 import copy
 import json
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
-import respx
 from pydantic import SecretStr
 
-from gpucloud.transport.http import Session
 from gpucloud.providers.runpod.adapter import RunPodProvider
 from gpucloud.catalog.bundled import load_catalogs
 from gpucloud.config.credentials import Credential
-from gpucloud.models import InstanceSpec, Offer
-from tests.openapi_check import SpecCheckedAPI
+from gpucloud.models import InstanceSpec
+from tests.adapters import support
+from tests.adapters.support import run_fixture as run, sleeps_fixture as sleeps  # noqa: F401
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "runpod"
+_FILES = support.Fixtures("runpod")
+FIXTURES = _FILES.path
 SPEC = FIXTURES / "openapi-v2.json"
 API = "https://api.runpod.io"
 KEY = "rpa_secret-key-123"
@@ -37,14 +34,16 @@ PUBLIC_KEY = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICN+lJwsONkwrdsSnQsu1ydUkIuIg
 A100 = "NVIDIA A100 80GB PCIe"
 
 
-def body(name: str) -> Any:
-    return json.loads((FIXTURES / f"{name}.json").read_text())
+body = _FILES.body
+reply = support.replies(error_content_type="application/problem+json")
+api = support.checked_api(API, SPEC, KEY)
+provider = support.provider_fixture(
+    lambda: RunPodProvider(load_catalogs()["runpod"],
+                           Credential("runpod", SecretStr(KEY), "test")))
 
 
 def pod_body(**changes: Any) -> dict[str, Any]:
-    raw = copy.deepcopy(body("v2_get_pod_200_pod"))
-    raw.update(changes)
-    return raw
+    return _FILES.changed("v2_get_pod_200_pod", **changes)
 
 
 def gpu_type(gpu_id: str, name: str, memory: int, secure: float, community: float,
@@ -84,21 +83,6 @@ def catalog_body(cloud: str) -> dict[str, Any]:
     ]}
 
 
-def reply(status: int = 200, payload: Any = None, *, text: str | None = None,
-          headers: dict[str, str] | None = None) -> Any:
-    """A factory, so that a route answering several times never reuses a Response."""
-    def build(request: httpx.Request) -> httpx.Response:
-        if text is not None:
-            return httpx.Response(status, text=text, headers=headers)
-        if payload is None:
-            return httpx.Response(status, headers=headers)
-        if status >= 400:
-            return httpx.Response(status, content=json.dumps(payload).encode(), headers={
-                "content-type": "application/problem+json", **(headers or {})})
-        return httpx.Response(status, json=payload, headers=headers)
-    return build
-
-
 def problem(status: int, title: str, detail: str, **extra: Any) -> Any:
     return reply(status, {"title": title, "status": status, "detail": detail, **extra})
 
@@ -117,46 +101,13 @@ def echo_pod(request: httpx.Request) -> httpx.Response:
     return httpx.Response(201, json=pod)
 
 
-class FakeAPI(SpecCheckedAPI):
-    spec = SPEC
-
-
-@pytest.fixture
-def api():
-    with respx.mock(base_url=API, assert_all_called=False, assert_all_mocked=True) as router:
-        fake = FakeAPI(router)
-        yield fake
-    assert not fake.violations
-    for request in fake.requests:
-        assert request.headers["Authorization"] == f"Bearer {KEY}"
-
-
-@pytest.fixture
-def provider() -> RunPodProvider:
-    return RunPodProvider(load_catalogs()["runpod"], Credential("runpod", SecretStr(KEY), "test"))
-
-
-@pytest.fixture
-def sleeps() -> list[float]:
-    return []
-
-
-@pytest.fixture
-def run(provider, sleeps):
-    session = Session(provider, sleep=sleeps.append)
-    yield session.run
-    session.close()
-
-
 def make_spec(instance_type: str = f"2x {A100}", region: str = "US-KS-2", count: int = 2,
               **changes: Any) -> InstanceSpec:
-    offer = Offer(provider="runpod", instance_type=instance_type, region=region,
-                  gpu="A100-80GB", gpu_count=count, price_per_hour=Decimal("2.78"),
-                  source="live", available=True)
-    fields: dict[str, Any] = {"offer": offer, "launch_id": "gc-7f3a9c01",
-                              "name": "gpucloud-gc-7f3a9c01", "image": "runpod/pytorch:2.4"}
-    fields.update(changes)
-    return InstanceSpec(**fields)
+    return support.instance_spec(
+        dict(provider="runpod", instance_type=instance_type, region=region, gpu="A100-80GB",
+             gpu_count=count, price_per_hour=Decimal("2.78")),
+        changes, launch_id="gc-7f3a9c01", name="gpucloud-gc-7f3a9c01",
+        image="runpod/pytorch:2.4")
 
 
 def sent_json(request: httpx.Request) -> Any:

@@ -1,8 +1,8 @@
-"""Shared test support for the Verda adapter tests (test_verda_*.py): respx
-answers at the HTTP transport (the OAuth2 token endpoint included) with the SDK
-and gpuhunt bodies in tests/fixtures/verda, and flows run through the real
-driver (retries, auth). No OpenAPI document exists for Verda: request bodies are
-checked against the bodies the official Python SDK builds.
+"""Verda's part of the adapter tests (test_verda_*.py), on tests/adapters/support.py:
+the SDK and gpuhunt bodies in tests/fixtures/verda, and respx answers for the
+OAuth2 token endpoint too. No OpenAPI document exists for Verda: request
+bodies are checked against the bodies the official Python SDK builds, and the
+driver's pauses are not recorded.
 
 The fixtures api, provider and run are defined as api_fixture, provider_fixture
 and run_fixture, so that importing them into a test module shadows no test
@@ -10,10 +10,8 @@ argument."""
 
 from __future__ import annotations
 
-import copy
 import json
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,8 +25,10 @@ from gpucloud.catalog.bundled import load_catalogs
 from gpucloud.config.credentials import Credential
 from gpucloud.models import InstanceSpec, Offer
 from gpucloud.transport.tokens import TOKEN_REQUEST_EXTENSION
+from tests.adapters import support
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "verda"
+_FILES = support.Fixtures("verda")
+FIXTURES = _FILES.path
 API = "https://api.verda.com/v1"
 CLIENT_ID = "client-id"
 CLIENT_SECRET = "client-secret"
@@ -39,26 +39,15 @@ PUBLIC_KEY = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICN+lJwsONkwrdsSnQsu1ydUkIuIg
 SSH_KEYS = [{"id": KEY_ID, "name": "laptop", "key": PUBLIC_KEY.rsplit(" ", 1)[0] + " old-comment"}]
 
 
-def body(name: str) -> Any:
-    return json.loads((FIXTURES / f"{name}.json").read_text())
+body = _FILES.body
+reply = support.replies()
+provider_fixture = support.provider_fixture(
+    lambda: VerdaProvider(load_catalogs()["verda"], Credential(
+        "verda", SecretStr(CLIENT_SECRET), "test", client_id=CLIENT_ID)))
 
 
 def instance_body(**changes: Any) -> dict[str, Any]:
-    raw = copy.deepcopy(body("get_instance_200_sdk_fixture"))
-    raw.update(changes)
-    return raw
-
-
-def reply(status: int = 200, payload: Any = None, *, text: str | None = None,
-          headers: dict[str, str] | None = None) -> Any:
-    """A factory, so that a route answering several times never reuses a Response."""
-    def build(request: httpx.Request) -> httpx.Response:
-        if text is not None:
-            return httpx.Response(status, text=text, headers=headers)
-        if payload is None:
-            return httpx.Response(status, headers=headers)
-        return httpx.Response(status, json=payload, headers=headers)
-    return build
+    return _FILES.changed("get_instance_200_sdk_fixture", **changes)
 
 
 def error(code: str, message: str) -> dict[str, str]:
@@ -107,12 +96,6 @@ def api_fixture():
         yield FakeVerda(router)
 
 
-@pytest.fixture(name="provider")
-def provider_fixture() -> VerdaProvider:
-    return VerdaProvider(load_catalogs()["verda"],
-                         Credential("verda", SecretStr(CLIENT_SECRET), "test", client_id=CLIENT_ID))
-
-
 @pytest.fixture(name="run")
 def run_fixture(provider):
     session = Session(provider, sleep=lambda s: None)
@@ -121,14 +104,12 @@ def run_fixture(provider):
 
 
 def make_spec(**changes: Any) -> InstanceSpec:
-    offer = Offer(provider="verda", instance_type="1V100.6V", region="FIN-01", gpu="V100",
-                  gpu_count=1, price_per_hour=Decimal("0.89"), source="live", available=True)
-    fields: dict[str, Any] = {
-        "offer": offer, "launch_id": "gc-0123456789", "name": "gpucloud-v100-gc-0123456789",
-        "image": "ubuntu-24.04-cuda-12.8-open-docker", "ssh_public_key": PUBLIC_KEY,
-        "ssh_key_name": "gpucloud-3f2a", "disk_gb": 50}
-    fields.update(changes)
-    return InstanceSpec(**fields)
+    return support.instance_spec(
+        dict(provider="verda", instance_type="1V100.6V", region="FIN-01", gpu="V100",
+             gpu_count=1, price_per_hour=Decimal("0.89")),
+        changes, launch_id="gc-0123456789", name="gpucloud-v100-gc-0123456789",
+        image="ubuntu-24.04-cuda-12.8-open-docker", ssh_public_key=PUBLIC_KEY,
+        ssh_key_name="gpucloud-3f2a", disk_gb=50)
 
 
 def launch_routes(api: FakeVerda, *answers: Any) -> tuple[respx.Route, respx.Route]:

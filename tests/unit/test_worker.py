@@ -16,6 +16,7 @@ import pytest
 
 from gpucloud.jobs.spec import JobSpec
 from gpucloud.queue import apply_params
+from gpucloud.queue import runners, task_logs
 from gpucloud.queue import worker as W
 
 PY = sys.executable
@@ -148,7 +149,7 @@ def test_log_lines_stream_in_batches_while_the_task_runs(tmp_path: Path) -> None
     run(q, tmp_path, idle=0.1)
     got = lines(q, "logs")
     assert got == [f"line {i}" for i in range(500)] + ["to stderr", "late"]
-    assert all(len(b) <= W.LOG_BATCH for b in q.logs["logs"]) and len(q.logs["logs"]) >= 3
+    assert all(len(b) <= task_logs.LOG_BATCH for b in q.logs["logs"]) and len(q.logs["logs"]) >= 3
     assert sum(seen_before_end) == len(got)  # all sent before the task was reported
 
 
@@ -229,9 +230,9 @@ def test_docker_without_command_uses_the_image_entrypoint(tmp_path: Path) -> Non
 
 
 def test_runner_is_docker_only_where_docker_exists(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(W.shutil, "which", lambda name: "/usr/bin/docker")
+    monkeypatch.setattr(runners.shutil, "which", lambda name: "/usr/bin/docker")
     assert W.default_runner() is W.docker_runner
-    monkeypatch.setattr(W.shutil, "which", lambda name: None)
+    monkeypatch.setattr(runners.shutil, "which", lambda name: None)
     assert W.default_runner() is W.direct_runner
 
 

@@ -29,7 +29,7 @@ def opened(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> list[tuple[Any, st
         calls.append((url, name, q))
         return q
     monkeypatch.setattr(worker_cmds, "open_queue", fake)
-    monkeypatch.setattr("gpucloud.queue.worker.shutil.which", lambda name: None)
+    monkeypatch.setattr("gpucloud.queue.runners.shutil.which", lambda name: None)
     return calls
 
 

@@ -13,12 +13,13 @@ import re
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable, Optional, Union, get_origin
+from typing import Any, Optional, Union, get_origin
 
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
                       field_validator, model_validator)
 
 from gpucloud.errors import SpecError
+from gpucloud.jobs.spec_errors import first_error, more_problems
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -316,73 +317,9 @@ def loads(text: str, where: str = "<job>") -> JobSpec:
     try:
         return JobSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(_first_error(exc, lambda loc: line_of(node, loc), where),
-                        hint=_more(exc) or "`gpucloud schema job` prints every field") from None
-
-
-def _first_error(exc: ValidationError, line_of: Callable[[tuple[Any, ...]], int] | None,
-                 where: str) -> str:
-    error = exc.errors(include_url=False, include_input=False)[0]
-    loc = tuple(error["loc"])
-    field = ".".join(str(p) for p in loc) or "(top)"
-    if line_of is None:
-        return f"{where}: {field}: {_message(error)}"
-    return f"{where}:{line_of(loc)}: {field}: {_message(error)}"
-
-
-def _message(error: Any) -> str:
-    kind, msg = error["type"], str(error["msg"])
-    if kind == "extra_forbidden":
-        close = _close_fields(tuple(error["loc"]))
-        guess = f", did you mean {' or '.join(close)}?" if close else ""
-        return f"unknown field{guess} (`gpucloud schema job` lists the fields)"
-    if kind == "missing":
-        return "required"
-    return msg.removeprefix("Value error, ")
-
-
-def _close_fields(loc: tuple[Any, ...]) -> list[str]:
-    """The fields valid where an unknown one stands (`resources.gpus`: those of
-    resources) that are spelled close to it."""
-    import difflib
-
-    model: Any = JobSpec
-    parts = list(loc[:-1])
-    while parts:
-        field = model.model_fields.get(parts.pop(0))
-        model = _model_in(field.annotation) if field is not None else None
-        if model is None:
-            return []
-        if _keyed(field.annotation):  # secrets: NAME -> SecretRef; the NAME comes next
-            if not parts:
-                return []
-            parts.pop(0)
-    return difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=2)
-
-
-def _model_in(annotation: Any) -> Any:
-    """The model a field holds: Resources, Optional[Checkpoint], dict[str, SecretRef]."""
-    import typing
-
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in typing.get_args(annotation):
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def _keyed(annotation: Any) -> bool:
-    import typing
-
-    return typing.get_origin(annotation) in (dict, list) or any(
-        _keyed(a) for a in typing.get_args(annotation) if typing.get_origin(a) is not None)
-
-
-def _more(exc: ValidationError) -> str | None:
-    n = exc.error_count()
-    return f"{n - 1} more problem(s) after this one" if n > 1 else None
+        raise SpecError(first_error(exc, JobSpec, where, lambda loc: line_of(node, loc)),
+                        hint=more_problems(exc)
+                        or "`gpucloud schema job` prints every field") from None
 
 
 def from_any(spec: Any) -> JobSpec:
@@ -395,7 +332,7 @@ def from_any(spec: Any) -> JobSpec:
         try:
             return JobSpec.model_validate(spec)
         except ValidationError as exc:
-            raise SpecError(_first_error(exc, None, "job"), hint=_more(exc)) from None
+            raise SpecError(first_error(exc, JobSpec, "job"), hint=more_problems(exc)) from None
     raise SpecError(f"not a job spec: {type(spec).__name__}",
                     hint="give a JobSpec, a dict or the path of a job YAML file")
 

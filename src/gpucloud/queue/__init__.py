@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gpucloud.transport.redaction import redact_url
-    from gpucloud.queue.core import Queue, apply_params
+    from gpucloud.queue.core import Queue
+    from gpucloud.queue.params import apply_params
     from gpucloud.queue.models import Claim, DeadTask, QueueStatus, TaskInfo
 
 __all__ = ["Claim", "DeadTask", "Queue", "QueueStatus", "TaskInfo", "apply_params",
@@ -16,10 +17,14 @@ __all__ = ["Claim", "DeadTask", "Queue", "QueueStatus", "TaskInfo", "apply_param
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("Queue", "apply_params"):
+    if name == "Queue":
         from gpucloud.queue import core
 
-        return getattr(core, name)
+        return core.Queue
+    if name == "apply_params":
+        from gpucloud.queue import params
+
+        return params.apply_params
     if name in ("Claim", "DeadTask", "QueueStatus", "TaskInfo"):
         from gpucloud.queue import models
 

@@ -18,67 +18,29 @@ timeout loses it to the next claimer (XAUTOCLAIM).
 
 from __future__ import annotations
 
-import functools
 import json
-import re
 import secrets
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Optional, Union
 
 from urllib.parse import urlsplit
 
-from gpucloud.errors import APIConnectionError, APIError, NotFoundError, SpecError
+from gpucloud.errors import SpecError
 from gpucloud.jobs.spec import JobSpec, from_any
 from gpucloud.transport.redaction import redact_url
 from gpucloud.queue import _scripts
 from gpucloud.queue.models import STATES, Claim, DeadTask, LogLine, QueueStatus, TaskInfo
 from gpucloud.queue.names import check_queue_name
-from gpucloud.queue.params import NAME, env_name, fill
+from gpucloud.queue.params import apply_params, check_values
+from gpucloud.queue.records import task_info, unknown_task, when
+from gpucloud.queue.redis_errors import redis_errors
 
 GROUP = "workers"
 LOG_MAXLEN = 10_000
 LOG_TAIL = 50
 LOG_BATCH_READ = 1000  # log lines per read while following
-_PARAM = re.compile(rf"^{NAME}$")
-T = TypeVar("T")
-
-
-def apply_params(spec: JobSpec, params: dict[str, str]) -> JobSpec:
-    """The spec with a task's params: GPUCLOUD_PARAM_<NAME> in its env and
-    "{name}" in its command, args and env values replaced, "{{name}}" made
-    "{name}" (the rules: queue/params.py)."""
-
-    env = {key: fill(value, params) for key, value in spec.env.items()}
-    for name, value in params.items():
-        env[env_name(name)] = value
-    return spec.model_copy(update={"env": env,
-                                   "command": [fill(a, params) for a in spec.command],
-                                   "args": [fill(a, params) for a in spec.args]})
-
-
-def _redis_errors(method: Callable[..., T]) -> Callable[..., T]:
-    """Redis failures as gpucloud errors (exit 10), with the URL's password never shown."""
-
-    @functools.wraps(method)
-    def wrapper(self: Queue, *args: Any, **kwargs: Any) -> T:
-        import redis
-
-        try:
-            return method(self, *args, **kwargs)
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise APIConnectionError(f"cannot reach Redis at {self.safe_url}: "
-                                     f"{self._scrub(str(exc))}", provider="redis",
-                                     hint="is the server up? check --redis / "
-                                          "GPUCLOUD_REDIS_URL") from None
-        except redis.RedisError as exc:
-            raise APIError(f"Redis at {self.safe_url} refused: {self._scrub(str(exc))}",
-                           provider="redis",
-                           hint="the queue needs Redis 6.2 or later (streams, XAUTOCLAIM)"
-                           ) from None
-    return wrapper
 
 
 class Queue:
@@ -167,7 +129,7 @@ class Queue:
     def _key(self, *parts: str) -> str:
         return ":".join((self._k, *parts))
 
-    @_redis_errors
+    @redis_errors
     def _ensure_group(self) -> None:
         import redis
 
@@ -191,14 +153,14 @@ class Queue:
 
     # -- producer side ------------------------------------------------------------
 
-    @_redis_errors
+    @redis_errors
     def submit(self, spec: Union[JobSpec, str, Path, dict[str, Any]],
                params: Optional[list[dict[str, str]]] = None) -> list[str]:
         """Enqueue one task per parameter set (one task without params); the task ids."""
         job = from_any(spec)
         sets = params if params else [{}]
         for one in sets:
-            _check_params(one)
+            check_values(one)
         now = time.time()
         ids = []
         pipe = self._r.pipeline(transaction=True)
@@ -214,35 +176,35 @@ class Queue:
         pipe.execute()
         return ids
 
-    @_redis_errors
+    @redis_errors
     def task(self, task_id: str) -> TaskInfo:
         data = self._r.hgetall(self._key("task", task_id))
         if not data:
-            raise _unknown(task_id, self.name)
-        return _info(task_id, data, time.time())
+            raise unknown_task(task_id, self.name)
+        return task_info(task_id, data, time.time())
 
-    @_redis_errors
+    @redis_errors
     def status(self) -> QueueStatus:
         ids = self._r.zrange(self._key("ids"), 0, -1)
         pipe = self._r.pipeline(transaction=False)
         for task_id in ids:
             pipe.hgetall(self._key("task", task_id))
         now = time.time()
-        tasks = [_info(i, d, now) for i, d in zip(ids, pipe.execute()) if d]
+        tasks = [task_info(i, d, now) for i, d in zip(ids, pipe.execute()) if d]
         counts = {state: 0 for state in STATES}
         for t in tasks:
             counts[t.state] = counts.get(t.state, 0) + 1
-        workers = {w: _when(v) for w, v in self._r.hgetall(self._key("workers")).items()}
+        workers = {w: when(v) for w, v in self._r.hgetall(self._key("workers")).items()}
         return QueueStatus(queue=self.name, counts=counts, tasks=tasks,
                            workers={w: v for w, v in workers.items() if v is not None})
 
-    @_redis_errors
+    @redis_errors
     def dead(self) -> list[DeadTask]:
         return [DeadTask(task_id=f.get("task_id", ""), error=f.get("error", ""),
-                         log_tail=f.get("log_tail", ""), dead_at=_when(f.get("dead_at")))
+                         log_tail=f.get("log_tail", ""), dead_at=when(f.get("dead_at")))
                 for _, f in self._r.xrange(self._key("dead"))]
 
-    @_redis_errors
+    @redis_errors
     def requeue(self, task_id: Optional[str] = None, *, all: bool = False) -> list[str]:
         """Dead (or cancelled) tasks back to pending with fresh attempts; their ids."""
         if (task_id is None) == (not all):
@@ -254,7 +216,7 @@ class Queue:
             answer = self._scripts["REQUEUE"](
                 keys=[self._key("task", one), self._key("tasks")], args=[one])
             if answer == "" and task_id is not None:
-                raise _unknown(one, self.name)
+                raise unknown_task(one, self.name)
             if answer != "ok" and task_id is not None:
                 raise SpecError(f"task {one} is {answer}: only dead or cancelled tasks "
                                 "are requeued", hint="`gpucloud queue dead` lists dead tasks")
@@ -268,22 +230,22 @@ class Queue:
                 self._r.xdel(self._key("dead"), *entries)
         return done
 
-    @_redis_errors
+    @redis_errors
     def cancel(self, task_id: str) -> TaskInfo:
         answer = self._scripts["CANCEL"](
             keys=[self._key("task", task_id), self._key("tasks"), self._key("delayed")],
             args=[GROUP, time.time(), task_id])
         if answer == "":
-            raise _unknown(task_id, self.name)
+            raise unknown_task(task_id, self.name)
         if answer != "ok":
             raise SpecError(f"task {task_id} already {answer}: nothing to cancel")
         return self.task(task_id)
 
-    @_redis_errors
+    @redis_errors
     def logs(self, task_id: str) -> list[str]:
         return [entry.line for entry in self.log_entries(task_id)]
 
-    @_redis_errors
+    @redis_errors
     def log_entries(self, task_id: str, after: Optional[str] = None, *,
                     tail: Optional[int] = None, block_seconds: float = 0.0) -> list[LogLine]:
         """The task's log lines after the entry ``after`` (None: from the first,
@@ -292,7 +254,7 @@ class Queue:
         key = self._key("log", task_id)
         if after is None:
             if not self._r.exists(self._key("task", task_id)):
-                raise _unknown(task_id, self.name)
+                raise unknown_task(task_id, self.name)
             rows = (list(reversed(self._r.xrevrange(key, count=tail))) if tail
                     else self._r.xrange(key))
         else:
@@ -301,12 +263,12 @@ class Queue:
             read = self._r.xread({key: after or "0-0"}, count=LOG_BATCH_READ,
                                  block=max(1, int(block_seconds * 1000)))
             rows = read[0][1] if read else []
-        return [LogLine(id=i, at=_when(str(int(i.split("-")[0]) / 1000)),
+        return [LogLine(id=i, at=when(str(int(i.split("-")[0]) / 1000)),
                         line=f.get("line", "")) for i, f in rows]
 
     # -- worker side --------------------------------------------------------------
 
-    @_redis_errors
+    @redis_errors
     def claim(self, worker_id: str, block_seconds: float = 5.0) -> Optional[Claim]:
         """The next task for this worker, or None after block_seconds without one.
 
@@ -350,7 +312,7 @@ class Queue:
             # from_any: a spec that fails validation is a SpecError naming the field.
             spec = from_any(json.loads(spec_json or "null"))
             params = json.loads(params_json or "{}")
-            _check_params(params)
+            check_values(params)
         except (ValueError, SpecError) as exc:
             # Stored by something other than submit (or an older gpucloud): it
             # can never run, so it is a dead letter saying why, not a retry, and
@@ -363,7 +325,7 @@ class Queue:
         return Claim(task_id=task_id, spec=spec, params=params, attempt=int(attempt),
                      entry_id=entry_id, worker_id=worker_id)
 
-    @_redis_errors
+    @redis_errors
     def heartbeat(self, worker_id: str, claim: Claim) -> bool:
         """Keep the claim (resets its idle time). False: the task is no longer this
         worker's (cancelled, or re-delivered after a missed visibility timeout)."""
@@ -371,7 +333,7 @@ class Queue:
             keys=[self._key("task", claim.task_id), self._key("tasks"), self._key("workers")],
             args=[GROUP, claim.entry_id, worker_id, claim.attempt, time.time()]))
 
-    @_redis_errors
+    @redis_errors
     def append_log(self, claim: Claim, lines: list[str]) -> None:
         if not lines:
             return
@@ -381,13 +343,13 @@ class Queue:
                       maxlen=LOG_MAXLEN, approximate=True)
         pipe.execute()
 
-    @_redis_errors
+    @redis_errors
     def succeed(self, claim: Claim, exit_code: int = 0) -> bool:
         """Record the run as succeeded. False: the claim was stale (the task was
         re-delivered to another worker, or cancelled) and nothing changed."""
         return self._settle(claim, "succeed", exit_code, "", 0.0)
 
-    @_redis_errors
+    @redis_errors
     def fail(self, claim: Claim, error: str, exit_code: Optional[int] = None,
              permanent: bool = False) -> bool:
         """A failed run: retried after an exponential backoff while attempts <=
@@ -408,49 +370,3 @@ class Queue:
             args=[GROUP, claim.entry_id, claim.worker_id, claim.attempt, action, time.time(),
                   "" if exit_code is None else int(exit_code), error, not_before, LOG_TAIL,
                   claim.task_id]))
-
-
-def _check_params(params: Any) -> None:
-    """SpecError unless ``params`` maps parameter names to strings a process can
-    receive (no NUL: it cannot travel in an argument or an environment variable)."""
-    if not isinstance(params, dict):
-        raise SpecError("the parameters are not a mapping of names to values")
-    for key, value in params.items():
-        if not isinstance(key, str) or not _PARAM.match(key):
-            raise SpecError(f"{key!r} is not a parameter name",
-                            hint="letters, digits and _ (it becomes "
-                                 "GPUCLOUD_PARAM_<NAME> in the job's env)")
-        if not isinstance(value, str):
-            raise SpecError(f"parameter {key}: give the value as a string")
-        if "\0" in value:
-            raise SpecError(f"parameter {key}: the value contains a NUL character (\\0)",
-                            hint="no command argument or environment variable can hold one")
-
-
-def _unknown(task_id: str, queue: str) -> NotFoundError:
-    return NotFoundError(f"no task {task_id} in queue {queue}", provider="queue",
-                         status_code=404, hint="`gpucloud queue status` lists the tasks")
-
-
-def _when(value: Optional[str]) -> Optional[datetime]:
-    if value in (None, "", "0"):
-        return None
-    return datetime.fromtimestamp(float(value), tz=timezone.utc)
-
-
-def _info(task_id: str, d: dict[str, str], now: float) -> TaskInfo:
-    state = d.get("state", "pending")
-    since = d.get("started_at") if state == "running" else d.get("submitted_at")
-    try:
-        name = json.loads(d.get("spec", "{}")).get("name", "")
-    except ValueError:
-        name = ""
-    return TaskInfo(
-        id=task_id, name=name, state=state, params=json.loads(d.get("params") or "{}"),
-        attempts=int(d.get("attempts") or 0), retries=int(d.get("retries") or 0),
-        worker=d.get("worker") or None, submitted_at=_when(d.get("submitted_at")),
-        started_at=_when(d.get("started_at")), finished_at=_when(d.get("finished_at")),
-        not_before=_when(d.get("not_before")) if state == "failed" else None,
-        age_seconds=round(now - float(since), 3) if since else None,
-        exit_code=int(d["exit_code"]) if d.get("exit_code") not in (None, "") else None,
-        error=d.get("error") or None)

@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for its type only: the CLI reads these rules without loading pydantic
+    from gpucloud.jobs.spec import JobSpec
 
 NAME = r"[A-Za-z_][A-Za-z0-9_]*"  # a parameter name, as submit checks it
+_WHOLE_NAME = re.compile(rf"^{NAME}$")
 # Tried left to right at each position: a shell variable, an escaped brace, a reference.
 _TEMPLATE = re.compile(r"\$\{" + NAME + r"\}|\{\{(" + NAME + r")\}\}|\{(" + NAME + r")\}")
 
@@ -85,3 +89,35 @@ def check(spec: Any, given: Iterable[str]) -> list[str]:
         warnings.append(f"--param {name} is used nowhere in the job: no {{{name}}} in its "
                         f"command, args or env (the task sees it only as {env_name(name)})")
     return warnings
+
+
+def apply_params(spec: JobSpec, params: dict[str, str]) -> JobSpec:
+    """The spec with a task's params: GPUCLOUD_PARAM_<NAME> in its env and
+    "{name}" in its command, args and env values replaced, "{{name}}" made
+    "{name}" (the rules above)."""
+
+    env = {key: fill(value, params) for key, value in spec.env.items()}
+    for name, value in params.items():
+        env[env_name(name)] = value
+    return spec.model_copy(update={"env": env,
+                                   "command": [fill(a, params) for a in spec.command],
+                                   "args": [fill(a, params) for a in spec.args]})
+
+
+def check_values(params: Any) -> None:
+    """SpecError unless ``params`` maps parameter names to strings a process can
+    receive (no NUL: it cannot travel in an argument or an environment variable)."""
+    from gpucloud.errors import SpecError
+
+    if not isinstance(params, dict):
+        raise SpecError("the parameters are not a mapping of names to values")
+    for key, value in params.items():
+        if not isinstance(key, str) or not _WHOLE_NAME.match(key):
+            raise SpecError(f"{key!r} is not a parameter name",
+                            hint="letters, digits and _ (it becomes "
+                                 "GPUCLOUD_PARAM_<NAME> in the job's env)")
+        if not isinstance(value, str):
+            raise SpecError(f"parameter {key}: give the value as a string")
+        if "\0" in value:
+            raise SpecError(f"parameter {key}: the value contains a NUL character (\\0)",
+                            hint="no command argument or environment variable can hold one")
