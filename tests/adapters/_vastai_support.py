@@ -22,7 +22,8 @@ import respx
 from pydantic import SecretStr
 
 from gpucloud.transport.http import Session
-from gpucloud.providers.vastai import DEFAULT_DISK_GB, VastProvider
+from gpucloud.providers.vastai import VastProvider
+from gpucloud.providers.vastai._wire import DEFAULT_DISK_GB
 from gpucloud.catalog.bundled import load_catalogs
 from gpucloud.config.credentials import Credential
 from gpucloud.models import InstanceSpec, Offer
