@@ -25,12 +25,9 @@ import httpx
 
 from gpucloud.errors import (
     APIError,
-    APIStatusError,
-    BadRequestError,
     CredentialsError,
     InsufficientCapacityError,
     PermissionDeniedError,
-    QuotaExceededError,
     SpecError,
     option,
 )
@@ -169,31 +166,11 @@ class KubernetesProvider(KubernetesJobs, Provider):
 
     # -- errors ----------------------------------------------------------------------
 
-    def map_error(self, response: httpx.Response) -> APIError:
-        """A meta/v1 Status body: its message and reason, in the hierarchy."""
-        from gpucloud.transport.errors import status_error
+    errors = wire.ERRORS
+    error_fields = staticmethod(wire.error_fields)
 
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        body = body if isinstance(body, dict) else {}
-        message = self.redact(str(body.get("message") or response.reason_phrase))
-        reason = body.get("reason") if isinstance(body.get("reason"), str) else None
-        status, hint = response.status_code, None
-        cls: type[APIStatusError] | None = None
-        if status == 401:
-            hint = (f"the cluster refused the kubeconfig's credentials ({self.target.context}): "
-                    "an expired token? `kubectl auth whoami` shows who you are")
-        elif status == 403 and "exceeded quota" in message:
-            cls, hint = QuotaExceededError, "the namespace's ResourceQuota is used up"
-        elif status == 403:
-            hint = (f"RBAC: your account may not do this in namespace {self.namespace}; "
-                    "ask the cluster admin for a Role")
-        elif status in (400, 422):
-            cls = BadRequestError
-        return status_error(self.name, response, message=message, provider_code=reason,
-                            cls=cls, hint=hint)
+    def hint_fields(self) -> dict[str, str]:
+        return {"context": self.target.context, "namespace": self.namespace}
 
     def _body(self, response: httpx.Response) -> Any:
         self.raise_for_error(response)
