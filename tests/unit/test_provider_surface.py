@@ -48,3 +48,23 @@ def test_each_provider_package_exports_its_provider_class_alone(name):
     exported = [getattr(package, n) for n in package.__all__]
     assert getattr(package, attr) in exported
     assert all(isinstance(v, type) and issubclass(v, Provider) for v in exported)
+
+
+def test_no_provider_module_takes_its_collaborators_as_any():
+    """A context, adapter, catalog, credential or cloud parameter has its real
+    type (a Protocol where the module it lives in imports this one)."""
+    import ast
+    from pathlib import Path
+
+    names = {"ctx", "engine", "adapter", "context", "client", "provider", "catalog",
+             "credential", "cloud", "cluster"}
+    root = Path(gpucloud.providers.__file__).parent
+    untyped = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for arg in node.args.args + node.args.kwonlyargs:
+                    if arg.arg in names and arg.annotation is not None \
+                            and ast.unparse(arg.annotation) == "Any":
+                        untyped.append(f"{path.relative_to(root)}:{node.lineno} {arg.arg}")
+    assert untyped == []

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
@@ -45,6 +45,10 @@ from gpucloud.providers.kubernetes._manifests import pod_manifest
 LIVE_PHASES = "status.phase!=Succeeded,status.phase!=Failed"
 MIN_TOKEN_TTL = 600  # TokenRequest's minimum expirationSeconds
 
+if TYPE_CHECKING:
+    from gpucloud.catalog.bundled import ProviderCatalog
+    from gpucloud.config.credentials import Credential
+
 
 class KubernetesProvider(KubernetesJobs, Provider):
     name = "kubernetes"
@@ -59,7 +63,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
     # Items per list request (`limit`); None lists everything in one response.
     page_size: int | None = _pages.PAGE_SIZE
 
-    def __init__(self, catalog: Any, credential: Any = None) -> None:
+    def __init__(self, catalog: ProviderCatalog, credential: Credential | None = None) -> None:
         super().__init__(catalog, credential)
         self._target: _kubeconfig.KubeTarget | None = None
         self._settings: _settings.Settings | None = None

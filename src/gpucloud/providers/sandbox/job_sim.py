@@ -38,16 +38,14 @@ kept, and the logs show the names only.
 from __future__ import annotations
 
 import json
-import random
 import secrets
 import sqlite3
-import threading
-from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 
 from gpucloud.providers.sandbox._wire import US, ApiError, iso, json_body, validate_create
+from gpucloud.providers.sandbox._machines import Machines
 from gpucloud.providers.sandbox.knobs import Knobs
 
 JOB_SCHEMA = """
@@ -59,29 +57,6 @@ CREATE TABLE IF NOT EXISTS jobs (
 JOB_FIELDS = {"image", "command", "args", "env", "secret_env", "max_runtime_seconds", "retries",
               "checkpoint_dir", "checkpoint_url"}
 STEPS = 10  # progress lines per run
-
-
-class Machines(Protocol):
-    """What jobs need of the simulated cloud (SandboxCloud, server.py, which
-    imports this module): its knobs and dice, its storage and its machines."""
-
-    knobs: Knobs
-    rng: random.Random
-    _lock: threading.Lock
-
-    def _now(self) -> int: ...
-
-    def _read(self) -> AbstractContextManager[sqlite3.Connection]: ...
-
-    def _write_lock(self) -> AbstractContextManager[sqlite3.Connection]: ...
-
-    def _roll_failure(self, op: str) -> bool: ...
-
-    def _insert(self, db: sqlite3.Connection, spec: dict[str, Any], now: int) -> str: ...
-
-    def _row(self, db: sqlite3.Connection, instance_id: str, now: int) -> sqlite3.Row: ...
-
-    def _render(self, row: sqlite3.Row, now: int) -> dict[str, Any]: ...
 
 
 class JobSimulation:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
@@ -52,6 +52,10 @@ from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider, _u
 from gpucloud.providers.verda import _deadline, _startup
 from gpucloud.providers.verda import _wire as wire
 from gpucloud.providers._name_marker import latest
+
+if TYPE_CHECKING:
+    from gpucloud.catalog.bundled import ProviderCatalog
+    from gpucloud.config.credentials import Credential
 
 
 MIN_OS_VOLUME_GB = 50  # dstack: Verda images need 50 GB
@@ -70,7 +74,7 @@ class VerdaProvider(Provider):
     errors = wire.ERRORS
     error_fields = staticmethod(wire.error_fields)
 
-    def __init__(self, catalog: Any, credential: Any = None) -> None:
+    def __init__(self, catalog: ProviderCatalog, credential: Credential | None = None) -> None:
         super().__init__(catalog, credential)
         self._auth: RefreshingTokenAuth | None = None
         self._auth_lock = threading.Lock()
