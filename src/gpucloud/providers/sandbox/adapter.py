@@ -1,6 +1,6 @@
 """The sandbox adapter: translates between gpucloud's models and the simulated cloud.
 
-It is written like any other adapter (sans-I/O flows, one ``map_error``); the
+It is written like any other adapter (sans-I/O flows, an error table in _wire.py); the
 only difference is ``transport()``, which serves the requests in-process from
 the SQLite-backed SandboxCloud instead of the network. No account is needed.
 """
