@@ -37,7 +37,7 @@ from gpucloud.models import Offer
 from gpucloud.providers.base import (
     JOB_PREFIX, Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc,
 )
-from gpucloud.providers.kubernetes import _kubeconfig, _pages, _settings
+from gpucloud.providers.kubernetes import _kubeconfig, _offers, _pages, _settings
 from gpucloud.providers.kubernetes import _wire as wire
 from gpucloud.providers.kubernetes._jobs import SELECTOR, KubernetesJobs
 from gpucloud.providers.kubernetes._manifests import pod_manifest
@@ -190,25 +190,20 @@ class KubernetesProvider(KubernetesJobs, Provider):
         # a cluster of thousands of nodes is never held as a whole list (_pages.py).
         labels = self.settings.gpu_labels
         nodes: dict[str, tuple[str, int]] = yield from _pages.fold(
-            self, "/api/v1/nodes", {}, dict, lambda acc, page: _add_gpu_nodes(acc, page, labels))
+            self, "/api/v1/nodes", {}, dict,
+            lambda acc, page: _offers.add_gpu_nodes(acc, page, labels))
         used: dict[str, int] | None
         try:
             used = yield from _pages.fold(self, "/api/v1/pods", {"fieldSelector": LIVE_PHASES},
                                           dict, wire.add_pod_gpus)
         except PermissionDeniedError:
             used = None  # a namespaced account may not list every pod: free is unknown
-        models: dict[str, tuple[int, int | None]] = {}
-        for name, (model, allocatable) in nodes.items():
-            free = None if used is None else max(0, allocatable - used.get(name, 0))
-            best, best_free = models.get(model, (0, 0))
-            models[model] = (max(best, allocatable),
-                             None if free is None or best_free is None else max(best_free, free))
         out = []
-        for model, (allocatable, free) in sorted(models.items()):
+        for model, (allocatable, free) in sorted(_offers.by_model(nodes, used).items()):
             gpu = wire.gpu_name(model)
             if query.gpu is not None and gpu != query.gpu:
                 continue
-            counts = [query.count] if query.count else _counts(allocatable)
+            counts = [query.count] if query.count else _offers.sizes(allocatable)
             per_gpu = self._price(model, gpu)
             info = gpu_info(gpu)
             for count in counts:
@@ -374,25 +369,6 @@ class KubernetesProvider(KubernetesJobs, Provider):
 
     def verify(self) -> Flow[None]:
         yield from self.list_instances()
-
-
-def _add_gpu_nodes(nodes: dict[str, tuple[str, int]], page: list[dict[str, Any]],
-                   labels: tuple[str, ...]) -> None:
-    """Keep (GPU label value, allocatable) per usable GPU node of a page."""
-    for node in page:
-        found = wire.gpu_node(node, labels)
-        if found is not None:
-            name, model, allocatable = found
-            nodes[name] = (model, allocatable)
-
-
-def _counts(allocatable: int) -> list[int]:
-    """Machine sizes offered per model: powers of two up to a whole node."""
-    counts, count = [], 1
-    while count < allocatable:
-        counts.append(count)
-        count *= 2
-    return counts + [allocatable]
 
 
 class CoreWeaveProvider(KubernetesProvider):
