@@ -68,3 +68,14 @@ def test_no_provider_module_takes_its_collaborators_as_any():
                             and ast.unparse(arg.annotation) == "Any":
                         untyped.append(f"{path.relative_to(root)}:{node.lineno} {arg.arg}")
     assert untyped == []
+
+
+def test_no_provider_module_outgrows_one_responsibility():
+    """A module past ~400 lines holds more than one concern: it is split by
+    responsibility (jobs, deadlines, offers), never by line count."""
+    from pathlib import Path
+
+    root = Path(gpucloud.providers.__file__).parent
+    long = {str(p.relative_to(root)): n for p in root.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
+    assert long == {}
