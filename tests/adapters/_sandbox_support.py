@@ -17,7 +17,8 @@ import pytest
 
 from gpucloud.transport.http import Session
 from gpucloud.providers.base import OfferQuery
-from gpucloud.providers.sandbox import SandboxCloud, SandboxProvider
+from gpucloud.providers.sandbox import SandboxProvider
+from gpucloud.providers.sandbox.server import SandboxCloud
 from gpucloud.providers.sandbox.server import SandboxTransport
 from gpucloud.catalog.bundled import load_catalogs
 from gpucloud.models import InstanceSpec

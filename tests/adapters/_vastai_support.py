@@ -16,7 +16,8 @@ from typing import Any
 import respx
 from pydantic import SecretStr
 
-from gpucloud.providers.vastai import DEFAULT_DISK_GB, VastProvider
+from gpucloud.providers.vastai import VastProvider
+from gpucloud.providers.vastai._wire import DEFAULT_DISK_GB
 from gpucloud.catalog.bundled import load_catalogs
 from gpucloud.config.credentials import Credential
 from gpucloud.models import InstanceSpec

@@ -9,7 +9,7 @@ import sqlite3
 import httpx
 import pytest
 
-from gpucloud.providers.sandbox import SandboxCloud
+from gpucloud.providers.sandbox.server import SandboxCloud
 from gpucloud.providers.sandbox.server import SandboxTransport
 from tests.adapters._sandbox_support import (  # noqa: F401 (fixtures)
     BASE,

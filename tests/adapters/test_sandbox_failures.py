@@ -17,7 +17,10 @@ import pytest
 
 from gpucloud.transport.http import AsyncSession
 from gpucloud.providers.base import OfferQuery
-from gpucloud.providers.sandbox import LAUNCH_LABEL, Knobs, SandboxCloud, SandboxProvider
+from gpucloud.providers.sandbox import SandboxProvider
+from gpucloud.providers.sandbox.adapter import LAUNCH_LABEL
+from gpucloud.providers.sandbox.knobs import Knobs
+from gpucloud.providers.sandbox.server import SandboxCloud
 from gpucloud.providers.sandbox.server import SandboxTransport
 from gpucloud.errors import (
     APIStatusError,

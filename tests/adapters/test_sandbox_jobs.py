@@ -174,3 +174,26 @@ def test_the_job_request_carries_the_secret_only_to_the_cloud(tmp_path, catalog,
     submit(env)
     post = next(r for r in seen if r.url.path == "/v1/jobs")
     assert json.loads(post.content)["secret_env"] == {"DATABASE_URL": SECRET}
+
+
+def test_jobs_are_the_clouds_collaborator_with_typed_access(tmp_path, catalog):
+    """The cloud holds its job simulation (composition, not a mixin), and the
+    simulation reaches the cloud through a typed interface mypy checks: no
+    `type: ignore` stands in for what it needs."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from gpucloud.providers.sandbox import job_sim
+    from gpucloud.providers.sandbox.server import SandboxCloud
+
+    cloud = SandboxCloud(tmp_path / "cloud.sqlite", catalog=catalog)
+    assert not issubclass(SandboxCloud, job_sim.JobSimulation)
+    assert isinstance(cloud.jobs, job_sim.JobSimulation) and cloud.jobs.cloud is cloud
+    source = Path(job_sim.__file__)
+    assert "type: ignore" not in source.read_text()
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--follow-imports=silent", "--no-incremental",
+         str(source), str(source.with_name("server.py"))],
+        capture_output=True, text=True, check=False, cwd=Path(__file__).resolve().parents[2])
+    assert result.returncode == 0, result.stdout + result.stderr

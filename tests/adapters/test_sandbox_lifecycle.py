@@ -16,9 +16,10 @@ from decimal import Decimal
 import pytest
 
 from gpucloud.transport.http import Session
-from gpucloud.providers import adapter_class
+from gpucloud.providers.registry import adapter_class
 from gpucloud.providers.base import OfferQuery
-from gpucloud.providers.sandbox import LAUNCH_LABEL, SandboxProvider
+from gpucloud.providers.sandbox import SandboxProvider
+from gpucloud.providers.sandbox.adapter import LAUNCH_LABEL
 from gpucloud.catalog.bundled import load_catalogs
 from gpucloud.errors import (
     ConflictError,

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from gpucloud.providers.sandbox import SandboxCloud
+from gpucloud.providers.sandbox.server import SandboxCloud
 from gpucloud.errors import ConflictError
 from gpucloud.models import InstanceStatus
 from tests.adapters._sandbox_support import (  # noqa: F401 (fixtures)

@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from gpucloud import AsyncClient, Client
-from gpucloud.providers.sandbox import Knobs, SandboxProvider
+from gpucloud.providers.sandbox import SandboxProvider
+from gpucloud.providers.sandbox.knobs import Knobs
 from gpucloud.providers.sandbox.transport import wire_of
 from gpucloud.config.settings import sandbox_db_path
 from gpucloud.errors import ConfigurationError

@@ -13,7 +13,7 @@ from decimal import Decimal
 import httpx
 import pytest
 
-from gpucloud.providers.vastai import DEFAULT_DISK_GB
+from gpucloud.providers.vastai._wire import DEFAULT_DISK_GB
 from gpucloud.catalog.bundled import load_catalogs
 from gpucloud.errors import (
     APIResponseValidationError,

@@ -15,11 +15,8 @@ import pytest
 
 from gpucloud.catalog import pricing
 from gpucloud.providers.base import OfferQuery
-from gpucloud.providers.vastai import (
-    DEFAULT_DISK_GB,
-    VAST_GPU_NAMES,
-    instance_type_name,
-    search_body,
+from gpucloud.providers.vastai._wire import (
+    DEFAULT_DISK_GB, VAST_GPU_NAMES, instance_type_name, search_body,
 )
 from gpucloud.catalog.bundled import load_catalogs
 from gpucloud.errors import APIResponseValidationError

@@ -16,7 +16,8 @@ import httpx
 import pytest
 
 from gpucloud import AsyncClient, Client
-from gpucloud.providers.sandbox import SandboxCloud, SandboxProvider
+from gpucloud.providers.sandbox import SandboxProvider
+from gpucloud.providers.sandbox.server import SandboxCloud
 from gpucloud.catalog.bundled import load_catalogs
 from gpucloud.cli.commands import instance as instance_cmds
 from gpucloud.config.settings import sandbox_db_path, state_db_path

@@ -41,7 +41,7 @@ ALL = load_fixtures()
 
 
 def test_every_adapter_has_a_contract_fixture():
-    from gpucloud.providers import BUILTIN
+    from gpucloud.providers.registry import BUILTIN
 
     assert sorted(f.name for f in ALL) == sorted(BUILTIN)
 

@@ -11,7 +11,8 @@ from decimal import Decimal
 import pytest
 
 from gpucloud import Client, CostReport
-from gpucloud.providers.sandbox import SandboxCloud, SandboxProvider
+from gpucloud.providers.sandbox import SandboxProvider
+from gpucloud.providers.sandbox.server import SandboxCloud
 from gpucloud.catalog.bundled import load_catalogs
 from gpucloud.config.settings import sandbox_db_path, state_db_path
 from gpucloud.safety.ledger import Ledger

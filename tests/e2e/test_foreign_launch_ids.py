@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gpucloud.providers.sandbox import SandboxCloud
+from gpucloud.providers.sandbox.server import SandboxCloud
 from gpucloud.providers.sandbox.adapter import LAUNCH_LABEL
 from gpucloud.providers.sandbox.server import SandboxTransport
 from gpucloud.catalog.bundled import load_catalogs

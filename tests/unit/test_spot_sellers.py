@@ -4,7 +4,7 @@ adapter's Capabilities.spot must say the same, or offers and create disagree."""
 from __future__ import annotations
 
 from gpucloud import Client
-from gpucloud.providers import adapter_class
+from gpucloud.providers.registry import adapter_class
 from gpucloud.catalog.spot import sells_spot, spot_sellers
 
 

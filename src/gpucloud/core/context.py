@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpucloud.config import settings as config_mod
-from gpucloud.providers import adapter_class, adapter_names, has_adapter
+from gpucloud.providers.registry import adapter_class, adapter_names, has_adapter
 from gpucloud.catalog.bundled import ProviderCatalog, load_catalogs
 from gpucloud.config.credentials import CredentialStore, env_vars, how_to_set
 from gpucloud.providers.launch_ids import new_launch_id

@@ -1,56 +1,42 @@
-"""The provider registry: the one place that names the adapters.
+"""What a provider adapter is written against: the plugin surface.
 
-Third-party adapters register under the ``gpucloud.providers`` entry-point
-group as ``name = "package.module:ProviderClass"``; each needs a catalog file
-(``<config dir>/providers/<name>.toml``) as well.
-
-Whether a provider has an adapter is answered from these names alone; an
-adapter's module (and what it imports) is loaded only when that provider's
-adapter is built (``adapter_class``), so a command touches only the adapters
-in its scope. Installed entry points are scanned only for a name that is not
-built in.
+A third-party adapter subclasses ``Provider`` (``gpucloud.providers.base``)
+and registers under the ``gpucloud.providers`` entry-point group
+(``providers/registry.py`` finds it). These names load on first use, so
+``import gpucloud.providers`` costs nothing at start-up.
 """
 
 from __future__ import annotations
 
 import importlib
-from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpucloud.providers.base import Provider
+    from gpucloud.core.flow import Flow, OfferQuery, Sleep
+    from gpucloud.providers.base import Capabilities, Provider, RequestKind
 
-BUILTIN: dict[str, str] = {
-    "coreweave": "gpucloud.providers.kubernetes:CoreWeaveProvider",
-    "kubernetes": "gpucloud.providers.kubernetes:KubernetesProvider",
-    "lambda": "gpucloud.providers.lambdalabs.adapter:LambdaProvider",
-    "runpod": "gpucloud.providers.runpod.adapter:RunPodProvider",
-    "sandbox": "gpucloud.providers.sandbox:SandboxProvider",
-    "vastai": "gpucloud.providers.vastai:VastProvider",
-    "verda": "gpucloud.providers.verda:VerdaProvider",
-}
+__all__ = ["Capabilities", "Flow", "OfferQuery", "Provider", "RequestKind", "Sleep"]
 
-
-@lru_cache(maxsize=1)  # one scan of the installed distributions per process
-def _entry_points() -> dict[str, str]:
-    from importlib.metadata import entry_points
-
-    return {ep.name: ep.value for ep in entry_points(group="gpucloud.providers")}
+# Where each name is defined; base.py re-exports the flow types as well.
+_HOMES = {"Capabilities": "gpucloud.providers.base", "Provider": "gpucloud.providers.base",
+          "RequestKind": "gpucloud.providers.base", "Flow": "gpucloud.core.flow",
+          "OfferQuery": "gpucloud.core.flow", "Sleep": "gpucloud.core.flow"}
+# gpucloud 0.1.0 kept the registry here (as gpucloud.adapters): its names still
+# resolve, with a warning naming their new home, for one release.
+_REGISTRY = ("BUILTIN", "adapter_class", "adapter_names", "has_adapter")
 
 
-def adapter_names() -> list[str]:
-    """Every provider with an adapter (built in or installed)."""
-    return sorted({**_entry_points(), **BUILTIN})
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
+    if name in _REGISTRY:
+        import warnings
+
+        warnings.warn(f"gpucloud.providers.{name} moved to gpucloud.providers.registry.{name}; "
+                      "the old name goes in a later release", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module("gpucloud.providers.registry"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def has_adapter(name: str) -> bool:
-    """Whether `name` has an adapter, without importing its module."""
-    return name in BUILTIN or name in _entry_points()
-
-
-def adapter_class(name: str) -> type[Provider] | None:
-    target = BUILTIN.get(name) or _entry_points().get(name)
-    if target is None:
-        return None
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+def __dir__() -> list[str]:
+    return sorted(__all__)

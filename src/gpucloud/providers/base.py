@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from gpucloud.errors import APIError, APIResponseValidationError, APIStatusError, NotFoundError
 from gpucloud.core.flow import JOB_PREFIX, Flow, OfferQuery, Sleep, T  # noqa: F401 - re-exported
+from gpucloud.providers.error_table import ErrorFields, ErrorRule
 from gpucloud.transport.ratelimit import RateLimit, account_digest
 # The marker for values a request carries that must never be shown (a job's
 # secret env): redaction hides them from logs, --debug and exceptions.
@@ -80,6 +81,9 @@ class Provider:
     # named (GET by id), turning a 404 into ``not_created``. Where it does not,
     # the launcher makes that read before the machine counts as created.
     create_reads_back: ClassVar[bool] = False
+    # The rows that map the provider's error replies to gpucloud's errors
+    # (error_table.py; each adapter's _wire.ERRORS), read by map_error.
+    errors: ClassVar[Sequence[ErrorRule]] = ()
 
     def __init__(self, catalog: ProviderCatalog, credential: Credential | None = None) -> None:
         self.catalog = catalog
@@ -156,11 +160,34 @@ class Provider:
         if response.is_error:
             raise self.map_error(response)
 
-    def map_error(self, response: httpx.Response) -> APIError:
-        """Translate an error response into the hierarchy (one function per adapter)."""
+    def error_fields(self, response: httpx.Response) -> ErrorFields:
+        """What the provider's error body says (its code, message); an adapter
+        sets this to its ``_wire.error_fields``. By default: nothing."""
+        return ErrorFields()
+
+    def hint_fields(self) -> Mapping[str, str]:
+        """The {fields} a row's hint template may name (this adapter's settings)."""
+        return {}
+
+    def map_error(self, response: httpx.Response, *,
+                  rules: Sequence[ErrorRule] = ()) -> APIError:
+        """An error reply as a gpucloud error, by the adapter's error table
+        (error_table.py): the first of ``rules`` (a narrower context's rows,
+        tried first) and ``errors`` that matches picks the class and hint."""
+        from gpucloud.providers.error_table import first_match
         from gpucloud.transport.errors import status_error
 
-        return status_error(self.name, response, message=response.reason_phrase)
+        fields = self.error_fields(response)
+        rule = first_match((*rules, *self.errors), response, fields)
+        hint = fields.hint
+        if rule is not None and rule.hint is not None:
+            hint = rule.hint.format_map(self.hint_fields()) if "{" in rule.hint else rule.hint
+        message = fields.message or response.reason_phrase or "request failed"
+        return status_error(
+            self.name, response, message=self.redact(message),
+            provider_code=self.redact(fields.code) if fields.code else None,
+            hint=self.redact(hint) if hint else None,
+            cls=rule.error if rule is not None else None)
 
     def redact(self, text: str) -> str:
         """A provider message is shown to users and logged: it must never carry our

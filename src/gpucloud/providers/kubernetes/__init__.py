@@ -1,6 +1,5 @@
 """Kubernetes clusters (``kubernetes``) and CoreWeave's (``coreweave``, a preset)."""
 
-from gpucloud.providers.kubernetes._tokens import ServiceAccountToken
 from gpucloud.providers.kubernetes.adapter import CoreWeaveProvider, KubernetesProvider
 
-__all__ = ["CoreWeaveProvider", "KubernetesProvider", "ServiceAccountToken"]
+__all__ = ["CoreWeaveProvider", "KubernetesProvider"]

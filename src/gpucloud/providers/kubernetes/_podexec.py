@@ -28,6 +28,7 @@ import json
 import logging
 import ssl
 import time
+from collections.abc import Sequence
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
@@ -41,7 +42,9 @@ from gpucloud.errors import (
     WaitTimeoutError,
 )
 from gpucloud.models import ExecResult
+from gpucloud.providers.error_table import ErrorRule
 from gpucloud.providers.kubernetes._manifests import CONTAINER
+from gpucloud.providers.kubernetes._wire import EXEC_ERRORS
 
 
 class Cluster(Protocol):
@@ -65,7 +68,8 @@ class Cluster(Protocol):
 
     def identity_headers(self) -> list[tuple[str, str]]: ...
 
-    def map_error(self, response: httpx.Response) -> APIError: ...
+    def map_error(self, response: httpx.Response, *,
+                  rules: Sequence[ErrorRule] = ()) -> APIError: ...
 
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
@@ -219,18 +223,12 @@ def run(provider: Cluster, pod: str, command: str, timeout: float) -> ExecResult
 
 
 def _refused(provider: Cluster, reply: Any, http_url: str) -> APIError:
-    """The handshake's error answer, mapped like any REST error (its Status body)."""
+    """The handshake's error answer, mapped like any REST error (its Status body),
+    exec's own rows first (what exec needs of RBAC, a pod that is not running)."""
     request = httpx.Request("GET", http_url)
     response = httpx.Response(reply.status_code, headers=list(reply.headers.raw_items()),
                               content=bytes(reply.body or b""), request=request)
-    error = provider.map_error(response)
-    if reply.status_code == 403 and "quota" not in error.message:
-        error.hint = (f"RBAC: exec needs the verbs get and create on pods/exec in namespace "
-                      f"{provider.namespace} (a Role with resources: [pods/exec]); "
-                      "`kubectl auth can-i create pods/exec` checks it")
-    elif reply.status_code == 400:
-        error.hint = "is the pod running? `gpucloud get REF` shows its status"
-    return error
+    return provider.map_error(response, rules=EXEC_ERRORS)
 
 
 def _collect(provider: Cluster, connection: Any, pod: str, command: str,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from pydantic import SecretStr
@@ -17,6 +17,11 @@ from pydantic import SecretStr
 from gpucloud.errors import SpecError, option
 from gpucloud.transport.tokens import TOKEN_REQUEST_EXTENSION
 from gpucloud.providers.base import Flow, Provider, parse_utc
+
+if TYPE_CHECKING:
+    from datetime import timedelta
+
+    from gpucloud.core.context import ClientContext
 
 MIN_TTL = 600  # ValidateTokenRequest: "may not specify a duration less than 10 minutes"
 MAX_TTL = 2 ** 32
@@ -70,8 +75,8 @@ def mint(provider: Provider, service_account: str, namespace: str,
                                expires_at=expires)
 
 
-def mint_op(ctx: Any, provider: str, service_account: str, namespace: str | None,
-            ttl: Any) -> Any:
+def mint_op(ctx: ClientContext, provider: str, service_account: str, namespace: str | None,
+            ttl: str | int | float | timedelta) -> Flow[ServiceAccountToken]:
     """The operation behind Client.kubernetes_token (an engine Op: yields one Call)."""
     from gpucloud.core.instructions import Call
     from gpucloud.catalog.pricing import parse_duration

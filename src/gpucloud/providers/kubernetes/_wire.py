@@ -1,17 +1,22 @@
 """Kubernetes objects read back: Pods as Instances, Jobs as Jobs, Nodes as free
-GPUs. Pure functions over the JSON; a shape that is not a Kubernetes object
-raises ValueError/TypeError/KeyError, which the driver reports as the
-provider's unexpected shape (APIResponseValidationError)."""
+GPUs, a meta/v1 Status as an error. Pure functions over the JSON; a shape that
+is not a Kubernetes object raises ValueError/TypeError/KeyError, which the
+driver reports as the provider's unexpected shape (APIResponseValidationError)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpucloud.catalog.gpus import gpu_info, normalize_gpu
 from gpucloud.models import InstanceStatus, JobStatus
+from gpucloud.errors import BadRequestError, QuotaExceededError
 from gpucloud.providers.base import parse_utc
+from gpucloud.providers.error_table import ErrorFields, ErrorRule, json_body
+
+if TYPE_CHECKING:
+    import httpx
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -19,6 +24,37 @@ LAUNCH_ID = "gpucloud.dev/launch-id"
 SHUTDOWN_AT = "gpucloud.dev/shutdown-at"
 NAME = "gpucloud.dev/name"  # the user's name for it (labels cannot hold every name)
 JOB_NAME = "job-name"  # set on a Job's pods by the Job controller
+
+
+# A meta/v1 Status reply: its reason is the code, its message the words. The
+# hints name the kubeconfig context and the namespace (hint_fields()).
+ERRORS = (
+    ErrorRule(status=401, hint="the cluster refused the kubeconfig's credentials ({context}): "
+                               "an expired token? `kubectl auth whoami` shows who you are"),
+    ErrorRule(status=403, text=re.compile("exceeded quota"), error=QuotaExceededError,
+              hint="the namespace's ResourceQuota is used up"),
+    ErrorRule(status=403, hint="RBAC: your account may not do this in namespace {namespace}; "
+                               "ask the cluster admin for a Role"),
+    ErrorRule(status=(400, 422), error=BadRequestError),
+)
+# An exec handshake's refusal, before ERRORS: what exec itself needs.
+EXEC_ERRORS = (
+    ErrorRule(status=403, unless=re.compile("quota"),
+              hint="RBAC: exec needs the verbs get and create on pods/exec in namespace "
+                   "{namespace} (a Role with resources: [pods/exec]); "
+                   "`kubectl auth can-i create pods/exec` checks it"),
+    ErrorRule(status=400, error=BadRequestError,
+              hint="is the pod running? `gpucloud get REF` shows its status"),
+)
+
+
+def error_fields(response: httpx.Response) -> ErrorFields:
+    body = json_body(response)
+    body = body if isinstance(body, dict) else {}
+    message = str(body["message"]) if body.get("message") else None
+    reason = body.get("reason") if isinstance(body.get("reason"), str) else None
+    return ErrorFields(code=reason, message=message,
+                       text=message or response.reason_phrase)
 
 
 def meta(obj: dict[str, Any]) -> dict[str, Any]:

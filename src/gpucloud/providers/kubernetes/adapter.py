@@ -18,19 +18,16 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
 
 from gpucloud.errors import (
     APIError,
-    APIStatusError,
-    BadRequestError,
     CredentialsError,
     InsufficientCapacityError,
     PermissionDeniedError,
-    QuotaExceededError,
     SpecError,
     option,
 )
@@ -40,13 +37,17 @@ from gpucloud.models import Offer
 from gpucloud.providers.base import (
     JOB_PREFIX, Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc,
 )
-from gpucloud.providers.kubernetes import _kubeconfig, _pages, _settings
+from gpucloud.providers.kubernetes import _kubeconfig, _offers, _pages, _settings
 from gpucloud.providers.kubernetes import _wire as wire
 from gpucloud.providers.kubernetes._jobs import SELECTOR, KubernetesJobs
 from gpucloud.providers.kubernetes._manifests import pod_manifest
 
 LIVE_PHASES = "status.phase!=Succeeded,status.phase!=Failed"
 MIN_TOKEN_TTL = 600  # TokenRequest's minimum expirationSeconds
+
+if TYPE_CHECKING:
+    from gpucloud.catalog.bundled import ProviderCatalog
+    from gpucloud.config.credentials import Credential
 
 
 class KubernetesProvider(KubernetesJobs, Provider):
@@ -62,7 +63,7 @@ class KubernetesProvider(KubernetesJobs, Provider):
     # Items per list request (`limit`); None lists everything in one response.
     page_size: int | None = _pages.PAGE_SIZE
 
-    def __init__(self, catalog: Any, credential: Any = None) -> None:
+    def __init__(self, catalog: ProviderCatalog, credential: Credential | None = None) -> None:
         super().__init__(catalog, credential)
         self._target: _kubeconfig.KubeTarget | None = None
         self._settings: _settings.Settings | None = None
@@ -169,31 +170,11 @@ class KubernetesProvider(KubernetesJobs, Provider):
 
     # -- errors ----------------------------------------------------------------------
 
-    def map_error(self, response: httpx.Response) -> APIError:
-        """A meta/v1 Status body: its message and reason, in the hierarchy."""
-        from gpucloud.transport.errors import status_error
+    errors = wire.ERRORS
+    error_fields = staticmethod(wire.error_fields)
 
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        body = body if isinstance(body, dict) else {}
-        message = self.redact(str(body.get("message") or response.reason_phrase))
-        reason = body.get("reason") if isinstance(body.get("reason"), str) else None
-        status, hint = response.status_code, None
-        cls: type[APIStatusError] | None = None
-        if status == 401:
-            hint = (f"the cluster refused the kubeconfig's credentials ({self.target.context}): "
-                    "an expired token? `kubectl auth whoami` shows who you are")
-        elif status == 403 and "exceeded quota" in message:
-            cls, hint = QuotaExceededError, "the namespace's ResourceQuota is used up"
-        elif status == 403:
-            hint = (f"RBAC: your account may not do this in namespace {self.namespace}; "
-                    "ask the cluster admin for a Role")
-        elif status in (400, 422):
-            cls = BadRequestError
-        return status_error(self.name, response, message=message, provider_code=reason,
-                            cls=cls, hint=hint)
+    def hint_fields(self) -> dict[str, str]:
+        return {"context": self.target.context, "namespace": self.namespace}
 
     def _body(self, response: httpx.Response) -> Any:
         self.raise_for_error(response)
@@ -209,25 +190,20 @@ class KubernetesProvider(KubernetesJobs, Provider):
         # a cluster of thousands of nodes is never held as a whole list (_pages.py).
         labels = self.settings.gpu_labels
         nodes: dict[str, tuple[str, int]] = yield from _pages.fold(
-            self, "/api/v1/nodes", {}, dict, lambda acc, page: _add_gpu_nodes(acc, page, labels))
+            self, "/api/v1/nodes", {}, dict,
+            lambda acc, page: _offers.add_gpu_nodes(acc, page, labels))
         used: dict[str, int] | None
         try:
             used = yield from _pages.fold(self, "/api/v1/pods", {"fieldSelector": LIVE_PHASES},
                                           dict, wire.add_pod_gpus)
         except PermissionDeniedError:
             used = None  # a namespaced account may not list every pod: free is unknown
-        models: dict[str, tuple[int, int | None]] = {}
-        for name, (model, allocatable) in nodes.items():
-            free = None if used is None else max(0, allocatable - used.get(name, 0))
-            best, best_free = models.get(model, (0, 0))
-            models[model] = (max(best, allocatable),
-                             None if free is None or best_free is None else max(best_free, free))
         out = []
-        for model, (allocatable, free) in sorted(models.items()):
+        for model, (allocatable, free) in sorted(_offers.by_model(nodes, used).items()):
             gpu = wire.gpu_name(model)
             if query.gpu is not None and gpu != query.gpu:
                 continue
-            counts = [query.count] if query.count else _counts(allocatable)
+            counts = [query.count] if query.count else _offers.sizes(allocatable)
             per_gpu = self._price(model, gpu)
             info = gpu_info(gpu)
             for count in counts:
@@ -393,25 +369,6 @@ class KubernetesProvider(KubernetesJobs, Provider):
 
     def verify(self) -> Flow[None]:
         yield from self.list_instances()
-
-
-def _add_gpu_nodes(nodes: dict[str, tuple[str, int]], page: list[dict[str, Any]],
-                   labels: tuple[str, ...]) -> None:
-    """Keep (GPU label value, allocatable) per usable GPU node of a page."""
-    for node in page:
-        found = wire.gpu_node(node, labels)
-        if found is not None:
-            name, model, allocatable = found
-            nodes[name] = (model, allocatable)
-
-
-def _counts(allocatable: int) -> list[int]:
-    """Machine sizes offered per model: powers of two up to a whole node."""
-    counts, count = [], 1
-    while count < allocatable:
-        counts.append(count)
-        count *= 2
-    return counts + [allocatable]
 
 
 class CoreWeaveProvider(KubernetesProvider):

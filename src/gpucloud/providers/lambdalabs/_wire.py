@@ -1,6 +1,6 @@
 """Lambda Cloud's wire format: statuses, error codes, image specs and field readers.
 
-The pure half of the Lambda adapter (lambdalabs.py holds the flows); the
+The pure half of the Lambda adapter (adapter.py holds the flows); the
 contract is tests/fixtures/lambda/openapi.json (Lambda's OpenAPI 1.8.3).
 """
 
@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import httpx
+
 from gpucloud.errors import (
-    APIStatusError,
     AuthenticationError,
     BadRequestError,
     ConflictError,
@@ -19,9 +20,11 @@ from gpucloud.errors import (
     NotFoundError,
     PermissionDeniedError,
     QuotaExceededError,
+    RateLimitError,
 )
 from gpucloud.models import Connection, InstanceStatus
 from gpucloud.providers._connection import ssh_endpoint
+from gpucloud.providers.error_table import ErrorFields, ErrorRule, json_body
 from gpucloud.providers._fields import integer, is_int  # noqa: F401  (used by the adapter)
 
 STATUS = {
@@ -34,18 +37,34 @@ STATUS = {
     "preempted": InstanceStatus.TERMINATED,
 }
 
-ERRORS: dict[str, type[APIStatusError]] = {
-    "global/invalid-api-key": AuthenticationError,
-    "global/account-inactive": PermissionDeniedError,
-    "global/invalid-address": PermissionDeniedError,
+# Lambda's error codes (the contract's ErrorCode enum); an unknown code falls
+# back to the status: 5xx -> InternalServerError, 404 -> NotFoundError, other
+# 4xx -> APIStatusError.
+ERRORS = (
+    ErrorRule(status=429, error=RateLimitError),
+    ErrorRule(code="global/invalid-api-key", error=AuthenticationError),
+    ErrorRule(code="global/account-inactive", error=PermissionDeniedError),
+    ErrorRule(code="global/invalid-address", error=PermissionDeniedError),
     # Also sent as a 400 on launch when the key name or image does not exist.
-    "global/object-does-not-exist": NotFoundError,
-    "instance-operations/launch/insufficient-capacity": InsufficientCapacityError,
-    "global/quota-exceeded": QuotaExceededError,
-    "global/invalid-parameters": BadRequestError,
-    "global/duplicate": ConflictError,
-    "global/internal-error": InternalServerError,
-}
+    ErrorRule(code="global/object-does-not-exist", error=NotFoundError),
+    ErrorRule(code="instance-operations/launch/insufficient-capacity",
+              error=InsufficientCapacityError),
+    ErrorRule(code="global/quota-exceeded", error=QuotaExceededError),
+    ErrorRule(code="global/invalid-parameters", error=BadRequestError),
+    ErrorRule(code="global/duplicate", error=ConflictError),
+    ErrorRule(code="global/internal-error", error=InternalServerError),
+)
+
+
+def error_fields(response: httpx.Response) -> ErrorFields:
+    """The contract's ErrorResponse: {"error": {code, message, suggestion}}."""
+    body = json_body(response)
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return ErrorFields()
+    return ErrorFields(code=text(error.get("code")), message=text(error.get("message")),
+                       hint=text(error.get("suggestion")))
+
 
 IMAGE_ID = re.compile(
     r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)

@@ -37,9 +37,8 @@ from urllib.parse import quote
 
 import httpx
 
-from gpucloud.transport.errors import status_error
 from gpucloud.errors import (
-    APIStatusError, ConfigurationError, RateLimitError, SpecError, option,
+    ConfigurationError, SpecError, option,
 )
 from gpucloud.catalog.gpus import gpu_info, normalize_gpu
 from gpucloud.models import Instance, InstanceSpec, InstanceStatus, Offer
@@ -71,6 +70,8 @@ class LambdaProvider(Provider):
     # Lambda Cloud API spec 1.8.3, its description: "generally limited to one request
     # per second"; launch "one request per 12 seconds, or five requests per minute".
     rate_limits = {"*": RateLimit(1.0), "launch": RateLimit.every(12.0)}
+    errors = wire.ERRORS
+    error_fields = staticmethod(wire.error_fields)
 
     # -- flows -----------------------------------------------------------------
 
@@ -174,31 +175,6 @@ class LambdaProvider(Provider):
     def verify(self) -> Flow[None]:
         response = yield self.request("GET", "/api/v1/ssh-keys")
         self._data(response, list)
-
-    # -- errors ------------------------------------------------------------------
-
-    def map_error(self, response: httpx.Response) -> APIStatusError:
-        code = message = suggestion = None
-        try:
-            body = response.json()
-        except (ValueError, RecursionError):  # an HTML page from a proxy, an empty 502...
-            body = None
-        error = body.get("error") if isinstance(body, dict) else None
-        if isinstance(error, dict):
-            code = wire.text(error.get("code"))
-            message = wire.text(error.get("message"))
-            suggestion = wire.text(error.get("suggestion"))
-        if response.status_code == 429:
-            cls: type[APIStatusError] | None = RateLimitError
-        else:
-            # Unknown codes fall back to the status: 5xx -> InternalServerError,
-            # 404 -> NotFoundError, other 4xx -> APIStatusError.
-            cls = wire.ERRORS.get(code) if code else None
-        return status_error(
-            self.name, response,
-            message=self.redact(message or response.reason_phrase or "request failed"),
-            provider_code=code, hint=self.redact(suggestion) if suggestion else None, cls=cls,
-        )
 
     # -- helpers -------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """RunPod REST v2 wire format: statuses, error texts, type names and field readers.
 
-The pure half of the RunPod adapter (runpod.py holds the flows); the contract
+The pure half of the RunPod adapter (adapter.py holds the flows); the contract
 is tests/fixtures/runpod/openapi-v2.json (RunPod's OpenAPI, version 2.0.0).
 """
 
@@ -13,18 +13,21 @@ from urllib.parse import quote
 import httpx
 
 from gpucloud.errors import (
-    APIStatusError,
     AuthenticationError,
     BadRequestError,
     ConflictError,
+    InsufficientCapacityError,
     NotFoundError,
+    OfferRefusedError,
     PermissionDeniedError,
+    QuotaExceededError,
     RateLimitError,
 )
 from gpucloud.models import Connection, InstanceStatus
 from gpucloud.providers._connection import ssh_endpoint
 from gpucloud.providers._fields import integer, is_int, is_number, money  # noqa: F401  (used by the adapter)
 from gpucloud.providers.base import OfferQuery
+from gpucloud.providers.error_table import SAID, ErrorFields, ErrorRule, json_body
 
 COMMUNITY_SUFFIX = " (community)"
 
@@ -35,11 +38,6 @@ STATUS = {
     "EXITED": InstanceStatus.STOPPED,
     "ERROR": InstanceStatus.FAILED,
     "TERMINATED": InstanceStatus.TERMINATED,
-}
-
-BY_STATUS: dict[int, type[APIStatusError]] = {
-    400: BadRequestError, 401: AuthenticationError, 403: PermissionDeniedError,
-    404: NotFoundError, 409: ConflictError, 422: BadRequestError, 429: RateLimitError,
 }
 
 # The capacity 400 has only prose. RunPod's own wording ("There are no longer
@@ -53,6 +51,56 @@ CAPACITY = re.compile(
     r"|no (?:gpus?|machines?|hosts?) (?:are )?(?:currently )?available",
     re.IGNORECASE)
 
+
+def is_create(request: httpx.Request) -> bool:
+    return request.method == "POST" and request.url.path.rstrip("/") == "/v2/pods"
+
+
+# Rows before the status ones: RunPod's problem+json replies carry a title and a
+# detail but no code to branch on.
+ERRORS = (
+    ErrorRule(status=400, text=CAPACITY, error=InsufficientCapacityError,
+              hint="try another data center or GPU type"),
+    # The createPod contract: a 400 that matches the schema means "try your next
+    # candidate" (a cross-field rule or a GPU/data-center pair that could not be
+    # placed), a 403 "your account cannot access the requested pool: skip this
+    # candidate, keep going". Per offer, not per account.
+    ErrorRule(status=400, request=is_create, text=SAID, error=OfferRefusedError,
+              hint="RunPod refused this GPU type / data center; if every candidate is "
+                   "refused alike, the request itself is at fault"),
+    ErrorRule(status=403, request=is_create, text=SAID, error=OfferRefusedError,
+              hint="this account cannot use this RunPod pool; other offers may work"),
+    # Insufficient balance: no RunPod candidate will succeed until the account
+    # is funded, but another provider may. Like a quota refusal, the launcher
+    # then skips RunPod's other offers and goes on.
+    ErrorRule(status=402, error=QuotaExceededError,
+              hint="the RunPod account balance is too low: add funds in the RunPod console"),
+    ErrorRule(status=(400, 422), error=BadRequestError),
+    ErrorRule(status=401, error=AuthenticationError),
+    ErrorRule(status=403, error=PermissionDeniedError),
+    ErrorRule(status=404, error=NotFoundError),
+    ErrorRule(status=409, error=ConflictError),
+    ErrorRule(status=429, error=RateLimitError),
+)
+
+
+def error_fields(response: httpx.Response) -> ErrorFields:
+    """{title, detail, errors[]}: the message is the detail (else the title)
+    with a 422's violations after it; the rows search the detail, whitespace
+    folded, present whenever the reply had a title or a detail."""
+    body = json_body(response)
+    if not isinstance(body, dict):
+        return ErrorFields()
+    title, detail = text(body.get("title")), text(body.get("detail"))
+    listed = body.get("errors")  # 422: one entry per violation
+    errors = [e for e in listed if isinstance(e, str)] if isinstance(listed, list) else []
+    message = detail or title
+    if errors:
+        message = f"{message or response.reason_phrase or 'request failed'}: {'; '.join(errors)}"
+    said = " ".join((detail or "").split()) if title or detail else None
+    return ErrorFields(code=title, message=message, text=said)
+
+
 TYPE_NAME = re.compile(r"(\d+)x (.+?)(" + re.escape(COMMUNITY_SUFFIX) + r")?")
 
 
@@ -64,11 +112,6 @@ def sells(raw: dict[str, Any], cloud: str, count: int, query: OfferQuery, gpu: s
     if raw[key] is not True:
         return False
     return integer(raw["maxCount"][key]) >= count and money(raw["price"][key]) > 0
-
-
-def is_create(response: httpx.Response) -> bool:
-    request = response.request
-    return request.method == "POST" and request.url.path.rstrip("/") == "/v2/pods"
 
 
 def pod_path(instance_id: str) -> str:

@@ -46,13 +46,8 @@ from typing import Any
 
 import httpx
 
-from gpucloud.transport.errors import status_error
 from gpucloud.errors import (
     APIResponseValidationError,
-    APIStatusError,
-    InsufficientCapacityError,
-    OfferRefusedError,
-    QuotaExceededError,
     SpecError,
     option,
 )
@@ -92,6 +87,8 @@ class RunPodProvider(Provider):
     # which the shared limiter honours (RunPod's REST v2 OpenAPI 2.0.0,
     # https://api.runpod.io/v2/openapi.json).
     rate_limits = {}
+    errors = wire.ERRORS
+    error_fields = staticmethod(wire.error_fields)
 
     # -- flows -----------------------------------------------------------------
 
@@ -202,47 +199,6 @@ class RunPodProvider(Provider):
     def verify(self) -> Flow[None]:
         response = yield self.request("GET", "/v2/pods")
         self._field(response, "pods")
-
-    # -- errors ------------------------------------------------------------------
-
-    def map_error(self, response: httpx.Response) -> APIStatusError:
-        title = detail = None
-        errors: list[str] = []
-        try:
-            body = response.json()
-        except (ValueError, RecursionError):  # an HTML page from a proxy, an empty 502...
-            body = None
-        if isinstance(body, dict):
-            title, detail = wire.text(body.get("title")), wire.text(body.get("detail"))
-            listed = body.get("errors")  # 422: one entry per violation
-            errors = [e for e in listed if isinstance(e, str)] if isinstance(listed, list) else []
-        status = response.status_code
-        message = detail or title or response.reason_phrase or "request failed"
-        if errors:
-            message = f"{message}: {'; '.join(errors)}"
-        hint = None
-        cls = wire.BY_STATUS.get(status)
-        if status == 400 and detail and wire.CAPACITY.search(" ".join(detail.split())):
-            cls = InsufficientCapacityError
-            hint = "try another data center or GPU type"
-        elif status in (400, 403) and wire.is_create(response) and (title or detail):
-            # The createPod contract: a 400 that matches the schema means "try your
-            # next candidate" (a cross-field rule or a GPU/data-center pair that
-            # could not be placed), a 403 "your account cannot access the requested
-            # pool: skip this candidate, keep going". Per offer, not per account.
-            cls = OfferRefusedError
-            hint = ("RunPod refused this GPU type / data center; if every candidate is "
-                    "refused alike, the request itself is at fault" if status == 400 else
-                    "this account cannot use this RunPod pool; other offers may work")
-        elif status == 402:
-            # Insufficient balance: no RunPod candidate will succeed until the
-            # account is funded, but another provider may. Like a quota refusal,
-            # the launcher then skips RunPod's other offers and goes on.
-            cls = QuotaExceededError
-            hint = "the RunPod account balance is too low: add funds in the RunPod console"
-        return status_error(self.name, response, message=self.redact(message),
-                            provider_code=self.redact(title) if title else None,
-                            hint=hint, cls=cls)
 
     # -- helpers -------------------------------------------------------------------
 

@@ -4,8 +4,6 @@
 docstring documents the HTTP API and the ``GPUCLOUD_SANDBOX_*`` knobs).
 """
 
-from gpucloud.providers.sandbox.adapter import LAUNCH_LABEL, SandboxProvider
-from gpucloud.providers.sandbox.knobs import Knobs
-from gpucloud.providers.sandbox.server import SandboxCloud, SandboxTransport
+from gpucloud.providers.sandbox.adapter import SandboxProvider
 
-__all__ = ["LAUNCH_LABEL", "Knobs", "SandboxCloud", "SandboxProvider", "SandboxTransport"]
+__all__ = ["SandboxProvider"]

@@ -1,4 +1,5 @@
-"""Wire helpers of the simulated cloud: request validation, times, error bodies."""
+"""The simulated cloud's wire format, for both sides: request validation, times,
+error bodies and the adapter's error table."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import httpx
+
+from gpucloud.errors import BadRequestError, ConflictError, InsufficientCapacityError, NotFoundError
+from gpucloud.providers.error_table import ErrorFields, ErrorRule
+from gpucloud.providers.error_table import json_body as reply_body
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 US = 1_000_000  # times are integer microseconds since the epoch
@@ -21,6 +26,25 @@ class ApiError(Exception):
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
         self.headers = headers or {}
+
+
+# The server's {"error": {"code", "message"}} codes; others go by the status.
+ERRORS = (
+    ErrorRule(code="capacity_exhausted", error=InsufficientCapacityError,
+              hint="the sandbox has GPUCLOUD_SANDBOX_CAPACITY machines per type and region: "
+                   "delete some, try another region, or check GPUCLOUD_SANDBOX_EXHAUST"),
+    ErrorRule(code="not_found", error=NotFoundError),
+    ErrorRule(code="invalid_request", error=BadRequestError),
+    ErrorRule(code="conflict", error=ConflictError),
+)
+
+
+def error_fields(response: httpx.Response) -> ErrorFields:
+    body = reply_body(response)
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict) or "code" not in error:
+        return ErrorFields()
+    return ErrorFields(code=str(error["code"]), message=str(error.get("message") or "") or None)
 
 
 def json_body(request: httpx.Request) -> Any:

@@ -1,6 +1,6 @@
 """The sandbox adapter: translates between gpucloud's models and the simulated cloud.
 
-It is written like any other adapter (sans-I/O flows, one ``map_error``); the
+It is written like any other adapter (sans-I/O flows, an error table in _wire.py); the
 only difference is ``transport()``, which serves the requests in-process from
 the SQLite-backed SandboxCloud instead of the network. No account is needed.
 """
@@ -18,14 +18,6 @@ from urllib.parse import quote
 
 import httpx
 
-from gpucloud.errors import (
-    APIError,
-    APIStatusError,
-    BadRequestError,
-    ConflictError,
-    InsufficientCapacityError,
-    NotFoundError,
-)
 from gpucloud.catalog.gpus import normalize_gpu
 from gpucloud.models import (
     Connection, ExecResult, Instance, InstanceSpec, InstanceStatus, Job, JobStatus, Offer,
@@ -33,6 +25,7 @@ from gpucloud.models import (
 from gpucloud.transport.ratelimit import RateLimit
 from gpucloud.transport.redaction import SECRETS_EXTENSION
 from gpucloud.providers import _batch_mark as batch_mark
+from gpucloud.providers.sandbox import _wire as wire
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider
 from gpucloud.providers.sandbox.knobs import Knobs
 from gpucloud.providers.sandbox.server import SandboxCloud, SandboxTransport
@@ -43,13 +36,6 @@ if TYPE_CHECKING:
 
 LAUNCH_LABEL = "gpucloud-launch-id"
 
-_BY_CODE: dict[str, type[APIStatusError]] = {
-    "capacity_exhausted": InsufficientCapacityError,
-    "not_found": NotFoundError,
-    "invalid_request": BadRequestError,
-    "conflict": ConflictError,
-}
-
 
 class SandboxProvider(Provider):
     """The simulated cloud. ``db_path``/``knobs``/``cloud`` override the defaults (tests)."""
@@ -59,6 +45,8 @@ class SandboxProvider(Provider):
     id_format = re.compile(r"sbx-[0-9a-f]{12}")
     capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
                                 needs_ssh_key=False, native_shutdown=True)
+    errors = wire.ERRORS
+    error_fields = staticmethod(wire.error_fields)
 
     def __init__(self, catalog: ProviderCatalog, credential: Credential | None = None,
                  db_path: str | os.PathLike[str] | None = None,
@@ -109,26 +97,6 @@ class SandboxProvider(Provider):
 
     def async_transport(self) -> httpx.AsyncBaseTransport:
         return SandboxTransport(self.cloud)
-
-    # -- errors -------------------------------------------------------------------
-
-    def map_error(self, response: httpx.Response) -> APIError:
-        from gpucloud.transport.errors import status_error
-
-        code, message = None, response.reason_phrase or "error"
-        try:
-            error = response.json()["error"]
-            code, message = str(error["code"]), str(error.get("message") or message)
-        except (ValueError, KeyError, TypeError):
-            pass
-        # Unknown codes fall back to the status-based mapping in status_error.
-        cls = _BY_CODE.get(code or "")
-        hint = None
-        if cls is InsufficientCapacityError:
-            hint = ("the sandbox has GPUCLOUD_SANDBOX_CAPACITY machines per type and region: "
-                    "delete some, try another region, or check GPUCLOUD_SANDBOX_EXHAUST")
-        return status_error(self.name, response, message=self.redact(message),
-                            provider_code=code, hint=hint, cls=cls)
 
     # -- flows ----------------------------------------------------------------------
 

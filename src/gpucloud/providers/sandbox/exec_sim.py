@@ -26,6 +26,7 @@ import httpx
 
 from gpucloud.catalog.gpus import datasheet_tflops, gpu_info
 from gpucloud.machine.nvidia import BURN_MARKER
+from gpucloud.providers.sandbox._machines import Machines
 from gpucloud.providers.sandbox._wire import US, ApiError, json_body
 
 DRIVER, CUDA = "550.54.15", "12.4"
@@ -47,8 +48,8 @@ _FIELDS = ("index", "name", "uuid", "pci.bus_id", "driver_version", "utilization
 _BUSES = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
 
 
-def exec_route(cloud: Any, request: httpx.Request, instance_id: str) -> tuple[int, Any]:
-    """The endpoint; `cloud` is the SandboxCloud (not imported: server.py imports this)."""
+def exec_route(cloud: Machines, request: httpx.Request, instance_id: str) -> tuple[int, Any]:
+    """The endpoint; `cloud` is the SandboxCloud."""
     if request.method != "POST":
         raise ApiError(405, "method_not_allowed", f"{request.method} not allowed on "
                                                   f"{request.url.path}")

@@ -1,5 +1,6 @@
 """Jobs in the simulated cloud: a container that runs on its own machine and
-ends with it (a mixin of SandboxCloud; state in the same SQLite file).
+ends with it (SandboxCloud's collaborator for /v1/jobs; state in the same
+SQLite file).
 
 API (same conventions as server.py):
 
@@ -44,6 +45,8 @@ from typing import Any
 import httpx
 
 from gpucloud.providers.sandbox._wire import US, ApiError, iso, json_body, validate_create
+from gpucloud.providers.sandbox._machines import Machines
+from gpucloud.providers.sandbox.knobs import Knobs
 
 JOB_SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -57,14 +60,16 @@ STEPS = 10  # progress lines per run
 
 
 class JobSimulation:
-    """Mixed into SandboxCloud: needs _write_lock, _read, _now, _insert, _row,
-    _render, knobs, rng, _lock."""
+    """The /v1/jobs endpoints; a job's machine is one of ``cloud``'s."""
 
-    knobs: Any
-    rng: Any
-    _lock: Any
+    def __init__(self, cloud: Machines) -> None:
+        self.cloud = cloud
 
-    def _route_jobs(self, request: httpx.Request, parts: list[str]) -> tuple[int, Any]:
+    @property
+    def knobs(self) -> Knobs:
+        return self.cloud.knobs
+
+    def route(self, request: httpx.Request, parts: list[str]) -> tuple[int, Any]:
         method = request.method
         if len(parts) == 2:
             op = {"GET": "list", "POST": "create"}.get(method)
@@ -76,7 +81,7 @@ class JobSimulation:
             raise ApiError(404, "not_found", f"no such endpoint: {request.url.path}")
         if op is None:
             raise ApiError(405, "method_not_allowed", f"{method} not allowed on {request.url.path}")
-        ambiguous = self._roll_failure(op)  # type: ignore[attr-defined]
+        ambiguous = self.cloud._roll_failure(op)
         if op == "create":
             created = self._create_job(json_body(request))
             if ambiguous:
@@ -98,9 +103,9 @@ class JobSimulation:
         job = {k: body[k] for k in JOB_FIELDS if k in body}
         machine = validate_create({k: v for k, v in body.items() if k not in JOB_FIELDS})
         spec = _validate_job(job)
-        with self._write_lock() as db:  # type: ignore[attr-defined]
-            now = self._now()  # type: ignore[attr-defined]
-            instance_id = self._insert(db, machine, now)  # type: ignore[attr-defined]
+        with self.cloud._write_lock() as db:
+            now = self.cloud._now()
+            instance_id = self.cloud._insert(db, machine, now)
             runs = self._dice(spec, now + int(self.knobs.boot_seconds * US))
             end = runs[-1]["end_us"]
             if spec["max_runtime_seconds"]:
@@ -117,8 +122,8 @@ class JobSimulation:
         runs: list[dict[str, Any]] = []
         left = int(self.knobs.job_seconds * US)  # work still to do
         for _ in range(spec["retries"] + 1):
-            with self._lock:
-                r, part = self.rng.random(), 0.3 + 0.4 * self.rng.random()
+            with self.cloud._lock:
+                r, part = self.cloud.rng.random(), 0.3 + 0.4 * self.cloud.rng.random()
             if r < self.knobs.job_preempt:
                 done, outcome, code = int(left * part), "preempted", None
             elif r < self.knobs.job_preempt + self.knobs.job_fail:
@@ -144,8 +149,8 @@ class JobSimulation:
         return row
 
     def _list_jobs(self) -> list[dict[str, Any]]:
-        with self._read() as db:  # type: ignore[attr-defined]
-            now = self._now()  # type: ignore[attr-defined]
+        with self.cloud._read() as db:
+            now = self.cloud._now()
             rows = db.execute("SELECT * FROM jobs ORDER BY rowid").fetchall()
             out = []
             for row in rows:
@@ -156,12 +161,12 @@ class JobSimulation:
             return out
 
     def _get_job(self, job_id: str) -> dict[str, Any]:
-        with self._read() as db:  # type: ignore[attr-defined]
-            return self._render_job(db, self._job_row(db, job_id), self._now())  # type: ignore[attr-defined]
+        with self.cloud._read() as db:
+            return self._render_job(db, self._job_row(db, job_id), self.cloud._now())
 
     def _cancel_job(self, job_id: str) -> dict[str, Any]:
-        with self._write_lock() as db:  # type: ignore[attr-defined]
-            now = self._now()  # type: ignore[attr-defined]
+        with self.cloud._write_lock() as db:
+            now = self.cloud._now()
             row = self._job_row(db, job_id)
             if self._state(db, row, now)[0] in ("queued", "running"):
                 db.execute("UPDATE jobs SET cancelled_us = ? WHERE id = ?", (now, job_id))
@@ -214,8 +219,8 @@ class JobSimulation:
 
     def _render_job(self, db: sqlite3.Connection, row: sqlite3.Row, now: int) -> dict[str, Any]:
         status, code, message, attempts, seen = self._state(db, row, now)
-        machine = self._row(db, row["instance_id"], now)  # type: ignore[attr-defined]
-        instance = self._render(machine, now)  # type: ignore[attr-defined]
+        machine = self.cloud._row(db, row["instance_id"], now)
+        instance = self.cloud._render(machine, now)
         spec = json.loads(row["spec"])
         ended = status in ("succeeded", "failed", "cancelled")
         return {
@@ -229,8 +234,8 @@ class JobSimulation:
         }
 
     def _job_logs(self, job_id: str, tail: str | None) -> list[str]:
-        with self._read() as db:  # type: ignore[attr-defined]
-            now = self._now()  # type: ignore[attr-defined]
+        with self.cloud._read() as db:
+            now = self.cloud._now()
             row = self._job_row(db, job_id)
             status, code, message, _, seen = self._state(db, row, now)
         spec = json.loads(row["spec"])

@@ -67,7 +67,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -80,12 +80,17 @@ from gpucloud.providers.sandbox.job_sim import JobSimulation
 from gpucloud.providers.sandbox.knobs import Knobs
 from gpucloud.providers.sandbox.storage import Storage, live_count, visible_rows
 
-class SandboxCloud(JobSimulation, Storage):
+if TYPE_CHECKING:
+    from gpucloud.catalog.bundled import ProviderCatalog
+
+
+class SandboxCloud(Storage):
     """The simulated cloud: ``handle(request) -> response`` over a SQLite file."""
 
     def __init__(self, db_path: str | os.PathLike[str],
                  knobs: Knobs | Mapping[str, Any] | None = None,
-                 *, catalog: Any = None, clock: Callable[[], float] = time.time) -> None:
+                 *, catalog: ProviderCatalog | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.db_path = Path(db_path)
         self.knobs = knobs if isinstance(knobs, Knobs) else Knobs.load(knobs)
         if catalog is None:
@@ -100,6 +105,7 @@ class SandboxCloud(JobSimulation, Storage):
         # (method, path, status) of recent requests: handy in tests and demos.
         self.log: deque[tuple[str, str, int]] = deque(maxlen=1000)
         self._open_storage()
+        self.jobs = JobSimulation(self)  # /v1/jobs
 
     # -- plumbing -------------------------------------------------------------
 
@@ -123,7 +129,7 @@ class SandboxCloud(JobSimulation, Storage):
         parts = request.url.path.strip("/").split("/")
         method = request.method
         if parts[:2] == ["v1", "jobs"]:
-            return self._route_jobs(request, parts)
+            return self.jobs.route(request, parts)
         if parts[:2] == ["v1", "instances"] and parts[3:] == ["exec"]:  # exec_sim.py
             return exec_route(self, request, parts[2])
         if (parts[:1] != ["v1"] or len(parts) not in (2, 3, 4)

@@ -17,10 +17,23 @@ import math
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
+
+if TYPE_CHECKING:
+    from gpucloud.providers.sandbox.knobs import Knobs
+
+
+class Served(Protocol):
+    """What the transport needs of the SandboxCloud it serves."""
+
+    knobs: Knobs
+    log: deque[tuple[str, str, int]]
+
+    def handle(self, request: httpx.Request) -> httpx.Response: ...
 
 
 class TokenBucket:
@@ -61,7 +74,7 @@ _WIRES: dict[tuple[str, float, float, int | None], Wire] = {}
 _WIRES_LOCK = threading.Lock()
 
 
-def wire_of(cloud: Any) -> Wire:
+def wire_of(cloud: Served) -> Wire:
     """The wire of the cloud's database (new knobs, new wire)."""
     knobs = cloud.knobs
     key = (str(getattr(cloud, "db_path", id(cloud))), knobs.rate_limit,
@@ -80,7 +93,7 @@ def _is_create(request: httpx.Request) -> bool:
 class SandboxTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
     """Serves requests from a SandboxCloud in-process; nothing touches the network."""
 
-    def __init__(self, cloud: Any, *, sleep: Callable[[float], None] = time.sleep,
+    def __init__(self, cloud: Served, *, sleep: Callable[[float], None] = time.sleep,
                  async_sleep: Callable[[float], Any] = asyncio.sleep) -> None:
         self.cloud = cloud
         self.wire = wire_of(cloud)

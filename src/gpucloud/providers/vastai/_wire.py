@@ -12,12 +12,24 @@ from typing import Any
 
 import httpx
 
-from gpucloud.errors import SpecError
+from gpucloud.errors import (
+    AuthenticationError,
+    BadRequestError,
+    InsufficientCapacityError,
+    InternalServerError,
+    NotFoundError,
+    OfferRefusedError,
+    PermissionDeniedError,
+    QuotaExceededError,
+    RateLimitError,
+    SpecError,
+)
 from gpucloud.catalog.gpus import gpu_info, normalize_gpu
 from gpucloud.models import Connection, InstanceStatus
 from gpucloud.providers import _fields
 from gpucloud.providers._connection import ssh_endpoint
 from gpucloud.providers._fields import integer as as_int, is_int, is_number as is_num  # noqa: F401
+from gpucloud.providers.error_table import SERVER_ERROR, ErrorFields, ErrorRule
 from gpucloud.providers.base import OfferQuery, format_utc, parse_utc  # noqa: F401  (re-exported)
 
 # Disk (GB) an offer is priced with and a machine gets when --disk is not
@@ -201,17 +213,54 @@ def parse_label(label: str | None) -> tuple[str | None, str | None, str | None]:
     return match.group(1), match.group(2), match.group(3) or None
 
 
-def error_fields(response: httpx.Response) -> tuple[str | None, str | None]:
+def _is_create(request: httpx.Request) -> bool:
+    return request.method == "PUT" and request.url.path.startswith("/api/v0/asks/")
+
+
+_INSUFFICIENT_CREDIT = re.compile(r"insufficient credit|insufficient balance", re.IGNORECASE)
+
+# Vast's error replies: {"error": code, "msg" | "message" | "detail": text};
+# its codes are the spec's and vast-cli's. Several rows with one outcome say "or".
+ERRORS = (
+    ErrorRule(status=429, error=RateLimitError),
+    ErrorRule(code="rate_limit_exceeded", error=RateLimitError),
+    ErrorRule(status=401, error=AuthenticationError),
+    ErrorRule(code="auth_error", error=AuthenticationError),
+    # The search answers a bad key with 404 "Invalid user key".
+    ErrorRule(text=re.compile("invalid user key", re.IGNORECASE), error=AuthenticationError),
+    # The spec: 403 on PUT /asks/{id} is this offer refusing this renter (host
+    # rules); another host may well accept.
+    ErrorRule(status=403, request=_is_create, error=OfferRefusedError,
+              hint="this host refuses the rental; another offer may not"),
+    ErrorRule(status=403, error=PermissionDeniedError),
+    # 404/410 on create: another renter took the host first.
+    ErrorRule(code="no_such_ask", error=InsufficientCapacityError),
+    ErrorRule(text=re.compile("no_such_ask", re.IGNORECASE), error=InsufficientCapacityError),
+    ErrorRule(status=410, error=InsufficientCapacityError),
+    # Like quota: this provider can't take it, another one may (failover goes on).
+    ErrorRule(code=("insufficient_credit", "insufficient_balance"), error=QuotaExceededError,
+              hint=BILLING_HINT),
+    ErrorRule(text=_INSUFFICIENT_CREDIT, error=QuotaExceededError, hint=BILLING_HINT),
+    ErrorRule(code=("not_found", "no_such_instance"), error=NotFoundError),
+    ErrorRule(status=404, error=NotFoundError),
+    ErrorRule(status=SERVER_ERROR, error=InternalServerError),
+    # invalid_token is the list's bad after_token (400), not a bad key.
+    ErrorRule(code=("invalid_args", "invalid_price", "invalid_request", "invalid_token",
+                    "no_ssh_key", "no_ssh_key_for_vm"), error=BadRequestError),
+    ErrorRule(status=400, error=BadRequestError),
+)
+
+
+def error_fields(response: httpx.Response) -> ErrorFields:
     try:
         body = response.json()
     except (ValueError, RecursionError):  # plain text, an HTML 502, a nesting bomb
-        text = response.text.strip()
-        return None, text[:300] or None
+        line = response.text.strip()[:300] or None
+        return ErrorFields(message=line, text=line)
     if not isinstance(body, dict):
-        return None, None
-    code = as_str(body.get("error"))
+        return ErrorFields()
     message = next((body[k] for k in ("msg", "message", "detail") if as_str(body.get(k))), None)
-    return code, message
+    return ErrorFields(code=as_str(body.get("error")), message=message, text=message)
 
 
 def env_of(raw: Any) -> dict[str, str]:

@@ -45,16 +45,7 @@ import httpx
 
 from gpucloud.transport.errors import status_error
 from gpucloud.errors import (
-    APIStatusError,
-    AuthenticationError,
-    BadRequestError,
-    InsufficientCapacityError,
-    InternalServerError,
     NotFoundError,
-    OfferRefusedError,
-    PermissionDeniedError,
-    QuotaExceededError,
-    RateLimitError,
     SpecError,
     option,
 )
@@ -66,8 +57,8 @@ from gpucloud.providers._name_marker import latest
 from gpucloud.providers._jobscript import container_env, secret_values
 from gpucloud.providers.vastai._guard import onstart
 from gpucloud.providers.vastai._job import job_onstart
+from gpucloud.providers.vastai import _wire as wire
 from gpucloud.providers.vastai._wire import (
-    BILLING_HINT,
     ask_price,
     LABEL_MAX,
     DEFAULT_DISK_GB,
@@ -84,7 +75,6 @@ from gpucloud.providers.vastai._wire import (
     country_code,
     disk_of,
     env_of,
-    error_fields,
     format_utc,
     gpu_of,
     instance_type_name,
@@ -122,6 +112,8 @@ class VastProvider(Provider):
     rate_limits: ClassVar[Mapping[str, RateLimit]] = {
         "read": RateLimit.every(2.0), "launch": RateLimit.every(4.5),
         "idempotent": RateLimit.every(3.0), "unsafe": RateLimit.every(1.0)}
+    errors = wire.ERRORS
+    error_fields = staticmethod(wire.error_fields)
 
     # -- flows -----------------------------------------------------------------
 
@@ -260,45 +252,6 @@ class VastProvider(Provider):
         response = yield self.request("GET", "/api/v1/instances/", params={"limit": 1})
         self._body(response)
 
-    # -- errors ------------------------------------------------------------------
-
-    def map_error(self, response: httpx.Response) -> APIStatusError:
-        code, message = error_fields(response)
-        status = response.status_code
-        text = (message or "").lower()
-        hint = None
-        cls: type[APIStatusError] | None
-        if status == 429 or code == "rate_limit_exceeded":
-            cls = RateLimitError
-        elif status == 401 or code == "auth_error" or "invalid user key" in text:
-            cls = AuthenticationError  # the search answers a bad key with 404
-        elif status == 403 and _is_create(response):
-            # The spec: 403 on PUT /asks/{id} is this offer refusing this renter
-            # (host rules); another host may well accept.
-            cls, hint = OfferRefusedError, "this host refuses the rental; another offer may not"
-        elif status == 403:
-            cls = PermissionDeniedError
-        elif code == "no_such_ask" or "no_such_ask" in text or status == 410:
-            # 404/410 on create: another renter took the host first.
-            cls = InsufficientCapacityError
-        elif code in ("insufficient_credit", "insufficient_balance") \
-                or "insufficient credit" in text or "insufficient balance" in text:
-            # Like quota: this provider can't take it, another one may (failover goes on).
-            cls, hint = QuotaExceededError, BILLING_HINT
-        elif code in ("not_found", "no_such_instance") or status == 404:
-            cls = NotFoundError
-        elif status >= 500:
-            cls = InternalServerError
-        elif code in ("invalid_args", "invalid_price", "invalid_request", "invalid_token",
-                      "no_ssh_key", "no_ssh_key_for_vm") or status == 400:
-            # invalid_token is the list's bad after_token (400), not a bad key.
-            cls = BadRequestError
-        else:
-            cls = None
-        return status_error(self.name, response,
-                            message=self.redact(message or response.reason_phrase or "failed"),
-                            provider_code=code, hint=hint, cls=cls)
-
     # -- helpers -------------------------------------------------------------------
 
     def _body(self, response: httpx.Response) -> dict[str, Any]:
@@ -396,7 +349,3 @@ class VastProvider(Provider):
         except (ValueError, ArithmeticError, OverflowError, OSError) as exc:
             raise self.invalid(response, f"instance {raw['id']!r}: {exc}") from exc
 
-
-def _is_create(response: httpx.Response) -> bool:
-    request = response.request
-    return request.method == "PUT" and request.url.path.startswith("/api/v0/asks/")

@@ -1,7 +1,6 @@
 """Verda (formerly DataCrunch): ``adapter.py`` is the adapter, ``_wire.py`` the
 token endpoint, status and error tables and field readers it uses."""
 
-from gpucloud.providers.verda._wire import VerdaTokenSource
 from gpucloud.providers.verda.adapter import VerdaProvider
 
-__all__ = ["VerdaProvider", "VerdaTokenSource"]
+__all__ = ["VerdaProvider"]

@@ -15,17 +15,40 @@ deadline exists. Reads take the latest of the description and both tags.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from gpucloud.errors import NotFoundError
 from gpucloud.providers.base import Flow, format_utc, parse_utc
 
 if TYPE_CHECKING:
+    import httpx
+
+    from gpucloud.errors import APIError
     from gpucloud.models import Instance
+    from gpucloud.providers.base import RequestKind
+    from gpucloud.providers.error_table import ErrorRule
 
 UNTIL_KEYS = ("gpucloud-until-a", "gpucloud-until-b")
+
+
+class Verda(Protocol):
+    """What moving a deadline needs of the adapter (adapter.py imports this module)."""
+
+    def request(self, method: str, path: str, *, json: Any = None,
+                params: dict[str, Any] | None = None, kind: RequestKind | None = None,
+                secrets: Sequence[str] = ()) -> httpx.Request: ...
+
+    def raise_for_error(self, response: httpx.Response) -> None: ...
+
+    def map_error(self, response: httpx.Response, *,
+                  rules: Sequence[ErrorRule] = ()) -> APIError: ...
+
+    def get(self, instance_id: str) -> Flow[Instance]: ...
+
+    def _body(self, response: httpx.Response, expected: type) -> Any: ...
 
 
 def tag_deadlines(raw_tags: Any) -> dict[str, datetime | None]:
@@ -38,7 +61,7 @@ def tag_deadlines(raw_tags: Any) -> dict[str, datetime | None]:
     return found
 
 
-def set_deadline(provider: Any, instance: Instance, shutdown_at: datetime
+def set_deadline(provider: Verda, instance: Instance, shutdown_at: datetime
                  ) -> Flow[Instance]:
     path = f"/instances/{quote(instance.id, safe='')}"
     response = yield provider.request("GET", path)
@@ -66,7 +89,7 @@ def set_deadline(provider: Any, instance: Instance, shutdown_at: datetime
     return updated
 
 
-def _delete_tag(provider: Any, path: str, key: str) -> Flow[None]:
+def _delete_tag(provider: Verda, path: str, key: str) -> Flow[None]:
     response = yield provider.request("DELETE", f"{path}/tags/{quote(key, safe='')}",
                                       kind="idempotent")
     if response.is_error:

@@ -19,7 +19,6 @@ from pydantic import SecretStr
 from gpucloud.errors import (
     APIError,
     APIResponseValidationError,
-    APIStatusError,
     AuthenticationError,
     BadRequestError,
     InsufficientCapacityError,
@@ -27,10 +26,14 @@ from gpucloud.errors import (
     NotFoundError,
     PermissionDeniedError,
     QuotaExceededError,
+    RateLimitError,
 )
 from gpucloud.models import Connection, InstanceStatus
 from gpucloud.transport.tokens import TOKEN_REQUEST_EXTENSION, Token, TokenSource
 from gpucloud.providers._connection import ssh_endpoint
+from gpucloud.providers.error_table import (
+    CLIENT_ERROR, SERVER_ERROR, ErrorFields, ErrorRule, json_body,
+)
 from gpucloud.providers.base import KIND_EXTENSION, format_utc, parse_utc  # re-exported as well
 
 TOKEN_PATH = "/oauth2/token"
@@ -57,24 +60,6 @@ STATUS: dict[str, InstanceStatus] = {
     "unknown": InstanceStatus.UNKNOWN,
 }
 
-# verda/constants.py ErrorCodes. insufficient_funds is a spending limit of
-# this account at this provider: QuotaExceededError lets a cross-provider
-# create move on to another cloud (PermissionDeniedError would stop it), and
-# the CLI exits 6 with a hint to top up the balance.
-ERRORS: dict[str, type[APIStatusError]] = {
-    "unauthorized_request": AuthenticationError,
-    "forbidden_action": PermissionDeniedError,
-    "not_found": NotFoundError,
-    "insufficient_funds": QuotaExceededError,
-    "invalid_request": BadRequestError,
-    "server_error": InternalServerError,
-    "service_unavailable": InternalServerError,
-}
-HINTS: dict[str, str] = {
-    "insufficient_funds": "top up the Verda account balance (console.verda.com), "
-                          "or choose another provider",
-}
-
 # Neither SDK documents a "no capacity" code: Verda answers invalid_request
 # with a message. Availability is checked (offers) before a launch; a 4xx whose
 # message says the instance type (or its GPUs) cannot be had is a capacity
@@ -99,25 +84,41 @@ _GONE = re.compile(r"invalid instance id|can't discontinue a discontinued instan
                    re.IGNORECASE)
 
 
-def error_class(status: int, code: str | None, message: str | None) -> type[APIStatusError] | None:
-    """The class for an error body; None lets status_error fall back to the status."""
-    text = message or ""
-    if status == 429:
-        from gpucloud.errors import RateLimitError
+# verda/constants.py ErrorCodes, after the rows that read the message.
+# insufficient_funds is a spending limit of this account at this provider:
+# QuotaExceededError lets a cross-provider create move on to another cloud
+# (PermissionDeniedError would stop it), and the CLI exits 6 with a hint to top
+# up the balance. A code not here falls back to the status (401/403/404/409 by
+# status, 5xx server error, else APIStatusError).
+ERRORS = (
+    ErrorRule(status=429, error=RateLimitError),
+    ErrorRule(status=CLIENT_ERROR, code=(None, "invalid_request", "not_found"), text=_GONE,
+              error=NotFoundError),
+    ErrorRule(status=CLIENT_ERROR, code=(None, "invalid_request"), text=_CAPACITY,
+              unless=_NOT_CAPACITY, error=InsufficientCapacityError),
+    ErrorRule(code="unauthorized_request", error=AuthenticationError),
+    ErrorRule(code="forbidden_action", error=PermissionDeniedError),
+    ErrorRule(code="not_found", error=NotFoundError),
+    ErrorRule(code="insufficient_funds", error=QuotaExceededError,
+              hint="top up the Verda account balance (console.verda.com), "
+                   "or choose another provider"),
+    # A request Verda calls invalid, answered with a 5xx, is its own failure.
+    ErrorRule(code="invalid_request", status=SERVER_ERROR, error=InternalServerError),
+    ErrorRule(code="invalid_request", error=BadRequestError),
+    ErrorRule(code=("server_error", "service_unavailable"), error=InternalServerError),
+)
 
-        return RateLimitError
-    if 400 <= status < 500 and code in (None, "invalid_request", "not_found") \
-            and _GONE.search(text):
-        return NotFoundError
-    if 400 <= status < 500 and code in (None, "invalid_request") and _CAPACITY.search(text) \
-            and not _NOT_CAPACITY.search(text):
-        return InsufficientCapacityError
-    cls = ERRORS.get(code) if code else None
-    if cls is None:
-        return None  # 401/403/404/409 by status, 5xx server error, else APIStatusError
-    if cls is BadRequestError and status >= 500:
-        return InternalServerError
-    return cls
+
+def error_fields(response: httpx.Response) -> ErrorFields:
+    """{"code", "message"}; a short plain-text reply is its message."""
+    body = json_body(response)
+    code = message = None
+    if isinstance(body, dict):
+        code, message = text(body.get("code")), text(body.get("message"))
+    elif body is None and response.text.strip() and len(response.text) < 300 \
+            and "<" not in response.text:
+        message = response.text.strip()  # a plain-text error line
+    return ErrorFields(code=code, message=message, text=message)
 
 
 class VerdaTokenSource(TokenSource):

@@ -37,14 +37,13 @@ from __future__ import annotations
 import hashlib
 import threading
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
 
-from gpucloud.transport.errors import status_error
 from gpucloud.errors import (
-    APIStatusError, ConfigurationError, CredentialsError, SpecError, option,
+    ConfigurationError, CredentialsError, SpecError, option,
 )
 from gpucloud.catalog.gpus import gpu_info, normalize_gpu
 from gpucloud.models import Instance, InstanceSpec, InstanceStatus, Offer
@@ -53,6 +52,10 @@ from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider, _u
 from gpucloud.providers.verda import _deadline, _startup
 from gpucloud.providers.verda import _wire as wire
 from gpucloud.providers._name_marker import latest
+
+if TYPE_CHECKING:
+    from gpucloud.catalog.bundled import ProviderCatalog
+    from gpucloud.config.credentials import Credential
 
 
 MIN_OS_VOLUME_GB = 50  # dstack: Verda images need 50 GB
@@ -68,8 +71,10 @@ class VerdaProvider(Provider):
     # None documented (the official Go SDK, verdacloud-sdk-go, retries
     # 408/429/5xx): only 429s pace it.
     rate_limits = {}
+    errors = wire.ERRORS
+    error_fields = staticmethod(wire.error_fields)
 
-    def __init__(self, catalog: Any, credential: Any = None) -> None:
+    def __init__(self, catalog: ProviderCatalog, credential: Credential | None = None) -> None:
         super().__init__(catalog, credential)
         self._auth: RefreshingTokenAuth | None = None
         self._auth_lock = threading.Lock()
@@ -251,27 +256,6 @@ class VerdaProvider(Provider):
         # Getting a token proves the client pair; a cheap read proves it is usable.
         response = yield self.request("GET", "/locations")
         self._body(response, list)
-
-    # -- errors ------------------------------------------------------------------
-
-    def map_error(self, response: httpx.Response) -> APIStatusError:
-        code = message = None
-        try:
-            body = response.json()
-        except (ValueError, RecursionError):  # an HTML page from a proxy, an empty 502...
-            body = None
-        if isinstance(body, dict):
-            code = wire.text(body.get("code"))
-            message = wire.text(body.get("message"))
-        if message is None and body is None and response.text.strip() and \
-                len(response.text) < 300 and "<" not in response.text:
-            message = response.text.strip()  # a plain-text error line
-        cls = wire.error_class(response.status_code, code, message)
-        return status_error(
-            self.name, response,
-            message=self.redact(message or response.reason_phrase or "request failed"),
-            provider_code=code, hint=wire.HINTS.get(code or ""), cls=cls,
-        )
 
     # -- helpers -------------------------------------------------------------------
 
