@@ -12,9 +12,9 @@ from pathlib import Path
 import gpucloud
 
 ROOT = Path(__file__).resolve().parents[2]
-PUBLIC_MODULES = ["__init__.py", "client/__init__.py", "client/clients.py", "models.py",
-                  "errors.py", "catalog/gpus.py", "jobs/spec.py", "client/jobs.py",
-                  "client/safety.py", "client/exec.py", "client/batch.py", "types.py",
+PUBLIC_MODULES = ["__init__.py", "client/__init__.py", "client/sync_client.py",
+                  "client/async_client.py", "client/provider_calls.py", "models.py",
+                  "errors.py", "catalog/gpus.py", "jobs/spec.py", "types.py",
                   "compat/__init__.py"]
 
 
