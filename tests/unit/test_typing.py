@@ -32,6 +32,19 @@ def test_mypy_strict_on_the_public_api(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_mypy_strict_on_the_core_and_the_clients(tmp_path: Path) -> None:
+    """The operations and the clients that run them: every module of core/ and
+    client/ (the public modules above are checked with the user's script)."""
+    src = ROOT / "src" / "gpucloud"
+    files = sorted(str(p) for layer in ("core", "client") for p in (src / layer).glob("*.py"))
+    assert any(f.endswith("instances.py") for f in files)
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
+         "--cache-dir", str(tmp_path / "mypy-cache"), "--python-version", "3.11", *files],
+        capture_output=True, text=True, cwd=ROOT, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_mypy_catches_a_misuse(tmp_path: Path) -> None:
     script = tmp_path / "misuse.py"
     script.write_text("from gpucloud import Client\n"

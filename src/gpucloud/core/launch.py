@@ -93,7 +93,7 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
             launch_id=spec.launch_id, provider=offer.provider, instance_type=offer.instance_type,
             region=offer.region, name=spec.name, price_per_hour=str(offer.price_per_hour),
             shutdown_at=shutdown_at, ssh_key_path=ssh_key_file(ssh_key), committed=committed,
-            **({} if slot is None else {"batch_key": batch_key, "slot": index})),
+            batch_key=batch_key, slot=index),
             disk_gb=disk_gb)
         # In flight until its outcome is known: an interrupt (Ctrl-C) now
         # leaves a machine that may exist, and the caller must be able to say so.

@@ -47,9 +47,9 @@ MIN_RUN_SECONDS = 60
 def plan(ctx: ClientContext, gpu: str, count: int, provider: str | None, region: str | None,
          disk_gb: int | None, auto_shutdown: Duration | None, max_cost: Money | None,
          spot: bool, n: int, until: Deadline | None = None, dry_run: bool = False, *,
-         fits: Callable[[Offer], bool] | None = None) -> Op:
-    """What a create of `n` machines would do. `fits`: which offers can take the
-    work at all (a job's cpu and memory); the others are never candidates."""
+         suitable: Callable[[Offer], bool] | None = None) -> Op:
+    """What a create of `n` machines would do. `suitable`: which offers can take
+    the work at all (a job's cpu and memory); the others are never candidates."""
     if disk_gb is not None and (isinstance(disk_gb, bool) or not isinstance(disk_gb, int)
                                 or disk_gb < 1):
         raise SpecError(f"disk size must be a positive number of GB, got {disk_gb!r}")
@@ -71,8 +71,8 @@ def plan(ctx: ClientContext, gpu: str, count: int, provider: str | None, region:
     from_catalog = dry_run and not any(ctx.can_call(n) for n in ctx.scope(provider))
     offers = yield from find_offers(ctx, gpu, count, provider, region, spot,
                                     live_only=not from_catalog, disk_gb=disk_gb)
-    if fits is not None:
-        offers = [o for o in offers if fits(o)]
+    if suitable is not None:
+        offers = [o for o in offers if suitable(o)]
     if not offers:
         raise no_launchable(ctx, gpu, count, provider, region)
     # Live offers with capacity first, and a machine with a price part not known

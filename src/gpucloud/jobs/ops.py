@@ -108,7 +108,7 @@ def plan(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
     made: Plan = yield from make_plan(
         ctx, r.gpu, r.gpu_count, provider or spec.provider,
         region or spec.region, r.disk_gb, spec.max_runtime, spec.max_cost, spec.spot, 1,
-        dry_run=dry_run, fits=_sized(spec))
+        dry_run=dry_run, suitable=_sized(spec))
     return made
 
 
