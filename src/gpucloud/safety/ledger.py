@@ -342,7 +342,7 @@ def _row(values: tuple[Any, ...]) -> Row:
                simulated=bool(simulated))
 
 
-# -- the hooks: one call each from launcher, engine and deadlines -------------------
+# -- the hooks: one call each from launch, instances and deadlines -----------------
 
 def launched(ctx: ClientContext, instance: Instance, offer: Any, disk_gb: int | None,
              shutdown_at: datetime | None, launch_id: str | None = None) -> None:
