@@ -28,8 +28,8 @@ _compat.install()
 
 # Public name -> the module that defines it, imported on first use.
 _LAZY = {
-    "Client": "gpucloud.client.clients",
-    "AsyncClient": "gpucloud.client.clients",
+    "Client": "gpucloud.client.sync_client",
+    "AsyncClient": "gpucloud.client.async_client",
     "Offer": "gpucloud.models",
     "Instance": "gpucloud.models",
     "InstanceStatus": "gpucloud.models",
@@ -43,6 +43,7 @@ _LAZY = {
     "JobStatus": "gpucloud.models",
     "Connection": "gpucloud.models",
     "ExecResult": "gpucloud.models",
+    "ServiceAccountToken": "gpucloud.models",
     "JobSpec": "gpucloud.jobs.spec",
     "CreateRequest": "gpucloud.batch.models",
     "BatchItem": "gpucloud.batch.models",
@@ -87,7 +88,8 @@ _LAZY = {
 __all__ = [
     "__version__", "Client", "AsyncClient", "Offer", "Instance", "InstanceStatus",
     "CostEstimate", "CostLine", "Attempt", "Plan", "ReapAction", "ReapReport",
-    "Job", "JobStatus", "Connection", "ExecResult", "JobSpec", "CreateRequest", "BatchItem",
+    "Job", "JobStatus", "Connection", "ExecResult", "ServiceAccountToken", "JobSpec",
+    "CreateRequest", "BatchItem",
     "BatchResult", "BatchIncompleteError", "BatchBusyError", "ReconcileReport", "LaunchIntent",
     "Orphan", "CostReport", "SpendLine",
     "parse_gpu",
@@ -106,7 +108,8 @@ if TYPE_CHECKING:  # pragma: no cover - what type checkers and IDEs see
         BatchIncompleteError as BatchIncompleteError, BatchItem as BatchItem,
         BatchResult as BatchResult, CreateRequest as CreateRequest,
     )
-    from gpucloud.client.clients import AsyncClient as AsyncClient, Client as Client
+    from gpucloud.client.async_client import AsyncClient as AsyncClient
+    from gpucloud.client.sync_client import Client as Client
     from gpucloud.safety.costs import CostReport as CostReport, SpendLine as SpendLine
     from gpucloud.errors import (
         BatchBusyError as BatchBusyError, GpuCloudError as GpuCloudError,
@@ -136,6 +139,7 @@ if TYPE_CHECKING:  # pragma: no cover - what type checkers and IDEs see
         CostEstimate as CostEstimate, CostLine as CostLine, Attempt as Attempt, Plan as Plan,
         ReapAction as ReapAction, ReapReport as ReapReport, Job as Job, JobStatus as JobStatus,
         Connection as Connection, ExecResult as ExecResult,
+        ServiceAccountToken as ServiceAccountToken,
     )
 
 def __getattr__(name: str) -> Any:

@@ -21,14 +21,22 @@ This module imports nothing heavy: the CLI loads it on every error path.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:  # names only: this module stays free of heavy imports
     import httpx
 
     from gpucloud.models import Attempt, Instance
 
+
+class _Keep(enum.Enum):
+    KEEP = "keep"
+
+
+KEEP = _Keep.KEEP  # with_details: this field as it is
+_E = TypeVar("_E", bound="GpuCloudError")
 
 
 class GpuCloudError(Exception):
@@ -40,8 +48,8 @@ class GpuCloudError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
-        # Filled by Client.create: every offer tried, and the machines that
-        # were created before a batch failed part-way (still running).
+        # Set where a create raises (with_details): every offer tried, and the
+        # machines created before it failed part-way (still running).
         self.attempts: list[Attempt] = []
         self.instances: list[Instance] = []
         # The client-generated launch id when the error belongs to a launch:
@@ -50,6 +58,23 @@ class GpuCloudError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    def with_details(self: _E, *, message: str | _Keep = KEEP, hint: str | None | _Keep = KEEP,
+                     attempts: list[Attempt] | _Keep = KEEP,
+                     instances: list[Instance] | _Keep = KEEP,
+                     launch_id: str | None | _Keep = KEEP) -> _E:
+        """A new error of this class with every field of this one, the given ones
+        changed: what a create knows (its attempts, the machines it made) is put
+        in a complete error raised there (``raise exc.with_details(...) from
+        exc``), never written into an error on its way up."""
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        text = self.message if message is KEEP else message
+        Exception.__init__(new, text, *self.args[1:])
+        changes = {"message": message, "hint": hint, "attempts": attempts,
+                   "instances": instances, "launch_id": launch_id}
+        new.__dict__.update({k: v for k, v in changes.items() if v is not KEEP})
+        return new
 
 
 class ConfigurationError(GpuCloudError):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 import re
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Literal
@@ -371,3 +372,16 @@ class Job(_Model):
     @property
     def ref(self) -> str:
         return f"{self.provider}/{self.id}"
+
+
+@dataclass(frozen=True)
+class ServiceAccountToken:
+    """A short-lived Kubernetes service-account token from the TokenRequest API
+    (``client.provider("kubernetes").service_account_token(...)``); ``token`` is
+    a SecretStr (shown as ********** in reprs)."""
+
+    provider: str
+    namespace: str
+    service_account: str
+    token: SecretStr = field(repr=False)
+    expires_at: datetime

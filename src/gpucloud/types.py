@@ -18,3 +18,31 @@ Deadline = Union[datetime, str]
 Status = Literal["pending", "running", "stopping", "stopped", "terminating", "terminated"]
 # Client.list(status=...): a status, "running,stopped", or several of either.
 StatusFilter = Union[str, "InstanceStatus", Iterable[Union[str, "InstanceStatus"]]]
+
+
+def split_ref(ref: Ref) -> tuple[str, str]:
+    """(provider, id) of an Instance or a "provider/id"; SpecError for any other text."""
+    if not isinstance(ref, str):
+        from gpucloud.models import Instance  # a ref that is no str comes from pydantic-land
+
+        if isinstance(ref, Instance):
+            return ref.provider, ref.id
+    text = str(ref)
+    provider, sep, ident = text.partition("/")
+    if not sep or not provider or not ident:
+        from gpucloud.errors import SpecError
+
+        raise SpecError(f"invalid instance reference {text!r}",
+                        hint="use provider/id as shown by `gpucloud list`, e.g. lambda/0920582c")
+    return provider, ident
+
+
+def needs_lookup(ref: Ref) -> bool:
+    """True for a bare name or id prefix; False for an Instance or provider/id
+    (a "/" always means provider/id, so a mistyped provider is an error, not a search)."""
+    if not isinstance(ref, str):
+        from gpucloud.models import Instance
+
+        if isinstance(ref, Instance):
+            return False
+    return "/" not in str(ref)

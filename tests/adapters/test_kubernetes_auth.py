@@ -16,7 +16,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from gpucloud import Client
+from gpucloud import Client, ServiceAccountToken
 from gpucloud.providers.kubernetes import KubernetesProvider, _kubeconfig
 from gpucloud.cli import app
 from gpucloud.errors import (
@@ -266,7 +266,8 @@ def _token_route(cluster, status: int = 201, payload=None, ns: str = NS) -> None
 def test_sdk_mints_a_token_with_the_requested_lifetime(cluster, kube_path, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", str(kube_path))
     _token_route(cluster)
-    minted = Client().kubernetes_token("gpucloud-sa", ttl="1h")
+    minted = Client().provider("kubernetes").service_account_token("gpucloud-sa", ttl="1h")
+    assert isinstance(minted, ServiceAccountToken)
     sent = cluster.requests[-1]
     assert json.loads(sent.content) == body("token_request_request.json")
     assert minted.token.get_secret_value().startswith("eyJhbGciOiJSUzI1NiIs")
@@ -278,12 +279,43 @@ def test_sdk_mints_a_token_with_the_requested_lifetime(cluster, kube_path, monke
 def test_a_lifetime_under_ten_minutes_is_refused_before_any_request(cluster, kube_path,
                                                                      monkeypatch):
     monkeypatch.setenv("KUBECONFIG", str(kube_path))
+    calls = Client().provider("kubernetes")
     with pytest.raises(SpecError, match="10 minutes"):
-        Client().kubernetes_token("gpucloud-sa", ttl="5m")
+        calls.service_account_token("gpucloud-sa", ttl="5m")
     assert not cluster.requests
     _token_route(cluster, 422, body("status_422_invalid.json"))
     with pytest.raises(BadRequestError, match="less than 10 minutes"):
-        Client().kubernetes_token("gpucloud-sa", ttl="10m")
+        calls.service_account_token("gpucloud-sa", ttl="10m")
+
+
+def test_kubernetes_token_still_works_for_a_release_with_a_deprecation_warning(
+        cluster, kube_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(kube_path))
+    _token_route(cluster)
+    with pytest.warns(DeprecationWarning, match=r"provider\('kubernetes'\)"):
+        minted = Client().kubernetes_token("gpucloud-sa", ttl="1h")
+    assert json.loads(cluster.requests[-1].content) == body("token_request_request.json")
+    assert isinstance(minted, ServiceAccountToken) and minted.service_account == "gpucloud-sa"
+
+
+def test_a_provider_without_extra_calls_has_none_and_says_so():
+    calls = Client().provider("lambda")
+    assert calls.calls == () and calls.name == "lambda" and calls.auth_kind == "api_key"
+    assert Client().provider("kubernetes").calls == ("service_account_token",)
+    assert not hasattr(calls, "mint")  # an AttributeError too: hasattr answers
+    with pytest.raises(SpecError) as info:
+        calls.mint("x")
+    assert str(info.value) == "lambda has no provider call 'mint'"
+    assert "no provider-specific calls" in info.value.hint
+    with pytest.raises(SpecError, match="unknown provider 'lamda'") as info:
+        Client().provider("lamda")
+    assert "did you mean lambda" in info.value.hint
+
+
+def test_cli_names_an_unknown_provider_in_one_line():
+    result = CliRunner().invoke(app, ["auth", "token", "kubernetess", "-s", "x"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "unknown provider 'kubernetess'" in result.stderr and "did you mean" in result.stderr
 
 
 def test_cli_prints_the_token_alone_or_one_json_document(cluster, kube_path, monkeypatch):
@@ -323,6 +355,11 @@ async def test_async_client_mints_and_exec_tokens_work_on_asyncio(cluster, tmp_p
     _token_route(cluster, ns="default")
     async with AsyncClient(providers=["kubernetes"]) as client:
         assert await client.list() == []
-        minted = await client.kubernetes_token("gpucloud-sa", namespace="default", ttl="10m")
+        minted = await client.provider("kubernetes").service_account_token(
+            "gpucloud-sa", namespace="default", ttl="10m")
+        with pytest.warns(DeprecationWarning):
+            again = await client.kubernetes_token("gpucloud-sa", namespace="default",
+                                                  ttl="10m")
+    assert isinstance(minted, ServiceAccountToken) and again.namespace == "default"
     assert minted.expires_at.year == 2026 and runs(tmp_path) == 1
     assert json.loads(cluster.requests[-1].content)["spec"]["expirationSeconds"] == 600

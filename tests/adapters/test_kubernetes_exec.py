@@ -115,7 +115,7 @@ def test_tls_follows_the_kubeconfig():
 
 
 def test_websockets_is_imported_only_when_an_exec_runs():
-    code = ("import sys, gpucloud.client.clients, gpucloud.providers.kubernetes.adapter; "
+    code = ("import sys, gpucloud.client.sync_client, gpucloud.providers.kubernetes.adapter; "
             "print('websockets' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)

@@ -150,7 +150,7 @@ def test_a_429_storm_slows_every_client(monkeypatch):
     for t in threads:
         t.join(60)
     refused = cloud_wire().rate_limited
-    limiter = clients[0]._session("sandbox").limiter
-    assert limiter is clients[1]._session("sandbox").limiter
+    limiter = clients[0]._runner.session("sandbox").limiter
+    assert limiter is clients[1]._runner.session("sandbox").limiter
     assert refused >= 1 and limiter.factor < 1.0
     assert refused <= 2 * PER_CLIENT // 5, f"{refused} 429s for {2 * PER_CLIENT} requests"

@@ -86,7 +86,7 @@ def test_oauth2_login_reads_id_and_secret_from_stdin(piped, monkeypatch, isolate
     def verify(self, name):
         seen["value"] = self._ctx.credentials._explicit[name]
 
-    monkeypatch.setattr("gpucloud.client.clients.Client.verify", verify)
+    monkeypatch.setattr("gpucloud.client.sync_client.Client.verify", verify)
     result = invoke("auth", "login", "verda", input=piped)
     assert result.exit_code == 0, result.output
     assert seen["value"] == "verda-id:verda-secret"

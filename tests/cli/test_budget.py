@@ -98,10 +98,10 @@ def test_an_unknown_price_is_refused_with_a_budget_set():
                 shutdown_at=datetime.now(timezone.utc) + timedelta(hours=4),
                 total_per_hour=None, total=None)
     warnings: list[str] = []
-    engine = SimpleNamespace(ctx=SimpleNamespace(
-        config=load_config(), journal=Journal(state_db_path()), warn=warnings.append))
+    ctx = SimpleNamespace(config=load_config(), journal=Journal(state_db_path()),
+                          warn=warnings.append)
     with pytest.raises(BudgetExceededError) as info:
-        check(engine, plan)
+        check(ctx, plan)
     assert "cannot keep the monthly budget $5000.00" in str(info.value)
     assert "GPU instance" in str(info.value)
 

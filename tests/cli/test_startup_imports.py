@@ -13,7 +13,7 @@ import sys
 import pytest
 
 HEAVY = ("httpx", "httpcore", "keyring", "pydantic", "gpucloud.providers",
-         "gpucloud.client.clients",
+         "gpucloud.client",
          "gpucloud.transport.http", "platformdirs", "sqlite3", "rich")
 
 # The adapter modules of the providers that call a real API, and the sandbox's.
@@ -76,7 +76,7 @@ def test_command_help_imports_nothing_heavy():
     probe = loaded(["create", "--help"])
     assert "--max-cost" in probe["help"]
     assert imported(probe["modules"], ("httpx", "keyring", "gpucloud.providers",
-                                       "gpucloud.client.clients", "rich",
+                                       "gpucloud.client", "rich",
                                        TYPER_PYDANTIC_LAYER)) == []
 
 
@@ -88,7 +88,7 @@ def test_catalog_only_offers_import_no_adapter():
     # No credential in the environment: the keyring is asked, so it is loaded.
     assert "keyring" in probe["modules"]
     # Nothing is sent: neither the HTTP stack nor the batch, job and reconcile
-    # machinery the engine uses for other operations is imported.
+    # machinery of the other operations is imported.
     assert imported(probe["modules"], ("httpx", "httpcore", "gpucloud.transport.http",
                                        "gpucloud.transport.bearer_auth")) == []
     assert imported(probe["modules"], ("gpucloud.batch.create", "gpucloud.jobs.ops",

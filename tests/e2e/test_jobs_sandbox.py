@@ -141,12 +141,24 @@ def test_async_client_submits_lists_and_reads_logs():
         async with AsyncClient(providers=["sandbox"]) as client:
             job = await client.submit(EXAMPLE, provider="sandbox")
             assert [j.ref for j in await client.jobs()] == [job.ref]
-            text = await client.logs(job, follow=True)
-            assert text.rstrip().endswith("exited with code 0")
+            # follow=True is an async iterator of lines, as Client's is an iterator.
+            lines = [line async for line in client.logs(job, follow=True)]
+            assert lines[-1].rstrip().endswith("exited with code 0")
             assert (await client.job(job.ref)).status == JobStatus.SUCCEEDED
+            text = await client.logs(job)
+            assert text.splitlines() == lines
+            tail = [line async for line in client.follow_logs(job, tail=2)]
+            assert tail == lines[-2:]
             return job
 
     asyncio.run(main())
+
+
+def test_client_follow_logs_yields_what_logs_follow_does(client):
+    job = client.submit(EXAMPLE, provider="sandbox")
+    lines = list(client.follow_logs(job))
+    assert lines == list(client.logs(job, follow=True)) == client.logs(job).splitlines()
+    assert list(client.follow_logs(job, tail=1)) == lines[-1:]
 
 
 def test_following_with_a_tail_shows_the_last_lines_then_every_new_one(client):

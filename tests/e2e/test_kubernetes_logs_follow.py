@@ -28,7 +28,7 @@ def kubeconfig(tmp_path, monkeypatch):
         home = tmp_path / "gpucloud-home"  # conftest's GPUCLOUD_HOME
         home.mkdir(exist_ok=True)
         (home / "config.toml").write_text('[kubernetes.prices]\nH100 = "2.21"\n')
-        monkeypatch.setattr("gpucloud.client.jobs.FOLLOW_INTERVAL", 0.1)
+        monkeypatch.setattr("gpucloud.jobs.ops.FOLLOW_INTERVAL", 0.1)
         yield emulator
 
 

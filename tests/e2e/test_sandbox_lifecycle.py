@@ -1,4 +1,4 @@
-"""The SDK end to end against the simulated cloud: the real engine, driver,
+"""The SDK end to end against the simulated cloud: the real operations, driver,
 journal and transport; nothing of ours is mocked."""
 
 from datetime import timedelta
@@ -166,3 +166,51 @@ def test_failover_is_bounded(monkeypatch):
     assert [a.outcome for a in seen] == ["launching", "failed"] * 2
     records = Journal(state_db_path()).all()
     assert len(records) == 2 and {r.status for r in records} == {"failed"}
+
+
+# -- errors are complete where they are raised ---------------------------------------
+
+
+def test_a_failed_launch_raises_a_complete_new_error_and_leaves_the_providers_alone(
+        monkeypatch):
+    """What a create knows (attempts, launch id, hint) is in an error made where
+    it is raised, chained to the adapter's, which is not written into."""
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_FAIL_5XX", "1")
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_FAIL_ON", "create")
+    with Client(providers=["sandbox"], sleep=no_sleep) as c, \
+            pytest.raises(InternalServerError) as info:
+        c.create(gpu="h100", count=8)
+    raised, cause = info.value, _root_cause(info.value)
+    assert isinstance(cause, InternalServerError) and cause is not raised
+    assert raised.message == cause.message and raised.status_code == cause.status_code
+    assert raised.launch_id and raised.attempts and "nothing was retried" in raised.hint
+    assert cause.attempts == [] and cause.launch_id is None and cause.hint != raised.hint
+
+
+def _root_cause(exc):
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
+def test_failover_gives_up_with_a_new_error_naming_every_attempt(monkeypatch):
+    with Client(providers=["sandbox"], sleep=no_sleep) as c:
+        plan = c.plan(gpu="h100", count=1)
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_EXHAUST", "all")  # capacity gone after planning
+    with Client(providers=["sandbox"], sleep=no_sleep) as c, \
+            pytest.raises(InsufficientCapacityError) as info:
+        c.create(gpu="h100", count=1, plan=plan)
+    cause = _root_cause(info.value)
+    assert isinstance(cause, InsufficientCapacityError) and cause.attempts == []
+    assert len(info.value.attempts) == 3 and info.value.launch_id == \
+        info.value.attempts[-1].launch_id
+
+
+def test_a_missing_machine_gets_its_hint_on_a_new_error(client):
+    from gpucloud import NotFoundError
+
+    with pytest.raises(NotFoundError) as info:
+        client.get("sandbox/i-0000000000000000")
+    assert "`gpucloud list` shows the machines that exist" in info.value.hint
+    assert isinstance(_root_cause(info.value), NotFoundError)
+    assert _root_cause(info.value).hint != info.value.hint

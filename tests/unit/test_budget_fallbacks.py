@@ -111,9 +111,9 @@ def test_the_plan_keeps_a_fallback_only_where_it_fits_with_the_plans_disk():
                               price_per_hour="2.00", shutdown_at=None,
                               committed=Decimal("87.50"))
     # $87.50 + $8 fits; the fallback's $12.80 does not (at its own 10 GB, $12.008 did).
-    checked = check(SimpleNamespace(ctx=ctx), plan, disk_gb=1000)
+    checked = check(ctx, plan, disk_gb=1000)
     assert checked.alternatives == ()
-    assert check(SimpleNamespace(ctx=ctx), plan, disk_gb=10).alternatives == (fallback,)
+    assert check(ctx, plan, disk_gb=10).alternatives == (fallback,)
 
 
 def test_a_fallback_over_the_month_end_counts_its_month_share(monkeypatch):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 from pathlib import Path
 from types import SimpleNamespace
+from unittest import mock
 
 import pytest
 
@@ -29,33 +30,35 @@ def offer(**kw):
 VAST = dict(provider="vastai", instance_type="8x-H100_SXM", region="US", offer_id="1")
 
 
-class FakeEngine:
-    """What planner.plan asks of the engine: live offers and adapter capabilities."""
+class FakeContext:
+    """What planner.plan asks of its context: live offers (through the offer
+    search, replaced below) and adapter capabilities."""
 
     def __init__(self, offers):
         self._offers = offers
         self.asked = None
         self.warned = []
-        self.ctx = SimpleNamespace(adapter=lambda name: SimpleNamespace(
-            capabilities=SimpleNamespace(native_shutdown=False)),
-            config=Config(path=Path("config.toml")), warn=self.warned.append)
+        self.config = Config(path=Path("config.toml"))
+        self.warn = self.warned.append
+
+    def adapter(self, name):
+        return SimpleNamespace(capabilities=SimpleNamespace(native_shutdown=False))
 
     def offers(self, *args, **kwargs):
         self.asked = kwargs
         return list(self._offers)
-        yield  # a generator, like the engine's operations
-
-    def no_launchable(self, *args):  # pragma: no cover - not reached here
-        raise AssertionError("no offers")
+        yield  # a generator, like the offer search
 
 
-def make_plan(offers, *, disk_gb=None, auto_shutdown=None, max_cost=None, n=1, engine=None):
-    engine = engine or FakeEngine(offers)
-    op = plan(engine, "h100", 8, None, None, disk_gb, auto_shutdown, max_cost, False, n)
-    try:
-        next(op)
-    except StopIteration as stop:
-        return stop.value
+def make_plan(offers, *, disk_gb=None, auto_shutdown=None, max_cost=None, n=1, ctx=None):
+    ctx = ctx or FakeContext(offers)
+    op = plan(ctx, "h100", 8, None, None, disk_gb, auto_shutdown, max_cost, False, n)
+    with mock.patch("gpucloud.core.plan.find_offers",
+                    lambda context, *args, **kwargs: context.offers(*args, **kwargs)):
+        try:
+            next(op)
+        except StopIteration as stop:
+            return stop.value
     raise AssertionError("the plan asked for more than offers")
 
 
@@ -204,32 +207,32 @@ def test_a_max_cost_window_totals_to_the_cap():
 
 
 def test_the_disk_asked_for_reaches_the_offer_search():
-    engine = FakeEngine([offer()])
-    make_plan([], disk_gb=200, auto_shutdown="1h", engine=engine)
-    assert engine.asked.get("disk_gb") == 200
+    ctx = FakeContext([offer()])
+    make_plan([], disk_gb=200, auto_shutdown="1h", ctx=ctx)
+    assert ctx.asked.get("disk_gb") == 200
 
 
 # -- deadlines in the plan -------------------------------------------------------------
 
 
 def test_a_plan_without_any_deadline_on_a_real_provider_warns():
-    engine = FakeEngine([offer()])
-    result = make_plan([offer()], engine=engine)
+    ctx = FakeContext([offer()])
+    result = make_plan([offer()], ctx=ctx)
     assert result.shutdown_at is None
-    assert engine.warned and "no deadline" in engine.warned[0]
-    assert "auto_shutdown=" in engine.warned[0] and "config.toml" in engine.warned[0]
-    engine = FakeEngine([offer()])
-    assert make_plan([offer()], auto_shutdown="4h", engine=engine).shutdown_at is not None
-    assert engine.warned == []
+    assert ctx.warned and "no deadline" in ctx.warned[0]
+    assert "auto_shutdown=" in ctx.warned[0] and "config.toml" in ctx.warned[0]
+    ctx = FakeContext([offer()])
+    assert make_plan([offer()], auto_shutdown="4h", ctx=ctx).shutdown_at is not None
+    assert ctx.warned == []
 
 
 def test_the_config_default_deadline_applies_only_when_none_is_given():
-    engine = FakeEngine([offer()])
-    engine.ctx.config = Config(path=Path("c.toml"), auto_shutdown="8h")
-    result = make_plan([offer()], engine=engine)
+    ctx = FakeContext([offer()])
+    ctx.config = Config(path=Path("c.toml"), auto_shutdown="8h")
+    result = make_plan([offer()], ctx=ctx)
     assert result.hours_basis == "auto_shutdown" and result.estimate.hours == 8
-    assert engine.warned == [] and any("[defaults] auto_shutdown" in n for n in result.notes)
-    assert make_plan([offer()], auto_shutdown="never", engine=engine).shutdown_at is None
+    assert ctx.warned == [] and any("[defaults] auto_shutdown" in n for n in result.notes)
+    assert make_plan([offer()], auto_shutdown="never", ctx=ctx).shutdown_at is None
     # --max-cost alone sets its own deadline: the default does not override it.
-    capped = make_plan([offer()], max_cost="10", engine=engine)
+    capped = make_plan([offer()], max_cost="10", ctx=ctx)
     assert capped.hours_basis == "max_cost"

@@ -9,7 +9,7 @@ import pytest
 
 from gpucloud import Connection, ExecResult, Instance
 from gpucloud.errors import ConfigurationError, SpecError, WaitTimeoutError, exit_code_for
-from gpucloud.client.exec import reachable, run
+from gpucloud.machine.exec import reachable, run
 from gpucloud.models import InstanceStatus
 from gpucloud.machine.ssh import default_identity, identity_file, run_ssh, shell_line, ssh_args
 from tests import _fake_ssh

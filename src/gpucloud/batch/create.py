@@ -1,4 +1,4 @@
-"""Creating many machines at once: ``Client.create_many`` (engine.create_many).
+"""Creating many machines at once: ``Client.create_many``.
 
 * Every distinct request is planned once, and the estimate of the whole batch
   (each plan times its copies) is checked against ``max_cost`` before anything
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpucloud.safety import ledger
 from gpucloud.catalog import pricing
@@ -44,6 +44,10 @@ from gpucloud.models import Attempt, Instance, Plan
 from gpucloud.core.instructions import Call, Concurrent, Gather, Op
 from gpucloud.core.plan import plan as make_plan
 from gpucloud.safety.reconcile import UNRESOLVED
+
+if TYPE_CHECKING:
+    from gpucloud.core.context import ClientContext
+    from gpucloud.types import Deadline, Duration, Money
 
 Progress = Callable[[BatchItem], None]
 
@@ -79,7 +83,62 @@ def copies(request: CreateRequest, n: int) -> list[CreateRequest]:
     return [request.model_copy(update={"name": f"{request.name}-{i + 1}"}) for i in range(n)]
 
 
-def plans_for(engine: Any, requests: list[CreateRequest], max_cost: Any) -> Op:
+def create_many(ctx: ClientContext, gpu: str, count: int, n: int, provider: str | None,
+                region: str | None, name: str | None, image: str | None,
+                ssh_key: str | None, disk_gb: int | None, auto_shutdown: Duration | None,
+                max_cost: Money | None, spot: bool, plan: Plan | None,
+                until: Deadline | None,
+                requests: Sequence[CreateRequest | Mapping[str, object]] | None,
+                concurrency: int, all_or_nothing: bool, batch: str | None,
+                on_item: Progress | None) -> Op:
+    """`n` machines alike, or one per request; a BatchResult with one item each
+    (Client.create_many says the rest)."""
+    if requests is None:
+        one = CreateRequest(gpu=gpu, count=count, provider=provider, region=region,
+                            name=name, image=image, ssh_key=ssh_key, disk_gb=disk_gb,
+                            auto_shutdown=auto_shutdown, until=until, spot=spot)
+        wanted = copies(one, n)
+    else:
+        given = [k for k, v in dict(provider=provider, region=region, name=name,
+                                    image=image, ssh_key=ssh_key, disk_gb=disk_gb,
+                                    auto_shutdown=auto_shutdown, until=until,
+                                    plan=plan, spot=spot or None).items()
+                 if v is not None]
+        if given:
+            raise SpecError(f"with requests=, give {', '.join(given)} in each request",
+                            hint="each CreateRequest (or dict) carries create's arguments")
+        wanted = requests_of(requests)
+    run = _planned(ctx, wanted, max_cost=max_cost, plan=plan, concurrency=concurrency,
+                   all_or_nothing=all_or_nothing, batch=batch, progress=on_item)
+    if not batch:  # a fresh random key: nothing to share
+        return (yield from run)
+    from gpucloud.batch.lock import held
+
+    # Held from before planning until the run (roll-back included) is over: a
+    # second run of the key fails here instead of launching the same slots.
+    with held(ctx.journal.path.parent, batch):
+        return (yield from run)
+
+
+def _planned(ctx: ClientContext, requests: list[CreateRequest], *, max_cost: Money | None,
+             plan: Plan | None, concurrency: int, all_or_nothing: bool, batch: str | None,
+             progress: Progress | None) -> Op:
+    """Plan every distinct request (or take the plan made already: copies of one
+    request, as the CLI shows it first), check the total, launch concurrently."""
+    if plan is not None:
+        if plan.instances != len(requests) or len({r.plan_key() for r in requests}) != 1:
+            raise SpecError(f"the plan is for {plan.instances} machine(s), not "
+                            f"{len(requests)} alike",
+                            hint=f"make the plan with the same {option('n', '--instances')}")
+        plans = [plan] * len(requests)
+    else:
+        plans, _ = yield from plans_for(ctx, requests, max_cost)
+    return (yield from launch_batch(ctx, requests, plans, concurrency=concurrency,
+                                    all_or_nothing=all_or_nothing, batch=batch,
+                                    progress=progress))
+
+
+def plans_for(ctx: ClientContext, requests: list[CreateRequest], max_cost: Money | None) -> Op:
     """One plan per distinct request (for all its copies), then ``max_cost`` over
     the whole batch. Nothing is sent to a provider but offer reads."""
     groups: dict[tuple[Any, ...], list[int]] = {}
@@ -94,7 +153,7 @@ def plans_for(engine: Any, requests: list[CreateRequest], max_cost: Any) -> Op:
     plans: list[Plan] = []
     for indexes in groups.values():
         r = requests[indexes[0]]
-        p = yield from make_plan(engine, r.gpu, r.count, r.provider, r.region, r.disk_gb,
+        p = yield from make_plan(ctx, r.gpu, r.count, r.provider, r.region, r.disk_gb,
                                  r.auto_shutdown, r.max_cost if r.max_cost is not None
                                  else shared_cap, r.spot, len(indexes), r.until)
         plans.append(p)
@@ -125,9 +184,9 @@ def check_total(plans: list[Plan], cap: Decimal) -> None:
 class _Run:
     """What the slots of one batch share: the stop flag and the progress hook."""
 
-    def __init__(self, engine: Any, key: str, all_or_nothing: bool,
+    def __init__(self, ctx: ClientContext, key: str, all_or_nothing: bool,
                  progress: Progress | None, *, keyed: bool = False) -> None:
-        self.engine, self.ctx, self.key = engine, engine.ctx, key
+        self.ctx, self.key = ctx, key
         self.keyed = keyed  # the caller's key (resumable, locked), not a random one
         self.all_or_nothing = all_or_nothing
         self.progress = progress
@@ -145,14 +204,13 @@ class _Run:
         return item
 
 
-def create_many(engine: Any, requests: list[CreateRequest], plans: list[Plan], *,
-                concurrency: int, all_or_nothing: bool, batch: str | None,
-                progress: Progress | None) -> Op:
+def launch_batch(ctx: ClientContext, requests: list[CreateRequest], plans: list[Plan], *,
+                 concurrency: int, all_or_nothing: bool, batch: str | None,
+                 progress: Progress | None) -> Op:
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise SpecError(f"concurrency must be a positive number of launches, got {concurrency!r}")
-    ctx = engine.ctx
     ctx.created, ctx.in_flight, ctx.last_attempts = [], [], []
-    run = _Run(engine, batch or "b-" + secrets.token_hex(5), all_or_nothing, progress,
+    run = _Run(ctx, batch or "b-" + secrets.token_hex(5), all_or_nothing, progress,
                keyed=batch is not None)
     earlier: dict[int, BatchItem] = {}
     if batch is not None:
@@ -238,11 +296,11 @@ def _resume(run: _Run, size: int) -> Op:
             r.provider for r in wanted if r.launch_id in open_ - set(found)))
         listed = yield Gather([Call(n, ctx.adapter(n).list_instances()) for n in names])
         for name, result in zip(names, listed):
+            if isinstance(result, GpuCloudError):
+                raise result.with_details(hint=(
+                    f"nothing was launched: batch {run.key!r} is resumed only once "
+                    f"{name} can be listed (its machines must not be made twice)")) from result
             if isinstance(result, BaseException):
-                result_hint = (f"nothing was launched: batch {run.key!r} is resumed only once "
-                               f"{name} can be listed (its machines must not be made twice)")
-                if isinstance(result, GpuCloudError):
-                    result.hint = result_hint
                 raise result
             for machine in result:
                 if machine.launch_id is not None and machine.status not in ENDED:

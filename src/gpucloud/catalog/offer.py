@@ -2,8 +2,8 @@
 
 ``gpucloud offers`` with no credentials shows only catalog rows. Building each
 as a pydantic ``Offer`` would import pydantic (about 60 ms, most of the
-command's own cost; its start-up is held to 2.5x ``import typer``), so the engine
-keeps catalog rows as this frozen dataclass and the SDK turns them into
+command's own cost; its start-up is held to 2.5x ``import typer``), so the offers
+operation keeps catalog rows as this frozen dataclass and the SDK turns them into
 ``Offer`` objects on the way out (``Client.offers`` always returns ``Offer``).
 The CLI renders the rows as they are: every attribute it reads has the
 ``Offer`` name, type and meaning, and ``as_json`` is ``Offer.model_dump(

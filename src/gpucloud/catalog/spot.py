@@ -11,14 +11,17 @@ tests/unit/test_spot_sellers.py checks that each adapter's
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpucloud.core.context import ClientContext
 
 
-def sells_spot(ctx: Any, name: str) -> bool:
+def sells_spot(ctx: ClientContext, name: str) -> bool:
     catalog = ctx.catalogs.get(name)
     return catalog is not None and any(t.spot_price is not None for t in catalog.instance_types)
 
 
-def spot_sellers(ctx: Any) -> list[str]:
+def spot_sellers(ctx: ClientContext) -> list[str]:
     """Every real (not simulated) provider that sells spot, for a hint."""
     return [n for n, c in sorted(ctx.catalogs.items()) if not c.simulated and sells_spot(ctx, n)]

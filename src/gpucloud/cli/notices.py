@@ -27,5 +27,5 @@ def show_warnings(client: Any, quiet: bool = False) -> None:
     for warning in client.warnings:
         if warning not in skip:
             output.warn(warning)
-    if gaps and not (quiet or client._ctx.config.quiet_missing):
+    if gaps and not (quiet or client.config.quiet_missing):
         output.warn(summary(gaps))

@@ -1,7 +1,8 @@
 """The SDK's clients: Client (threads) and AsyncClient (asyncio), with the same
 methods and the same answers."""
 
-from gpucloud.client.clients import AsyncClient, Client
+from gpucloud.client.async_client import AsyncClient
+from gpucloud.client.sync_client import Client
 from gpucloud.compat import forward
 
 __all__ = ["AsyncClient", "Client"]

@@ -1,8 +1,8 @@
 """The client's context: catalogs, credentials, provider scope, journal.
 
-The engine asks it which providers are in scope and callable, builds
-adapters and InstanceSpecs through it, and never touches config files or
-the keyring itself.
+Every operation takes it as its first argument: it says which providers are
+in scope and callable and builds adapters and InstanceSpecs; operations never
+touch config files or the keyring themselves.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def resolve_ssh_key(ssh_key: str | None) -> tuple[str | None, str | None]:
 
 
 class ClientContext:
-    """What the engine asks about: catalogs, credentials, scope, journal."""
+    """What the operations ask about: catalogs, credentials, scope, journal."""
 
     def __init__(self, providers: list[str] | None, credentials: dict[str, str] | None,
                  on_attempt: Callable[[Attempt], None] | None, use_keyring: bool) -> None:

@@ -1,7 +1,7 @@
 """The loop that carries out what a generator yields, sync and async.
 
-Flows (driven by ``_http.run_flow`` over httpx) and the engine's operations
-(driven by the clients) share it. Its own module, free of httpx, so that an
+Flows (driven by ``transport/http.run_flow`` over httpx) and the operations
+(driven by the clients' runners) share it. Its own module, free of httpx, so that an
 operation that never reaches a provider (a catalog-only ``offers``) does not
 import the HTTP stack.
 """
@@ -17,15 +17,16 @@ T = TypeVar("T")
 def drive(gen: Generator[Any, Any, T], perform: Callable[[Any], Any],
           catch: type[BaseException] | tuple[type[BaseException], ...] = Exception) -> T:
     """Run a generator: carry out each item it yields with `perform`, send the
-    result back, or throw the caught exception in. Flows and the engine's
-    operations are both driven by this loop (and its async twin below)."""
+    result back, or throw the caught exception in. Flows and operations are
+    both driven by this loop (and its async twin below)."""
     value: Any = None
     error: BaseException | None = None
     while True:
         try:
             item = gen.throw(error) if error is not None else gen.send(value)
         except StopIteration as stop:
-            return stop.value
+            result: T = stop.value  # what the generator returned
+            return result
         value, error = None, None
         try:
             value = perform(item)
@@ -45,7 +46,8 @@ async def adrive(gen: Generator[Any, Any, T], perform: Callable[[Any], Awaitable
         try:
             item = gen.throw(error) if error is not None else gen.send(value)
         except StopIteration as stop:
-            return stop.value
+            result: T = stop.value  # what the generator returned
+            return result
         value, error = None, None
         try:
             value = await perform(item)

@@ -1,8 +1,8 @@
-"""The few shapes the engine and the adapters share, apart from the Provider
+"""The few shapes the operations and the adapters share, apart from the Provider
 protocol (base.py): a flow, its Sleep instruction, the offers query, and the
 job launch-id prefix.
 
-Their own module because the engine needs them for every operation, and a
+Their own module because every operation needs them, and a
 catalog-only `gpucloud offers` (no adapter built, no request sent) should not
 load base.py's Provider class with its rate-limit and redaction machinery.
 base.py re-exports every name here.

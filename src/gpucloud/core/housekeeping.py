@@ -19,12 +19,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING
 
+from gpucloud.core.instances import delete, list_instances
+from gpucloud.core.instructions import Op
 from gpucloud.errors import GpuCloudError, SpecError
 from gpucloud.models import Instance, InstanceStatus
-from gpucloud.core.instructions import Op
 from gpucloud.safety.journal import utcnow
+
+if TYPE_CHECKING:
+    from gpucloud.core.context import ClientContext
+    from gpucloud.types import StatusFilter
 
 RECENT_END = timedelta(minutes=10)
 # On its way out: nothing left to delete.
@@ -32,7 +37,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _CENT = Decimal("0.01")
 
 
-def statuses(value: Any) -> frozenset[InstanceStatus] | None:
+def statuses(value: StatusFilter | None) -> frozenset[InstanceStatus] | None:
     """None, a status, a comma-separated list, or an iterable of either -> the set;
     an unknown name is a SpecError that lists the valid ones."""
     if value is None:
@@ -57,14 +62,14 @@ def statuses(value: Any) -> frozenset[InstanceStatus] | None:
     return frozenset(found)
 
 
-def listing(engine: Any, provider: str | None = None, all: bool = False,
-            status: Any = None, now: datetime | None = None) -> Op:
+def listing(ctx: ClientContext, provider: str | None = None, all: bool = False,
+            status: StatusFilter | None = None, now: datetime | None = None) -> Op:
     """The machines in scope, terminated ones with their end and cost, filtered:
     by `status` when given, else without those that ended over RECENT_END ago
     unless `all`."""
     wanted = statuses(status)  # a bad status fails before anything is listed
-    machines: list[Instance] = yield from engine.list(provider)
-    machines = _with_ends(engine.ctx, machines)
+    machines: list[Instance] = yield from list_instances(ctx, provider)
+    machines = _with_ends(ctx, machines)
     if wanted is not None:
         return [m for m in machines if m.status in wanted]
     if all:
@@ -80,7 +85,7 @@ def _long_gone(machine: Instance, now: datetime) -> bool:
     return ended is None or now - ended > RECENT_END
 
 
-def _with_ends(ctx: Any, machines: list[Instance]) -> list[Instance]:
+def _with_ends(ctx: ClientContext, machines: list[Instance]) -> list[Instance]:
     ended = [(m.provider, m.id) for m in machines if m.status == InstanceStatus.TERMINATED]
     if not ended or not ctx.journal.path.exists():
         return machines
@@ -111,32 +116,35 @@ def in_scope(machines: Iterable[Instance], name_prefix: str | None = None) -> li
             and (name_prefix is None or (m.name or "").startswith(name_prefix))]
 
 
-def deletable(engine: Any, provider: str | None = None, name_prefix: str | None = None) -> Op:
-    machines: list[Instance] = yield from engine.list(provider)
+def deletable(ctx: ClientContext, provider: str | None = None,
+              name_prefix: str | None = None) -> Op:
+    machines: list[Instance] = yield from list_instances(ctx, provider)
     return in_scope(machines, name_prefix)
 
 
-def delete_all(engine: Any, provider: str | None = None, name_prefix: str | None = None) -> Op:
+def delete_all(ctx: ClientContext, provider: str | None = None,
+               name_prefix: str | None = None) -> Op:
     """Delete every machine `deletable` finds; one failure does not stop the
     others. The deleted machines, or the first error once all were tried, its
     `instances` the machines still up."""
-    machines = yield from deletable(engine, provider, name_prefix)
+    machines = yield from deletable(ctx, provider, name_prefix)
     deleted: list[Instance] = []
     failures: list[tuple[Instance, GpuCloudError]] = []
     for machine in machines:
         try:
-            yield from engine.delete(machine.ref)
+            yield from delete(ctx, machine.ref)
         except GpuCloudError as exc:
             failures.append((machine, exc))
             continue
         deleted.append(machine)
     if failures:
         first = failures[0][1]
+        message = first.message
         if len(failures) > 1:
-            first.message = (f"{len(failures)} of {len(machines)} deletes failed; "
-                             f"first: {failures[0][0].ref}: {first.message}")
-        first.instances = [m for m, _ in failures]
-        raise first
+            message = (f"{len(failures)} of {len(machines)} deletes failed; "
+                       f"first: {failures[0][0].ref}: {first.message}")
+        raise first.with_details(message=message,
+                                 instances=[m for m, _ in failures]) from first
     return deleted
 
 

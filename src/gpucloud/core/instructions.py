@@ -1,5 +1,5 @@
-"""The primitives operations are made of, below the engine, the planner and the
-launcher (so none of them imports another for these): the instructions an
+"""The primitives operations are made of, below every operation module (so
+none of them imports another for these): the instructions an
 operation yields (``Call``, ``Gather``, ``Concurrent``; ``Sleep`` from
 adapters.base), and the small pure helpers every operation shares."""
 
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from gpucloud.catalog import pricing
 from gpucloud.core.flow import Flow, Sleep
 from gpucloud.errors import SpecError, option
+from gpucloud.types import split_ref  # where it lives now; operations import it from here
 
 if TYPE_CHECKING:
     from gpucloud.models import Offer
@@ -67,21 +68,6 @@ def sort_offers(offers: list[_O]) -> list[_O]:
         return (bool(unknown), pricing.MACHINE in unknown, o.price_per_hour,
                 o.available is False, o.provider, o.region, o.instance_type)
     return sorted(offers, key=key)
-
-
-def split_ref(ref: Any) -> tuple[str, str]:
-    if not isinstance(ref, str):
-        from gpucloud.models import Instance  # a ref that is no str comes from pydantic-land
-
-        if isinstance(ref, Instance):
-            return ref.provider, ref.id
-    text = str(ref)
-    provider, sep, ident = text.partition("/")
-    if not sep or not provider or not ident:
-        raise SpecError(f"invalid instance reference {text!r}",
-                        hint="use provider/id as shown by `gpucloud list`, e.g. lambda/0920582c")
-    return provider, ident
-
 
 
 __all__ = ["Call", "Concurrent", "DEFAULT_CONCURRENCY", "Gather", "MAX_FALLBACKS", "Op", "Sleep",

@@ -38,7 +38,7 @@ ambiguous failures, a journal entry for every attempt.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpucloud.providers.base import Sleep
 from gpucloud.core.context import ssh_key_file
@@ -53,12 +53,17 @@ from gpucloud.models import Attempt, Offer, Plan
 from gpucloud.safety.launch_deadline import deadline_for
 from gpucloud.transport.redaction import register_secrets
 
+if TYPE_CHECKING:
+    from gpucloud.core.context import ClientContext
+    from gpucloud.models import Instance, JobRun
+    from gpucloud.providers.base import Provider
+
 MAX_ATTEMPTS = 3
 RECONCILE_DELAYS = (0.0, 2.0, 5.0)  # seconds before each look for an ambiguous launch
 
 
-def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
-           ssh_key: str | None, disk_gb: int | None, job: Any = None,
+def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | None,
+           ssh_key: str | None, disk_gb: int | None, job: JobRun | None = None,
            attempts: list[Attempt] | None = None, slot: tuple[str, int] | None = None) -> Op:
     """One machine. ``attempts``: this launch's own list (a batch runs many at
     once on one context, so it passes one per slot); without it the list is
@@ -72,6 +77,7 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
     if not queue:
         raise _unreachable(ctx, plan.offer)
     last: GpuCloudError | None = None
+    last_launch: str | None = None
     while queue and len(attempts) < MAX_ATTEMPTS:
         offer = queue.pop(0)
         adapter = ctx.adapter(offer.provider)
@@ -87,7 +93,7 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
             launch_id=spec.launch_id, provider=offer.provider, instance_type=offer.instance_type,
             region=offer.region, name=spec.name, price_per_hour=str(offer.price_per_hour),
             shutdown_at=shutdown_at, ssh_key_path=ssh_key_file(ssh_key), committed=committed,
-            **({} if slot is None else {"batch_key": batch_key, "slot": index})),
+            batch_key=batch_key, slot=index),
             disk_gb=disk_gb)
         # In flight until its outcome is known: an interrupt (Ctrl-C) now
         # leaves a machine that may exist, and the caller must be able to say so.
@@ -110,13 +116,13 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
             _settle(ctx, launching)
             _failed(ctx, attempts, spec.launch_id, offer, exc)
             queue = _next_candidates(queue, offer, exc)
-            last = exc
+            last, last_launch = exc, spec.launch_id
             continue
         except (APIConnectionError, InternalServerError, APIResponseValidationError) as exc:
             # An unreadable answer to a launch is as ambiguous as no answer.
             if isinstance(exc, APIConnectionError) and not exc.sent:
                 _settle(ctx, launching)
-                raise _failed(ctx, attempts, spec.launch_id, offer, exc)
+                raise _failed(ctx, attempts, spec.launch_id, offer, exc) from exc
             # Ambiguous: the machine may exist. Look for it; never re-send.
             ctx.tolerant(f"launch {spec.launch_id} is not journaled as ambiguous",
                          ctx.journal.mark, spec.launch_id, "ambiguous", error=exc.code)
@@ -125,12 +131,11 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
             if found is None:
                 attempts.append(_attempt(offer, spec.launch_id, "failed", exc))
                 ctx.report(attempts[-1])
-                exc.attempts = attempts
-                exc.launch_id = spec.launch_id
-                exc.hint = (f"the machine may still appear: run `gpucloud list --provider "
-                            f"{offer.provider}` and look for launch id {spec.launch_id}; "
-                            "nothing was retried")
-                raise
+                raise exc.with_details(
+                    attempts=attempts, launch_id=spec.launch_id,
+                    hint=(f"the machine may still appear: run `gpucloud list --provider "
+                          f"{offer.provider}` and look for launch id {spec.launch_id}; "
+                          "nothing was retried")) from exc
             outcome = "adopted"
             if job is None:
                 instance = found
@@ -138,7 +143,7 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
                 submitted, instance = found, found.instance
         except GpuCloudError as exc:
             _settle(ctx, launching)
-            raise _failed(ctx, attempts, spec.launch_id, offer, exc)
+            raise _failed(ctx, attempts, spec.launch_id, offer, exc) from exc
         _settle(ctx, launching)
         made = instance if instance is not None else submitted  # a job without a machine
         # The machine exists: a journal that fails now must not hide it.
@@ -169,15 +174,15 @@ def launch(ctx: Any, plan: Plan, *, name: str | None, image: str | None,
         return submitted.model_copy(update={
             "instance": instance, "shutdown_at": submitted.shutdown_at or shutdown_at})
     assert last is not None
-    last.attempts = attempts
+    hint = last.hint
     if queue:
-        last.hint = (f"gave up after {MAX_ATTEMPTS} attempts; {len(queue)} more offers remain: "
-                     f"retry, or narrow {option('provider', '--provider')} or "
-                     f"{option('region', '--region')}")
-    raise last
+        hint = (f"gave up after {MAX_ATTEMPTS} attempts; {len(queue)} more offers remain: "
+                f"retry, or narrow {option('provider', '--provider')} or "
+                f"{option('region', '--region')}")
+    raise last.with_details(attempts=attempts, launch_id=last_launch, hint=hint) from last
 
 
-def _answered(ctx: Any, launching: Attempt, instance_id: str) -> Attempt:
+def _answered(ctx: ClientContext, launching: Attempt, instance_id: str) -> Attempt:
     """The create was answered with ``instance_id``; until it is read back the
     machine may exist under it: the journal and the attempt in flight say so."""
     ctx.tolerant(f"launch {launching.launch_id} (machine {instance_id}) is not journaled",
@@ -190,19 +195,19 @@ def _answered(ctx: Any, launching: Attempt, instance_id: str) -> Attempt:
     return answered
 
 
-def _check_launch_id(adapter: Any, launch_id: str, instance: Any) -> None:
+def _check_launch_id(adapter: Provider, launch_id: str, instance: Instance) -> None:
     """A machine read back under the replied id that carries another launch id
     is someone else's machine, never this launch's."""
     if instance.launch_id is not None and instance.launch_id != launch_id:
         raise adapter.not_created(instance.id, "carries another launch id")
 
 
-def _settle(ctx: Any, launching: Attempt) -> None:
+def _settle(ctx: ClientContext, launching: Attempt) -> None:
     if launching in ctx.in_flight:
         ctx.in_flight.remove(launching)
 
 
-def _unreachable(ctx: Any, offer: Offer) -> GpuCloudError:
+def _unreachable(ctx: ClientContext, offer: Offer) -> GpuCloudError:
     """A plan made of list prices only: the provider could not be asked, so
     nothing can be launched; say why rather than "no offer"."""
     failure = ctx.failures.get(offer.provider)
@@ -214,15 +219,15 @@ def _unreachable(ctx: Any, offer: Offer) -> GpuCloudError:
         hint="the plan shows catalog prices only; check your network and credentials, then retry")
 
 
-def _failed(ctx: Any, attempts: list[Attempt], launch_id: str, offer: Offer,
+def _failed(ctx: ClientContext, attempts: list[Attempt], launch_id: str, offer: Offer,
             exc: GpuCloudError) -> GpuCloudError:
+    """The attempt recorded as failed; the error to raise for it, complete: this
+    launch's attempts so far and its launch id."""
     ctx.tolerant(f"launch {launch_id} is not journaled as failed",
                  ctx.journal.mark, launch_id, "failed", error=exc.code)
     attempts.append(_attempt(offer, launch_id, "failed", exc))
     ctx.report(attempts[-1])
-    exc.attempts = attempts
-    exc.launch_id = launch_id
-    return exc
+    return exc.with_details(attempts=attempts, launch_id=launch_id)
 
 
 def _next_candidates(queue: list[Offer], failed: Offer, exc: GpuCloudError) -> list[Offer]:
@@ -241,7 +246,7 @@ def _attempt(offer: Offer, launch_id: str, outcome: str, exc: GpuCloudError | No
                    launch_id=launch_id)
 
 
-def _find_launch(ctx: Any, provider: str, launch_id: str, job: bool = False) -> Op:
+def _find_launch(ctx: ClientContext, provider: str, launch_id: str, job: bool = False) -> Op:
     adapter = ctx.adapter(provider)
     for delay in RECONCILE_DELAYS:
         if delay:

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
 
 from gpucloud.safety import budget, deadlines
 from gpucloud.catalog import pricing
@@ -33,14 +34,22 @@ from gpucloud.catalog.gpus import parse_gpu
 from gpucloud.safety.launch_deadline import budget_hours, refuse_unknown
 from gpucloud.models import Offer, Plan
 from gpucloud.safety.journal import utcnow
+from gpucloud.core.offers import no_launchable, offers as find_offers
+
+if TYPE_CHECKING:
+    from gpucloud.core.context import ClientContext
+    from gpucloud.types import Deadline, Duration, Money
 
 # A max_cost deadline closer than this is no run at all: refused, not planned.
 MIN_RUN_SECONDS = 60
 
 
-def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | None,
-         disk_gb: int | None, auto_shutdown: Any, max_cost: Any, spot: bool, n: int,
-         until: Any = None, dry_run: bool = False) -> Op:
+def plan(ctx: ClientContext, gpu: str, count: int, provider: str | None, region: str | None,
+         disk_gb: int | None, auto_shutdown: Duration | None, max_cost: Money | None,
+         spot: bool, n: int, until: Deadline | None = None, dry_run: bool = False, *,
+         suitable: Callable[[Offer], bool] | None = None) -> Op:
+    """What a create of `n` machines would do. `suitable`: which offers can take
+    the work at all (a job's cpu and memory); the others are never candidates."""
     if disk_gb is not None and (isinstance(disk_gb, bool) or not isinstance(disk_gb, int)
                                 or disk_gb < 1):
         raise SpecError(f"disk size must be a positive number of GB, got {disk_gb!r}")
@@ -54,16 +63,18 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
         raise SpecError(f"max cost must be positive, got {max_cost}",
                         hint="USD for the whole run, e.g. "
                              f"{option('max_cost', '--max-cost', '200')}")
-    window, target, origin = _deadline(engine.ctx, auto_shutdown, until, max_cost)
+    window, target, origin = _deadline(ctx, auto_shutdown, until, max_cost)
 
     # A dry run spends nothing and needs nothing: with no credentials for any
     # provider in scope it plans from the bundled catalog's list prices, which
     # its estimate labels as such (pricing.estimate's "catalog price" note).
-    from_catalog = dry_run and not any(engine.ctx.can_call(n) for n in engine.ctx.scope(provider))
-    offers = yield from engine.offers(gpu, count, provider, region, spot,
-                                      live_only=not from_catalog, disk_gb=disk_gb)
+    from_catalog = dry_run and not any(ctx.can_call(n) for n in ctx.scope(provider))
+    offers = yield from find_offers(ctx, gpu, count, provider, region, spot,
+                                    live_only=not from_catalog, disk_gb=disk_gb)
+    if suitable is not None:
+        offers = [o for o in offers if suitable(o)]
     if not offers:
-        raise engine.no_launchable(gpu, count, provider, region)
+        raise no_launchable(ctx, gpu, count, provider, region)
     # Live offers with capacity first, and a machine with a price part not known
     # is never picked over one fully priced (sort_offers). Without any, an
     # unreachable provider's list prices still make a plan (a dry run shows it,
@@ -125,7 +136,7 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
         notes.append("no auto-shutdown: the machine runs until you delete it"
                      + ("" if offer.simulated else ", and bills by the hour"))
         if not offer.simulated:
-            engine.ctx.warn(
+            ctx.warn(
                 f"no deadline: {'these machines run' if n > 1 else 'the machine runs'} and "
                 f"bill{'' if n > 1 else 's'} until deleted; set "
                 f"{option('auto_shutdown', '--auto-shutdown')} or "
@@ -137,7 +148,7 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
     if from_catalog:
         notes.append("planned from the bundled catalog: no provider in scope has credentials, "
                      "and a create needs them")
-    if shutdown_at and not engine.ctx.adapter(offer.provider).capabilities.native_shutdown:
+    if shutdown_at and not ctx.adapter(offer.provider).capabilities.native_shutdown:
         notes.append(f"{offer.provider} has no native timer: the deadline is recorded on the "
                      "machine and in the local journal")
     per_hour = estimate.price_per_hour
@@ -148,14 +159,14 @@ def plan(engine: Any, gpu: str, count: int, provider: str | None, region: str | 
                 total=pricing.money(total * n) if total is not None else None,
                 notes=tuple(notes))
     # The monthly budget, when config.toml sets one.
-    return budget.check(engine, made, disk_gb)
+    return budget.check(ctx, made, disk_gb)
 
 
 NEVER = ("never", "none", "off")
 
 
-def _deadline(ctx: Any, auto_shutdown: Any, until: Any, max_cost: Any
-              ) -> tuple[timedelta | None, datetime | None, str | None]:
+def _deadline(ctx: ClientContext, auto_shutdown: Duration | None, until: Deadline | None,
+              max_cost: Money | None) -> tuple[timedelta | None, datetime | None, str | None]:
     """(window, absolute deadline, where it came from) of a create.
 
     ``until`` is an absolute deadline; ``auto_shutdown`` a window from now, or

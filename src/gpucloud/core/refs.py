@@ -2,7 +2,8 @@
 prefix of its id.
 
 Only ``provider/id`` names a machine without asking anyone; a name or a
-prefix is looked up in the listing of every provider in scope. Ambiguity is
+prefix is looked up in the listing of every provider in scope
+(``instances.lookup``). Ambiguity is
 never resolved by guessing (the wrong machine could be deleted next): it is
 an error that lists the candidates. A machine already terminated (or being
 terminated) is a candidate only when no machine still up matches, so a name
@@ -11,21 +12,15 @@ reused after a delete names the new machine, not an ambiguity with the old.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from gpucloud.errors import NotFoundError, SpecError
 from gpucloud.models import Instance, InstanceStatus
+from gpucloud.types import needs_lookup
 
 _GONE = (InstanceStatus.TERMINATED, InstanceStatus.TERMINATING)
 
 FORMS = "provider/id, a machine's name, or a unique prefix of its id"
-
-
-def needs_lookup(ref: Any) -> bool:
-    """True for a bare name or id prefix; False for an Instance or provider/id
-    (a "/" always means provider/id, so a mistyped provider is an error, not a search)."""
-    return not isinstance(ref, Instance) and "/" not in str(ref)
 
 
 def resolve(ref: str, instances: Sequence[Instance], searched: Sequence[str]) -> Instance:
@@ -52,20 +47,10 @@ def _matches(ref: str, instances: Sequence[Instance]) -> list[Instance]:
     return exact or [i for i in instances if i.id.startswith(ref)]
 
 
-def lookup(engine: Any, ref: Any) -> Generator[Any, Any, Any]:
-    """An engine operation: `ref` itself when it is an Instance or provider/id,
-    else the one machine its name or id prefix names in every provider's listing."""
-    if not needs_lookup(ref):
-        return ref
-    listed = yield from engine.list()
-    searched = [n for n in engine.ctx.scope(None, listing=True) if engine.ctx.can_call(n)]
-    return resolve(ref, listed, searched)
-
-
 def not_found_hint(ref: str) -> str:
     """For a provider's 404 on a machine: what the user can do next."""
     return (f"{ref} is not there (deleted, or terminated long enough ago to be forgotten); "
             "`gpucloud list` shows the machines that exist")
 
 
-__all__ = ["FORMS", "lookup", "needs_lookup", "not_found_hint", "resolve"]
+__all__ = ["FORMS", "needs_lookup", "not_found_hint", "resolve"]

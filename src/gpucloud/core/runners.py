@@ -1,7 +1,7 @@
-"""How Client and AsyncClient carry out an operation's instructions (ops.py):
-``Call`` through the provider's session, ``Gather`` at once, ``Sleep``, and
-``Concurrent`` sub-operations, with threads or with asyncio. Mixins: the
-clients' __init__ sets ``_ctx``, ``_sleep``, ``_sessions`` (and ``_lock``).
+"""How Client and AsyncClient carry out an operation's instructions
+(instructions.py): ``Call`` through the provider's session, ``Gather`` at
+once, ``Sleep``, and ``Concurrent`` sub-operations, with threads or with
+asyncio. Each client holds one runner, which holds the provider sessions.
 """
 
 from __future__ import annotations
@@ -21,12 +21,16 @@ if TYPE_CHECKING:
 
 
 class ThreadedRunner:
-    _ctx: ClientContext
-    _sleep: Callable[[float], None]
-    _sessions: dict[str, Session]
-    _lock: threading.Lock
+    """Runs operations in this thread, a provider's calls through one
+    httpx.Client session each (opened on first use), several at once in threads."""
 
-    def _session(self, name: str) -> Session:
+    def __init__(self, ctx: ClientContext, sleep: Callable[[float], None]) -> None:
+        self._ctx = ctx
+        self._sleep = sleep
+        self._sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()  # concurrent launches open sessions from threads
+
+    def session(self, name: str) -> Session:
         from gpucloud.transport.http import Session
 
         with self._lock:
@@ -35,7 +39,7 @@ class ThreadedRunner:
             return self._sessions[name]
 
     def _call(self, call: Call) -> Any:
-        return self._session(call.provider).run(call.flow)
+        return self.session(call.provider).run(call.flow)
 
     def _capture(self, call: Call) -> Any:
         try:
@@ -77,7 +81,7 @@ class ThreadedRunner:
             if stopping.is_set():
                 return None  # never started: the interrupt propagates from another
             try:
-                return self._run(op)
+                return self.run(op)
             except Exception as exc:  # noqa: BLE001 - handed back to the operation
                 return exc
             except BaseException:
@@ -97,17 +101,26 @@ class ThreadedRunner:
         pool.shutdown()
         return [f.result() for f in futures]
 
-    def _run(self, op: Op) -> Any:
+    def run(self, op: Op) -> Any:
         return drive(op, self._perform)
 
+    def close(self) -> None:
+        for session in self._sessions.values():
+            session.close()
+        self._sessions.clear()
 
 
 class AsyncRunner:
-    _ctx: ClientContext
-    _sleep: Callable[[float], Awaitable[None]] | None
-    _sessions: dict[str, AsyncSession]
+    """Runs operations as asyncio tasks, a provider's calls through one
+    httpx.AsyncClient session each (opened on first use)."""
 
-    def _session(self, name: str) -> AsyncSession:
+    def __init__(self, ctx: ClientContext,
+                 sleep: Callable[[float], Awaitable[None]] | None) -> None:
+        self._ctx = ctx
+        self._sleep = sleep
+        self._sessions: dict[str, AsyncSession] = {}
+
+    def session(self, name: str) -> AsyncSession:
         if name not in self._sessions:
             from gpucloud.transport.http import AsyncSession
 
@@ -118,10 +131,10 @@ class AsyncRunner:
         import asyncio
 
         if isinstance(item, Call):
-            return await self._session(item.provider).run(item.flow)
+            return await self.session(item.provider).run(item.flow)
         if isinstance(item, Gather):
             return list(await asyncio.gather(
-                *(self._session(c.provider).run(c.flow) for c in item.calls),
+                *(self.session(c.provider).run(c.flow) for c in item.calls),
                 return_exceptions=True))
         if isinstance(item, Sleep):
             return await (self._sleep or asyncio.sleep)(item.seconds)
@@ -131,15 +144,20 @@ class AsyncRunner:
             async def one(op: Op) -> Any:
                 async with gate:
                     try:
-                        return await self._run(op)
+                        return await self.run(op)
                     except Exception as exc:  # noqa: BLE001 - handed back to the operation
                         return exc
 
             return list(await asyncio.gather(*(one(op) for op in item.ops)))
         raise TypeError(f"unknown instruction {item!r}")
 
-    async def _run(self, op: Op) -> Any:
+    async def run(self, op: Op) -> Any:
         return await adrive(op, self._perform)
+
+    async def aclose(self) -> None:
+        for session in self._sessions.values():
+            await session.aclose()
+        self._sessions.clear()
 
 
 __all__ = ["AsyncRunner", "ThreadedRunner"]

@@ -25,16 +25,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpucloud.safety.ledger import APPEAR_GRACE, ENDED, JOB, RUNNING, Ledger, Row
 from gpucloud.models import Job, JobStatus
 from gpucloud.safety.journal import utcnow
 
+if TYPE_CHECKING:
+    from gpucloud.core.context import ClientContext
+
 FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 
 
-def launched(ctx: Any, job: Job, offer: Any, disk_gb: int | None,
+def launched(ctx: ClientContext, job: Job, offer: Any, disk_gb: int | None,
              shutdown_at: datetime | None, launch_id: str) -> None:
     """A job delivered or adopted without a machine: counted from now."""
     from gpucloud.catalog import pricing
@@ -47,7 +50,7 @@ def launched(ctx: Any, job: Job, offer: Any, disk_gb: int | None,
         launch_id=job.launch_id or launch_id, simulated=job.simulated or offer.simulated)])
 
 
-def seen(ctx: Any, jobs: Iterable[Job], listed: Iterable[str] = ()) -> None:
+def seen(ctx: ClientContext, jobs: Iterable[Job], listed: Iterable[str] = ()) -> None:
     """Jobs read or listed: those finished end their rows at their finish time;
     `listed`: providers whose jobs were listed whole (one missing has ended)."""
     jobs = [j for j in jobs if j.instance is None]
@@ -71,7 +74,7 @@ def seen(ctx: Any, jobs: Iterable[Job], listed: Iterable[str] = ()) -> None:
     ledger.append(rows)
 
 
-def cancelled(ctx: Any, provider: str, job_id: str) -> None:
+def cancelled(ctx: ClientContext, provider: str, job_id: str) -> None:
     """`jobs cancel` of a job without a machine: counting ends now."""
     if not ctx.journal.path.exists():
         return

@@ -1,4 +1,4 @@
-"""Jobs as operations (like engine.py's): submit, list, get, cancel, logs.
+"""Jobs as operations: submit, list, get, cancel, logs.
 
 A submit is a create with a container to run: it is planned and estimated
 exactly like one (planner.py: ``max_runtime`` is the deadline the reaper
@@ -11,7 +11,9 @@ one stops the submit, naming it (exit 3).
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable
+from os import PathLike
+from typing import TYPE_CHECKING, Any, Union
 
 from gpucloud.jobs import costs as job_costs
 from gpucloud.safety import ledger
@@ -19,11 +21,19 @@ from gpucloud.providers.base import format_utc
 from gpucloud.errors import CredentialsError, GpuCloudError, NotFoundError, SpecError
 from gpucloud.jobs.spec import JobSpec, from_any
 from gpucloud.core.launch import launch
-from gpucloud.models import Job, JobRun, JobStatus, Plan
+from gpucloud.models import Job, JobRun, JobStatus, Offer, Plan
 from gpucloud.core.instructions import Call, Gather, Op, split_ref
 from gpucloud.core.plan import plan as make_plan
 
+if TYPE_CHECKING:
+    from gpucloud.core.context import ClientContext
+
+# What a job is given as: a JobSpec, a dict of its fields, or a job YAML file's path.
+JobSpecLike = Union[JobSpec, str, PathLike[str], dict[str, Any]]
+JobRef = Union[Job, str]  # a Job, "provider/id", its name or a unique id prefix
+
 ENDED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+FOLLOW_INTERVAL = 2.0  # seconds between two reads of a followed job's logs
 
 
 def resolve_secrets(spec: JobSpec, use_keyring: bool = True) -> dict[str, Any]:
@@ -78,58 +88,49 @@ def job_run(spec: JobSpec, secret_env: dict[str, Any]) -> JobRun:
         cpu=spec.resources.cpu, memory_gb=spec.resources.memory_gb, spot=spec.spot)
 
 
-class _SizedOffers:
-    """The engine, with offers too small for the job's cpu/memory left out (an
-    offer that does not say its size is kept: the provider decides)."""
+def _sized(spec: JobSpec) -> Callable[[Offer], bool]:
+    """Whether an offer is big enough for the job's cpu/memory (an offer that
+    does not say its size is kept: the provider decides)."""
+    r = spec.resources
 
-    def __init__(self, engine: Any, spec: JobSpec) -> None:
-        self._engine, self._spec = engine, spec
-        self.ctx = engine.ctx
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._engine, name)
-
-    def offers(self, *args: Any, **kwargs: Any) -> Op:
-        offers = yield from self._engine.offers(*args, **kwargs)
-        r = self._spec.resources
-        return [o for o in offers
-                if (r.cpu is None or o.vcpus is None or o.vcpus >= r.cpu)
-                and (r.memory_gb is None or o.memory_gb is None or o.memory_gb >= r.memory_gb)]
+    def fits(o: Offer) -> bool:
+        return ((r.cpu is None or o.vcpus is None or o.vcpus >= r.cpu)
+                and (r.memory_gb is None or o.memory_gb is None or o.memory_gb >= r.memory_gb))
+    return fits
 
 
-def plan(engine: Any, spec: Any, provider: str | None = None, region: str | None = None,
-         dry_run: bool = False) -> Op:
+def plan(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
+         region: str | None = None, dry_run: bool = False) -> Op:
     """What submit would launch and what it costs; spends nothing, reads no secret.
     ``dry_run``: with no credentials at all, plan from the bundled catalog."""
     spec = from_any(spec)
     r = spec.resources
     made: Plan = yield from make_plan(
-        _SizedOffers(engine, spec), r.gpu, r.gpu_count, provider or spec.provider,
+        ctx, r.gpu, r.gpu_count, provider or spec.provider,
         region or spec.region, r.disk_gb, spec.max_runtime, spec.max_cost, spec.spot, 1,
-        dry_run=dry_run)
+        dry_run=dry_run, suitable=_sized(spec))
     return made
 
 
-def submit(engine: Any, spec: Any, provider: str | None = None, region: str | None = None,
-           plan_: Plan | None = None) -> Op:
+def submit(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
+           region: str | None = None, plan_: Plan | None = None) -> Op:
     spec = from_any(spec)
-    secret_env = resolve_secrets(spec, engine.ctx.credentials._use_keyring)
+    secret_env = resolve_secrets(spec, ctx.credentials._use_keyring)
     if plan_ is None:
-        plan_ = yield from plan(engine, spec, provider, region)
-    engine.ctx.created, engine.ctx.in_flight = [], []
+        plan_ = yield from plan(ctx, spec, provider, region)
+    ctx.created, ctx.in_flight = [], []
     # The container image travels in the JobRun; the machine keeps the provider's
     # default image (on a VM cloud, the OS image that runs the container).
-    job: Job = yield from launch(engine.ctx, plan_, name=spec.name, image=None,
+    job: Job = yield from launch(ctx, plan_, name=spec.name, image=None,
                                  ssh_key=None, disk_gb=spec.resources.disk_gb,
                                  job=job_run(spec, secret_env))
     if job.instance is not None:
-        engine.ctx.created.append(job.instance)
+        ctx.created.append(job.instance)
     return job
 
 
-def jobs(engine: Any, provider: str | None = None) -> Op:
+def jobs(ctx: ClientContext, provider: str | None = None) -> Op:
     """Jobs on every provider in scope; one provider's failure is a warning."""
-    ctx = engine.ctx
     names = [n for n in ctx.scope(provider, listing=True) if ctx.can_call(n)]
     if provider is not None and not names:
         raise ctx.missing_credentials([provider])
@@ -152,13 +153,13 @@ def jobs(engine: Any, provider: str | None = None) -> Op:
     return sorted(out, key=lambda j: (j.created_at is None, j.created_at), reverse=True)
 
 
-def _ref(engine: Any, ref: Any) -> Op:
+def _ref(ctx: ClientContext, ref: JobRef) -> Op:
     """(provider, id) of a Job, "provider/id", a job's name or a unique id prefix."""
     if isinstance(ref, Job):
         return ref.provider, ref.id
     if "/" in str(ref):
         return split_ref(ref)
-    listed: list[Job] = yield from jobs(engine)
+    listed: list[Job] = yield from jobs(ctx)
     text = str(ref)
     matches = [j for j in listed if text in (j.name, j.id)] \
         or [j for j in listed if j.id.startswith(text)]
@@ -170,7 +171,7 @@ def _ref(engine: Any, ref: Any) -> Op:
         # (its logs, its exit code); said, since an older run might have been.
         newest = max(matches, key=lambda j: j.created_at)  # type: ignore[arg-type,return-value]
         assert newest.created_at is not None  # all(...) above
-        engine.ctx.warn(f"{text!r} matches {len(matches)} jobs that have all ended: using the "
+        ctx.warn(f"{text!r} matches {len(matches)} jobs that have all ended: using the "
                         f"newest, {newest.ref} ({newest.status.value}, created "
                         f"{format_utc(newest.created_at)}); name another by its provider/id "
                         "(REF in `gpucloud jobs list`)")
@@ -187,19 +188,17 @@ def _ref(engine: Any, ref: Any) -> Op:
                              "its name or a unique id prefix")
 
 
-def job(engine: Any, ref: Any) -> Op:
-    provider, ident = yield from _ref(engine, ref)
-    engine.ctx.require_callable(provider)
-    found: Job = yield Call(provider, engine.ctx.adapter(provider).get_job(ident))
-    engine.ctx.tolerant("the cost ledger did not record the job's end", job_costs.seen,
-                        engine.ctx, [found])
+def job(ctx: ClientContext, ref: JobRef) -> Op:
+    provider, ident = yield from _ref(ctx, ref)
+    ctx.require_callable(provider)
+    found: Job = yield Call(provider, ctx.adapter(provider).get_job(ident))
+    ctx.tolerant("the cost ledger did not record the job's end", job_costs.seen, ctx, [found])
     return found
 
 
-def cancel(engine: Any, ref: Any) -> Op:
+def cancel(ctx: ClientContext, ref: JobRef) -> Op:
     """Stop the job and end its machine (billing stops); the Job as it is after."""
-    ctx = engine.ctx
-    provider, ident = yield from _ref(engine, ref)
+    provider, ident = yield from _ref(ctx, ref)
     ctx.require_callable(provider)
     adapter = ctx.adapter(provider)
     before: Job = yield Call(provider, adapter.get_job(ident))
@@ -224,18 +223,18 @@ def cancel(engine: Any, ref: Any) -> Op:
     return after
 
 
-def logs(engine: Any, ref: Any, tail: int | None = None) -> Op:
+def logs(ctx: ClientContext, ref: JobRef, tail: int | None = None) -> Op:
     """(the job, its output so far) where the provider offers logs."""
     if tail is not None and (isinstance(tail, bool) or not isinstance(tail, int) or tail < 1):
         raise SpecError(f"tail must be a positive number of lines, got {tail!r}")
-    provider, ident = yield from _ref(engine, ref)
-    engine.ctx.require_callable(provider)
-    adapter = engine.ctx.adapter(provider)
+    provider, ident = yield from _ref(ctx, ref)
+    ctx.require_callable(provider)
+    adapter = ctx.adapter(provider)
     # The status first: logs read after a job is seen ended are complete, so
     # following stops with the last line, never one read short of it.
     current: Job = yield Call(provider, adapter.get_job(ident))
-    engine.ctx.tolerant("the cost ledger did not record the job's end", job_costs.seen,
-                        engine.ctx, [current])
+    ctx.tolerant("the cost ledger did not record the job's end", job_costs.seen, ctx,
+                 [current])
     text: str = yield Call(provider, adapter.job_logs(ident, tail))
     return current, text
 
@@ -248,5 +247,5 @@ def new_lines(seen: int, text: str) -> tuple[int, list[str]]:
     return len(lines), lines[seen:]
 
 
-__all__ = ["ENDED", "cancel", "job", "job_run", "jobs", "logs", "new_lines", "plan",
-           "resolve_secrets", "submit"]
+__all__ = ["ENDED", "FOLLOW_INTERVAL", "JobRef", "JobSpecLike", "cancel", "job", "job_run",
+           "jobs", "logs", "new_lines", "plan", "resolve_secrets", "submit"]

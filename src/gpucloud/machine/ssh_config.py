@@ -83,7 +83,7 @@ def entries(instances: Iterable[Instance], identity: str | None,
     """(entries, skipped as (ref, reason)) for the machines given. `keys`:
     ref -> a machine's own IdentityFile (the key create used), else `identity`."""
     keys = keys or {}
-    from gpucloud.client.exec import reachable
+    from gpucloud.machine.exec import reachable
     from gpucloud.errors import GpuCloudError
     from gpucloud.machine.ssh import host_key_alias
 

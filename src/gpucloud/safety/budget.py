@@ -45,7 +45,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpucloud.catalog import pricing
 from gpucloud.safety.costs import compute, month_bounds
@@ -55,13 +55,15 @@ from gpucloud.safety.ledger import SCHEMA as LEDGER_SCHEMA, Ledger, Row, state_o
 from gpucloud.models import Instance, Offer, Plan
 from gpucloud.safety.journal import utcnow
 
+if TYPE_CHECKING:
+    from gpucloud.core.context import ClientContext
+
 WARN_AT = Decimal("0.8")
 
 
-def check(engine: Any, plan: Plan, disk_gb: int | None = None) -> Plan:
+def check(ctx: ClientContext, plan: Plan, disk_gb: int | None = None) -> Plan:
     """The plan with the budget's figures in its notes, or BudgetExceededError.
     `disk_gb`: the disk size asked for (priced on every offer, fallbacks too)."""
-    ctx = engine.ctx
     # A context without a config (a bare planner, as in unit tests) has no budget.
     limit: Decimal | None = ctx.config.budget_monthly
     if limit is None:
@@ -89,7 +91,7 @@ def check(engine: Any, plan: Plan, disk_gb: int | None = None) -> Plan:
     return plan.model_copy(update={"notes": (*plan.notes, figures), "alternatives": fits})
 
 
-def check_extension(engine: Any, instance: Instance, target: datetime, now: datetime,
+def check_extension(ctx: ClientContext, instance: Instance, target: datetime, now: datetime,
                     record: bool = True) -> None:
     """BudgetExceededError when moving `instance`'s deadline to `target` would
     take this month over the budget; a warning at 80 % or more. Admitted, the
@@ -99,7 +101,6 @@ def check_extension(engine: Any, instance: Instance, target: datetime, now: date
     the provider has it, that over-counts at worst; a later listing corrects a
     deadline the provider did not keep. `record=False`: the check alone (the
     CLI's figures before it asks)."""
-    ctx = engine.ctx
     limit: Decimal | None = ctx.config.budget_monthly
     if limit is None:
         if record:
@@ -111,7 +112,8 @@ def check_extension(engine: Any, instance: Instance, target: datetime, now: date
             _record_extension(ctx, instance, target, now)
 
 
-def _record_extension(ctx: Any, instance: Instance, target: datetime, now: datetime) -> None:
+def _record_extension(ctx: ClientContext, instance: Instance, target: datetime,
+                      now: datetime) -> None:
     ledger = Ledger(ctx.journal)
     state = state_of(instance.status)
     # A machine the ledger has not seen yet (made elsewhere) is first recorded
@@ -122,7 +124,7 @@ def _record_extension(ctx: Any, instance: Instance, target: datetime, now: datet
                        event="extended", source="extend", state=state, shutdown_at=target)])
 
 
-def _check_extension(ctx: Any, instance: Instance, target: datetime, now: datetime,
+def _check_extension(ctx: ClientContext, instance: Instance, target: datetime, now: datetime,
                      limit: Decimal) -> None:
     month, start, end = month_bounds(None, now)
     counted_to = min(instance.shutdown_at or end, end)
@@ -152,7 +154,7 @@ def _check_extension(ctx: Any, instance: Instance, target: datetime, now: dateti
                  f"this extension ${pricing.money(request)}")
 
 
-def admit(ctx: Any, plan: Plan, offer: Offer, record: Callable[[Decimal | None], None],
+def admit(ctx: ClientContext, plan: Plan, offer: Offer, record: Callable[[Decimal | None], None],
           disk_gb: int | None = None) -> None:
     """Journal one machine's launch intent (`record`, given what it commits this
     month) only if it fits the monthly budget with everything spent, running and
@@ -180,7 +182,7 @@ def admit(ctx: Any, plan: Plan, offer: Offer, record: Callable[[Decimal | None],
         record(cost)
 
 
-def _standing(ctx: Any, month: str, start: datetime, now: datetime,
+def _standing(ctx: ClientContext, month: str, start: datetime, now: datetime,
               warn: bool) -> tuple[Decimal, Decimal, list[Decimal]]:
     """(spent, committed, the in-flight launches' part of committed) this month."""
     ledger = Ledger(ctx.journal)
@@ -200,7 +202,7 @@ def _in_flight(unsettled: list[Decimal]) -> str:
     return f" with {n} launch{'es' if n > 1 else ''} in flight"
 
 
-def _over(ctx: Any, month: str, limit: Decimal, spent: Decimal, committed: Decimal,
+def _over(ctx: ClientContext, month: str, limit: Decimal, spent: Decimal, committed: Decimal,
           unsettled: list[Decimal], request: Decimal) -> BudgetExceededError:
     total = spent + committed + request
     stale = (" (a launch left in flight by a crash counts until `gpucloud reconcile` "
@@ -215,7 +217,8 @@ def _over(ctx: Any, month: str, limit: Decimal, spent: Decimal, committed: Decim
              f"[budget] monthly in {ctx.config.path}{stale}")
 
 
-def _unknown_price(ctx: Any, plan: Plan, offer: Offer, limit: Decimal) -> BudgetExceededError:
+def _unknown_price(ctx: ClientContext, plan: Plan, offer: Offer,
+                   limit: Decimal) -> BudgetExceededError:
     unknown = plan.estimate.unknown if offer is plan.offer else ()
     return BudgetExceededError(
         f"cannot keep the monthly budget ${pricing.money(limit)}: the price of "

@@ -1,7 +1,8 @@
 """What a month costs: spend so far and the projected spend of what still runs.
 
 Everything is computed from the cost ledger (``ledger.py``): consecutive rows
-of a machine are intervals in one state at one price.
+of a machine are intervals in one state at one price. cost_report.py lists
+the providers first, so that the ledger is up to date.
 
 * **Spent**: running time x price, clipped to the month and to now. Stopped
   time is billed at the stopped price where it is known (the sandbox bills
@@ -26,12 +27,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Literal
 
-from gpucloud.errors import GpuCloudError, SpecError, option
-from gpucloud.safety.ledger import ENDED, RUNNING, STOPPED, Ledger, Row
+from gpucloud.errors import SpecError, option
+from gpucloud.safety.ledger import ENDED, RUNNING, STOPPED, Row
 from gpucloud.models import _Model
-from gpucloud.core.instructions import Op
 from gpucloud.catalog.pricing import money
 from gpucloud.safety.journal import utcnow
 
@@ -249,37 +249,4 @@ def _round_hours(value: Decimal) -> Decimal:
     return value.quantize(Decimal("0.01"))
 
 
-def report(engine: Any, month: str | None = None, by: str = "instance") -> Op:
-    """List the providers first (so machines ended elsewhere close their
-    intervals in the ledger; jobs too where a job has no machine,
-    job_costs.py), then report from the ledger alone."""
-    if by not in BY_VALUES:
-        compute((), month, by)  # raises the usage error before anything is listed
-    now = utcnow()
-    _, start, end = month_bounds(month, now)
-    warnings: list[str] = []
-    try:
-        yield from engine.list()
-        warnings.extend(engine.ctx.warnings)
-    except GpuCloudError as exc:  # the report still stands on the ledger
-        warnings.append(f"could not list the providers ({exc}); the ledger may miss "
-                        "machines ended since it last saw them")
-    # Jobs without a machine (Kubernetes Jobs) are in no machine listing: their
-    # providers' jobs are listed too, so those that ended stop counting.
-    ctx = engine.ctx
-    with_jobs = {p for p, _ in Ledger(ctx.journal).open_jobs(
-        ctx.scope(None, listing=True))} if ctx.journal.path.exists() else set()
-    for name in sorted(n for n in with_jobs if ctx.can_call(n)):
-        try:
-            yield from engine.jobs(name)
-        except GpuCloudError as exc:
-            warnings.append(f"could not list the jobs of {name} ({exc}); jobs that ended "
-                            "since gpucloud last saw them count to their deadline")
-    rows = Ledger(engine.ctx.journal).month_rows(start, end)
-    result = compute(rows, month, by, now=now, budget=engine.ctx.config.budget_monthly,
-                     warnings=warnings)
-    return result
-
-
-__all__ = ["BY_VALUES", "CostReport", "SpendLine", "compute", "machine_month", "month_bounds",
-           "report"]
+__all__ = ["BY_VALUES", "CostReport", "SpendLine", "compute", "machine_month", "month_bounds"]

@@ -33,7 +33,7 @@ the reaper act earlier, never later.
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpucloud.safety import budget, ledger
 from gpucloud.catalog import pricing
@@ -47,6 +47,12 @@ from gpucloud.catalog.limits import MAX_HOURS
 from gpucloud.models import Instance, InstanceStatus, ReapAction, ReapReport
 from gpucloud.core.instructions import Call, Gather, Op
 from gpucloud.safety.journal import utcnow
+from gpucloud.safety.unresolved import warn_unresolved
+
+if TYPE_CHECKING:
+    from gpucloud.core.context import ClientContext
+    from gpucloud.providers.base import Provider
+    from gpucloud.types import Deadline, Duration, Ref
 
 ENDED = (InstanceStatus.TERMINATED, InstanceStatus.TERMINATING, InstanceStatus.FAILED)
 # What the reaper leaves alone: a machine on its way out. A failed (crashed,
@@ -141,14 +147,17 @@ def new_deadline(instance: Instance, by: Any = None, until: Any = None,
     return target
 
 
-def extend(engine: Any, ref: Any, by: Any = None, until: Any = None) -> Op:
+def extend(ctx: ClientContext, ref: Ref, by: Duration | None = None,
+           until: Deadline | None = None) -> Op:
     """Move a machine's deadline later, everywhere it is kept."""
+    from gpucloud.core.instances import get
+
     _extension(by, until)  # bad arguments are refused before any request
-    instance: Instance = yield from engine.get(ref)
-    adapter = engine.ctx.adapter(instance.provider)
+    instance: Instance = yield from get(ctx, ref)
+    adapter = ctx.adapter(instance.provider)
     now = utcnow()
     target = new_deadline(instance, by, until, now, adapter.deadline_precision)
-    budget.check_extension(engine, instance, target, now)
+    budget.check_extension(ctx, instance, target, now)
     retry = f"gpucloud extend {instance.ref} --until {format_utc(target)}"
     try:
         yield Call(instance.provider, adapter.set_deadline(instance, target))
@@ -157,9 +166,9 @@ def extend(engine: Any, ref: Any, by: Any = None, until: Any = None) -> Op:
         # ended): the read below says which.
         yield from _still_there(instance, adapter, target)
         raise
-    engine.ctx.tolerant(f"{instance.ref}: the new deadline is on the provider but not in the "
-                        "local journal", engine.ctx.journal.set_deadline, instance.provider,
-                        instance.id, target)
+    ctx.tolerant(f"{instance.ref}: the new deadline is on the provider but not in the "
+                 "local journal", ctx.journal.set_deadline, instance.provider,
+                 instance.id, target)
     # Read again: a reaper may have ended the machine between our read and the
     # update, and a provider may accept an update it does not keep.
     updated = yield from _still_there(instance, adapter, target)
@@ -175,7 +184,7 @@ def extend(engine: Any, ref: Any, by: Any = None, until: Any = None) -> Op:
     return updated
 
 
-def _still_there(instance: Instance, adapter: Any, target: datetime) -> Op:
+def _still_there(instance: Instance, adapter: Provider, target: datetime) -> Op:
     """The machine read again after an update; InstanceFailedError when it has ended."""
     try:
         fresh: Instance = yield Call(instance.provider, adapter.get(instance.id))
@@ -200,15 +209,14 @@ def overdue(instance: Instance, now: datetime) -> bool:
             and instance.shutdown_at <= now and instance.status not in GONE)
 
 
-def reap(engine: Any, dry_run: bool = False, provider: str | None = None) -> Op:
+def reap(ctx: ClientContext, dry_run: bool = False, provider: str | None = None) -> Op:
     """One pass over every provider with credentials (or just `provider`)."""
-    ctx = engine.ctx
     names = [n for n in ctx.scope(provider, listing=True, every=True) if ctx.can_call(n)]
     if provider is not None and not names:
         raise ctx.missing_credentials([provider])
     listed = yield Gather([Call(n, ctx.adapter(n).list_instances()) for n in names])
     ctx.warnings.clear()
-    engine.warn_unresolved()
+    warn_unresolved(ctx)
     warnings = ctx.warnings
     ok: list[str] = []
     machines: list[Instance] = []

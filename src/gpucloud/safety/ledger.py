@@ -27,10 +27,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpucloud.models import Instance, InstanceStatus
 from gpucloud.safety.journal import CHUNK, Journal, utcnow
+
+if TYPE_CHECKING:
+    from gpucloud.core.context import ClientContext
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS ledger (
@@ -403,9 +406,9 @@ def _row(values: tuple[Any, ...]) -> Row:
                simulated=bool(simulated))
 
 
-# -- the hooks: one call each from launcher, engine and deadlines -------------------
+# -- the hooks: one call each from launch, instances and deadlines -----------------
 
-def launched(ctx: Any, instance: Instance, offer: Any, disk_gb: int | None,
+def launched(ctx: ClientContext, instance: Instance, offer: Any, disk_gb: int | None,
              shutdown_at: datetime | None, launch_id: str | None = None) -> None:
     """A launch delivered or adopted: billing starts now at the offer's full price.
     `launch_id`: the journal's, for a machine whose provider does not echo it."""
@@ -429,13 +432,13 @@ def _stopped_price(offer: Any, estimate: Any) -> Decimal | None:
     return disk[0].price_per_hour if disk else None
 
 
-def ended(ctx: Any, provider: str, instance_id: str, source: str) -> None:
+def ended(ctx: ClientContext, provider: str, instance_id: str, source: str) -> None:
     """A delete or a reaper termination: billing ends now."""
     Ledger(ctx.journal).append([Row(at=utcnow(), provider=provider, instance_id=instance_id,
                                     event="terminated", source=source, state=ENDED)])
 
 
-def powered(ctx: Any, instance: Instance, action: str) -> None:
+def powered(ctx: ClientContext, instance: Instance, action: str) -> None:
     """A stop or a start; the price the provider quotes, when it quotes one."""
     Ledger(ctx.journal).append([Row(
         at=utcnow(), provider=instance.provider, instance_id=instance.id,
@@ -445,7 +448,7 @@ def powered(ctx: Any, instance: Instance, action: str) -> None:
         name=instance.name, launch_id=instance.launch_id)])
 
 
-def observed(ctx: Any, instances: Iterable[Instance], listed: Iterable[str] = ()) -> None:
+def observed(ctx: ClientContext, instances: Iterable[Instance], listed: Iterable[str] = ()) -> None:
     """A listing of `instances`; `listed`: the providers whose list came back whole."""
     machines = list(instances)
     if not machines and not ctx.journal.path.exists():

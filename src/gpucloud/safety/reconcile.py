@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Union
+from typing import TYPE_CHECKING, Union
 
 from pydantic import BaseModel, ConfigDict
 
@@ -40,13 +40,16 @@ from gpucloud.providers.launch_ids import is_gpucloud
 from gpucloud.models import Instance
 from gpucloud.core.instructions import Call, Gather, Op
 from gpucloud.safety.journal import LaunchRecord, utcnow
+from gpucloud.safety.unresolved import warn_unresolved
+
+if TYPE_CHECKING:
+    from gpucloud.core.context import ClientContext
 
 # A create waits at most its read timeout (30 s, _http.DEFAULT_TIMEOUT) for an
 # answer, then looks for its machine for sum(RECONCILE_DELAYS) s; an intent
 # older than both, with a margin for a listing that lags, is settled.
 SETTLE_SECONDS = 60.0
 UNRESOLVED = ("intent", "ambiguous")
-SHOWN_IDS = 5  # launch ids named in the warning of list/reap; the rest are counted
 
 TerminateOrphans = Union[bool, Iterable[str]]
 
@@ -92,12 +95,11 @@ class ReconcileReport(_Report):
     warnings: tuple[str, ...] = ()
 
 
-def reconcile(engine: Any, terminate_orphans: TerminateOrphans = False,
+def reconcile(ctx: ClientContext, terminate_orphans: TerminateOrphans = False,
               provider: str | None = None) -> Op:
     """One pass. ``terminate_orphans``: True terminates every orphan found; a
     collection of refs terminates only the orphans among them (what a user
     confirmed after seeing an earlier report), each still checked to be one."""
-    ctx = engine.ctx
     journal = ctx.journal
     # No tolerance here: repairing a journal that cannot be read is exit 3.
     records = journal.all()
@@ -192,7 +194,7 @@ def _unrecorded(machines: dict[str, list[Instance]], records: list[LaunchRecord]
     return orphans, foreign
 
 
-def _adopt(ctx: Any, record: LaunchRecord, machine: Instance) -> Instance:
+def _adopt(ctx: ClientContext, record: LaunchRecord, machine: Instance) -> Instance:
     ctx.journal.mark(record.launch_id, "delivered", instance_id=machine.id)
     if machine.shutdown_at is not None:
         # The provider's copy is the truth (an extend from elsewhere moves it).
@@ -207,7 +209,7 @@ def _intent(record: LaunchRecord, reason: str) -> LaunchIntent:
                         name=record.name, sent_at=record.created_at, reason=reason)
 
 
-def _terminate(ctx: Any, orphans: list[Orphan], which: TerminateOrphans) -> Op:
+def _terminate(ctx: ClientContext, orphans: list[Orphan], which: TerminateOrphans) -> Op:
     if which is False:
         return []
     if isinstance(which, str):  # one ref, not its characters
@@ -230,25 +232,6 @@ def _terminate(ctx: Any, orphans: list[Orphan], which: TerminateOrphans) -> Op:
             ctx.tolerant(f"{machine.ref} was terminated but the journal could not record it",
                          ctx.journal.mark_deleted, machine.provider, machine.id)
     return terminated
-
-
-def warn_unresolved(ctx: Any) -> None:
-    """A warning for commands that list machines: launches sent and never
-    recorded may have made machines nobody tracks. A damaged journal is a
-    warning too, never a reason not to list."""
-    if not ctx.journal.path.exists():  # listing must not create a journal
-        return
-    records = ctx.tolerant("launches that may have made a machine could not be checked",
-                           ctx.journal.unresolved)
-    if not records:
-        return
-    ids = ", ".join(r.launch_id for r in records[:SHOWN_IDS])
-    if len(records) > SHOWN_IDS:
-        ids += f" and {len(records) - SHOWN_IDS} more"
-    many = len(records) > 1
-    ctx.warn(f"{len(records)} launch{'es were' if many else ' was'} sent but never recorded "
-             f"(launch id{'s' if many else ''} {ids}): {'machines' if many else 'a machine'} "
-             "may exist and bill; run `gpucloud reconcile`")
 
 
 __all__ = ["LaunchIntent", "Orphan", "ReconcileReport", "SETTLE_SECONDS", "reconcile",

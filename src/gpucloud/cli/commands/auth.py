@@ -17,14 +17,13 @@ app.add_typer(auth, name="auth")
 
 
 def _kind(provider: str) -> str:
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
 
-    ctx = Client(use_keyring=False)._ctx
-    ctx.check_known(provider)
-    if not ctx.has_adapter(provider):
+    known = Client(use_keyring=False).provider(provider)  # an unknown name fails here
+    if not known.has_adapter:
         fail(3, "configuration", f"{provider} has catalog prices only in this version",
              "its adapter is not available yet", False)
-    return ctx.auth_kind(provider)
+    return known.auth_kind
 
 
 def _stdin_is_terminal() -> bool:
@@ -88,7 +87,7 @@ def login(
     read from standard input (one line; for OAuth2 "id" and "secret" on two
     lines, or "id:secret").
     """
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
     from gpucloud.config.credentials import store_credential
 
     kind = _kind(provider)
@@ -120,7 +119,7 @@ def status(json_output: bool = params.JSON) -> None:
 
     Exits 4 when a configured credential does not work.
     """
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
     from gpucloud.config.credentials import NO_KEYRING_ADVICE, keyring_backend
 
     client = Client()
@@ -192,10 +191,10 @@ def token(
     Prints the token alone on stdout (with --json: {"token", "expires_at", ...}),
     so a CI job or a worker gets a credential that expires by itself.
     """
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
 
-    minted = Client().kubernetes_token(service_account, namespace=namespace, ttl=ttl,
-                                       provider=provider)
+    minted = Client().provider(provider).service_account_token(
+        service_account, namespace=namespace, ttl=ttl)
     secret = minted.token.get_secret_value()
     if json_output:
         output.emit_json({"provider": minted.provider, "namespace": minted.namespace,

@@ -38,8 +38,7 @@ def create_batch(client: Any, plan: Any, request: dict[str, Any], concurrency: i
     except BatchIncompleteError as exc:
         incomplete(exc, json_output)
     except GpuCloudError as exc:
-        exc.instances = made or client.last_created
-        raise
+        raise exc.with_details(instances=made or client.last_created) from exc
     except KeyboardInterrupt:
         _interrupted(made or client.last_created, client.in_flight, json_output)
     report(result, plan, client, made, json_output)

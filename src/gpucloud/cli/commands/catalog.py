@@ -28,7 +28,7 @@ def offers(
     json_output: bool = params.JSON,
 ) -> None:
     """Compare prices for COUNT x GPU machines across providers, cheapest first."""
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
     from gpucloud.catalog.pricing import unknown_parts
 
     client = Client()
@@ -76,7 +76,7 @@ def estimate(
     json_output: bool = params.JSON,
 ) -> None:
     """Estimate the cost of the cheapest matching machine over --hours."""
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
     from gpucloud.catalog.pricing import duration_hours, parse_duration
 
     # The same durations as --auto-shutdown; a bare "72" is refused with the forms.
@@ -108,7 +108,7 @@ def gpus(json_output: bool = params.JSON) -> None:
 @app.command()
 def providers(json_output: bool = params.JSON) -> None:
     """Known providers, whether credentials are found, and where from."""
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
     from gpucloud.config.credentials import NO_KEYRING_ADVICE
 
     client = Client()

@@ -82,7 +82,7 @@ def costs(
     has seen), after a listing of the providers. Unknown prices are shown as
     unknown, never as zero.
     """
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
 
     client = Client()
     report = client.costs(month=month, by=by.value)

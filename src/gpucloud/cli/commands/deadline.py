@@ -32,9 +32,8 @@ def extend(
 
     Shows what the extra time costs and asks first: a later deadline is more spend.
     """
-    from gpucloud.safety import budget
     from gpucloud.catalog import pricing
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
     from gpucloud.safety.deadlines import new_deadline
 
     client = Client()
@@ -42,7 +41,7 @@ def extend(
     now = output.utcnow()
     # The absolute target, computed once at the provider's precision and sent
     # as --until: a retry of this command moves nothing twice.
-    precision = client._ctx.adapter(instance.provider).deadline_precision
+    precision = client.provider(instance.provider).deadline_precision
     target = new_deadline(instance, by, until, now, precision)
     start = max(instance.shutdown_at or now, now)
     extra = pricing.duration_hours(target - start)
@@ -61,7 +60,7 @@ def extend(
                    f"{output.iso(target)} ({cost})")
     # The budget is checked before asking: never ask to confirm what is then
     # refused (exit 7). client.extend checks it again (the SDK path).
-    budget.check_extension(client._engine, instance, target, now, record=False)
+    client.check_extension(instance, target, now=now)
     shown = client.warnings
     if not json_output:
         for warning in shown:
@@ -105,7 +104,7 @@ def _report_text(report: Any) -> None:
 def _install(json_output: bool, write: bool) -> None:
     from gpucloud.safety import reaper_install
     from gpucloud.machine import remote_install
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
     from gpucloud.config.credentials import env_vars
 
     client = Client()
@@ -113,8 +112,8 @@ def _install(json_output: bool, write: bool) -> None:
     chosen = [s for s in statuses if s.credentials] or statuses
     variables: list[str] = []
     for status in chosen:
-        variables.extend(env_vars(status.name, client._ctx.auth_kind(status.name)))
-    source = remote_install.source(client._ctx.config)
+        variables.extend(env_vars(status.name, client.provider(status.name).auth_kind))
+    source = remote_install.source(client.config)
     files = reaper_install.render(variables, source)
     written = reaper_install.write(files, Path.cwd()) if write else []
     if json_output:
@@ -176,7 +175,7 @@ def reap(
         _install(json_output, write)
         return
     from gpucloud.catalog import pricing
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
     from gpucloud.errors import GpuCloudError
 
     interval = pricing.parse_duration(watch).total_seconds() if watch is not None else None

@@ -33,7 +33,7 @@ def doctor(
     (so it can gate a run), 0 when there are only warnings.
     """
     from gpucloud.machine import doctor as checks
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
 
     client = Client()
     instance = client.get(ref)
@@ -132,7 +132,7 @@ def top(
     """
     from gpucloud.catalog import pricing
     from gpucloud.machine import top as sampling
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
     from gpucloud.machine.doctor import check_login
 
     seconds = pricing.parse_duration(interval).total_seconds()

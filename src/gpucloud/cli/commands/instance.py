@@ -77,7 +77,7 @@ def create(
 
     Shows the plan and cost estimate first, then asks for confirmation.
     """
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
     from gpucloud.errors import GpuCloudError
 
     def show_attempt(attempt: Any) -> None:
@@ -127,9 +127,8 @@ def create(
         made = [client.create(gpu=gpu, count=count, name=name, image=image, ssh_key=ssh_key,
                               disk_gb=disk_gb, plan=plan)]
         wait_all(client, made, wait, timeout, json_output)
-    except GpuCloudError as exc:
-        exc.instances = made or client.last_created  # a script must learn what to clean up
-        raise
+    except GpuCloudError as exc:  # a script must learn what to clean up
+        raise exc.with_details(instances=made or client.last_created) from exc
     except KeyboardInterrupt:
         _interrupted(made or client.last_created, client.in_flight, json_output)
     if json_output:
@@ -165,7 +164,7 @@ def list_(
 
     Machines terminated over 10 minutes ago are left out unless --all or --status.
     """
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
 
     client = Client()
     instances = client.list(provider=provider, all=show_all, status=status)
@@ -189,7 +188,7 @@ def get(
     json_output: bool = params.JSON,
 ) -> None:
     """Show one machine."""
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
 
     client = Client()
     instance = client.get(ref)
@@ -217,7 +216,7 @@ def delete(
     json_output: bool = params.JSON,
 ) -> None:
     """Delete (terminate) machines. Their disks are gone for good."""
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
     from gpucloud.errors import GpuCloudError, exit_code_for
 
     if every == bool(refs) or (not every and (provider or name_prefix is not None)):
@@ -258,10 +257,11 @@ def delete(
                                      "exit_code": exit_code_for(exc)}} for ref, exc in failures]
     if failures:
         first = failures[0][1]
+        message = first.message
         if len(failures) > 1:
-            first.message = (f"{len(failures)} of {len(named)} deletes failed; "
-                             f"first: {failures[0][0]}: {first.message}")
-        fail(exit_code_for(first), first.code, first.message, first.hint, json_output,
+            message = (f"{len(failures)} of {len(named)} deletes failed; "
+                       f"first: {failures[0][0]}: {first.message}")
+        fail(exit_code_for(first), first.code, message, first.hint, json_output,
              {"deleted": deleted, "failed": failed, "warnings": warnings})
     if json_output:
         output.emit_json({"deleted": deleted, "failed": [], "warnings": warnings})
@@ -294,8 +294,7 @@ def _refs_of(client: Any, refs: List[str]) -> dict[str, str]:
     """provider/id of each machine (once each, in order) -> the reference the user
     gave for it. Malformed provider/ids fail before any lookup; names and id
     prefixes are looked up, all of them before the caller acts on any."""
-    from gpucloud.core.instructions import split_ref
-    from gpucloud.core.refs import needs_lookup
+    from gpucloud.types import needs_lookup, split_ref
 
     for ref in refs:
         if not needs_lookup(ref):
@@ -313,7 +312,7 @@ def stop(
     json_output: bool = params.JSON,
 ) -> None:
     """Power machines off, keeping their disks (RunPod, Vast.ai, sandbox). Disks may still bill."""
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
 
     client = Client()
     stopped = [client.stop(ref) for ref in _refs_of(client, refs)]
@@ -332,7 +331,7 @@ def start(
     json_output: bool = params.JSON,
 ) -> None:
     """Power stopped machines on again; billing resumes at their hourly price."""
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
 
     client = Client()
     machines = [client.get(ref) for ref in refs]  # resolves names; fails before asking

@@ -43,7 +43,7 @@ def submit(
     deadline. Secrets are read from your environment or keyring now; a dry
     run checks how each is referenced and reads none.
     """
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
     from gpucloud.jobs.ops import resolve_secrets
     from gpucloud.jobs.spec import load
 
@@ -102,7 +102,7 @@ def list_jobs(
     json_output: bool = params.JSON,
 ) -> None:
     """List jobs on every provider with credentials, newest first."""
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
 
     client = Client()
     found = client.jobs(provider=provider)
@@ -128,7 +128,7 @@ def list_jobs(
 @jobs_app.command("get")
 def get_job(ref: str = JOB_REF, json_output: bool = params.JSON) -> None:
     """Show one job."""
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
 
     client = Client()
     job = client.job(ref)
@@ -146,7 +146,7 @@ def cancel_job(
     json_output: bool = params.JSON,
 ) -> None:
     """Cancel a job: it stops, and its machine ends (billing stops)."""
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
 
     client = Client()
     job = client.job(ref)  # resolved (a name, a prefix) before anything is asked
@@ -170,7 +170,7 @@ def job_logs(
     json_output: bool = params.JSON,
 ) -> None:
     """Print a job's output, where its provider offers logs."""
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
 
     client = Client()
     job = client.job(ref)

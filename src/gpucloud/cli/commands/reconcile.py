@@ -26,7 +26,7 @@ def reconcile(
     Launches no machine carries are marked failed once the provider's listing
     proves it; orphans and other journals' (foreign) machines are reported.
     """
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
 
     if terminate_orphans and not yes and (json_output or not _interactive()):
         # Refuse before anything is done, like delete.

@@ -17,7 +17,7 @@ def _api_exec(client: Any, instance: Any, command: List[str], timeout: Optional[
               as_json: bool) -> None:
     """A machine without sshd (Kubernetes pod, sandbox): one command through the
     provider's exec API, its output printed, its exit code passed on."""
-    from gpucloud.client.exec import DEFAULT_EXEC_TIMEOUT
+    from gpucloud.machine.exec import DEFAULT_EXEC_TIMEOUT
 
     result = client.exec(instance, " ".join(command),
                          timeout=timeout if timeout is not None else DEFAULT_EXEC_TIMEOUT)
@@ -59,8 +59,8 @@ def ssh(
     `-- CMD` through the provider's exec API; they have no interactive shell.
     """
     from gpucloud.machine import ssh as ssh_cli
-    from gpucloud.client.clients import Client
-    from gpucloud.client.exec import reachable
+    from gpucloud.client import Client
+    from gpucloud.machine.exec import reachable
 
     if json_output and not (print_only or command):
         fail(2, "usage", "--json needs --print or a command (`-- CMD`): a login shell is "
@@ -83,7 +83,7 @@ def ssh(
                    f"trying {key or 'the keys ssh picks'} instead (if the login fails, pass "
                    "--identity PATH)")
     if json_output and not print_only:  # captured, so it can be one JSON document
-        from gpucloud.client.exec import DEFAULT_EXEC_TIMEOUT
+        from gpucloud.machine.exec import DEFAULT_EXEC_TIMEOUT
 
         result = client.exec(instance, " ".join(command or []), identity=key,
                              timeout=timeout if timeout is not None else DEFAULT_EXEC_TIMEOUT)
@@ -137,7 +137,7 @@ def ssh_config(
     from pathlib import Path
 
     from gpucloud.machine import ssh_config as sc
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
     from gpucloud.machine.ssh import identity_file, remembered_keys
 
     target = Path(path).expanduser()

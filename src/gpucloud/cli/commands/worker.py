@@ -17,7 +17,7 @@ def shown_url(url: Optional[str]) -> str:
     """A Redis URL fit to print: its password replaced (the one rule, redaction.py)."""
     if not url:
         return "embedded Redis"
-    from gpucloud.transport.redaction import redact_url
+    from gpucloud.queue import redact_url
 
     return redact_url(url) or ""
 
@@ -218,7 +218,7 @@ def _add(n: int, url: str, gpu: str, count: int, provider: Optional[str],
          region: Optional[str], auto_shutdown: str, queue: str, idle: str,
          image: Optional[str], secrets: tuple[str, ...], dry_run: bool, yes: bool,
          json_output: bool) -> None:
-    from gpucloud.client.clients import Client
+    from gpucloud.client import Client
     from gpucloud.queue import provision
     from gpucloud.machine import remote_install
     from gpucloud.config.settings import load_config

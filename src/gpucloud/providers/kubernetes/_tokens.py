@@ -1,41 +1,25 @@
 """Short-lived service-account tokens through the TokenRequest API.
 
-``gpucloud auth token kubernetes --service-account NAME`` gives a CI job or a
+``gpucloud auth token kubernetes --service-account NAME`` (and
+``client.provider("kubernetes").service_account_token``) gives a CI job or a
 worker a token that expires by itself (at least 10 minutes: the API's
 minimum) instead of a long-lived secret.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from pydantic import SecretStr
 
 from gpucloud.errors import SpecError, option
+from gpucloud.models import ServiceAccountToken
 from gpucloud.transport.tokens import TOKEN_REQUEST_EXTENSION
 from gpucloud.providers.base import Flow, Provider, parse_utc
 
-if TYPE_CHECKING:
-    from datetime import timedelta
-
-    from gpucloud.core.context import ClientContext
-
 MIN_TTL = 600  # ValidateTokenRequest: "may not specify a duration less than 10 minutes"
 MAX_TTL = 2 ** 32
-
-
-@dataclass(frozen=True)
-class ServiceAccountToken:
-    """A minted token; ``token`` is a SecretStr (shown as ********** in reprs)."""
-
-    provider: str
-    namespace: str
-    service_account: str
-    token: SecretStr = field(repr=False)
-    expires_at: datetime
 
 
 def check_ttl(ttl_seconds: Any) -> int:
@@ -73,21 +57,3 @@ def mint(provider: Provider, service_account: str, namespace: str,
     return ServiceAccountToken(provider=provider.name, namespace=namespace,
                                service_account=service_account, token=SecretStr(token),
                                expires_at=expires)
-
-
-def mint_op(ctx: ClientContext, provider: str, service_account: str, namespace: str | None,
-            ttl: str | int | float | timedelta) -> Flow[ServiceAccountToken]:
-    """The operation behind Client.kubernetes_token (an engine Op: yields one Call)."""
-    from gpucloud.core.instructions import Call
-    from gpucloud.catalog.pricing import parse_duration
-
-    seconds = int(parse_duration(ttl).total_seconds())
-    check_ttl(seconds)
-    ctx.require_callable(provider)
-    adapter = ctx.adapter(provider)
-    if not hasattr(adapter, "mint_token"):
-        raise SpecError(f"{provider} is not a Kubernetes cluster: it mints no service-account "
-                        "tokens", hint="use provider kubernetes or coreweave")
-    token: ServiceAccountToken = yield Call(provider, adapter.mint_token(
-        service_account, namespace, seconds))
-    return token

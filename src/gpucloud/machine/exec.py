@@ -1,4 +1,4 @@
-"""Running a command on a machine: Client.exec and AsyncClient.exec.
+"""Running a command on a machine (``Client.exec``, ``gpucloud ssh REF -- CMD``).
 
 A machine is reached the way its ``Instance.connection`` says: ``ssh`` runs
 the system OpenSSH client (ssh.py), ``api`` goes through the provider's own
@@ -8,17 +8,18 @@ long-lived is copied to the machine either way.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gpucloud.models import ExecResult, Instance
-
-    Ref = Union[Instance, str]
+    from gpucloud.core.context import ClientContext
+    from gpucloud.models import Connection, ExecResult, Instance
+    from gpucloud.providers.base import Provider
+    from gpucloud.safety.journal import Journal
 
 DEFAULT_EXEC_TIMEOUT = 120.0  # seconds a command may run before it is cut off
 
 
-def reachable(instance: Instance) -> Any:
+def reachable(instance: Instance) -> Connection:
     """The machine's connection, or a clear error (exit 2) while it cannot be
     reached: no address yet (pending), or a machine stopped, failed or gone
     (its last address may already be someone else's machine)."""
@@ -47,8 +48,8 @@ def reachable(instance: Instance) -> Any:
     return c
 
 
-def run(adapter: Any, instance: Instance, command: str, timeout: float,
-        identity: str | None = None, journal: Any = None) -> ExecResult:
+def run(adapter: Provider, instance: Instance, command: str, timeout: float,
+        identity: str | None = None, journal: Journal | None = None) -> ExecResult:
     """Blocking: run `command` on `instance` through its connection; over ssh
     without `identity`, with the key create used for it (ssh.login_identity)."""
     connection = reachable(instance)
@@ -60,37 +61,11 @@ def run(adapter: Any, instance: Instance, command: str, timeout: float,
     return run_ssh(instance, command, timeout, identity=identity, journal=journal)
 
 
-class ExecMethods:
-    _engine: Any
-    _ctx: Any
-
-    def _run(self, op: Any) -> Any:  # pragma: no cover - Client provides it
-        raise NotImplementedError
-
-    def exec(self, ref: Ref, command: str, *, timeout: float = DEFAULT_EXEC_TIMEOUT,
-             identity: str | None = None) -> ExecResult:
-        """Run a shell command on the machine; its exit code, stdout and stderr.
-        `identity` is the private key for SSH (default: the private half of
-        the .pub file create used for this machine, when this computer created
-        it and that file exists; else the one beside ~/.ssh/id_ed25519.pub or
-        id_rsa.pub; else ssh's own choice). `timeout` (seconds) ends a command
-        that runs longer with WaitTimeoutError."""
-        instance: Instance = self._run(self._engine.get(ref))
-        return run(self._ctx.adapter(instance.provider), instance, command, timeout, identity,
-                   self._ctx.journal)
+def run_on(ctx: ClientContext, instance: Instance, command: str, timeout: float,
+           identity: str | None = None) -> ExecResult:
+    """Blocking: `run` with the machine's adapter and the journal of `ctx`."""
+    return run(ctx.adapter(instance.provider), instance, command, timeout, identity,
+               ctx.journal)
 
 
-class AsyncExecMethods:
-    _engine: Any
-    _ctx: Any
-
-    async def _run(self, op: Any) -> Any:  # pragma: no cover - AsyncClient provides it
-        raise NotImplementedError
-
-    async def exec(self, ref: Ref, command: str, *, timeout: float = DEFAULT_EXEC_TIMEOUT,
-                   identity: str | None = None) -> ExecResult:
-        import asyncio
-
-        instance: Instance = await self._run(self._engine.get(ref))
-        return await asyncio.to_thread(run, self._ctx.adapter(instance.provider), instance,
-                                       command, timeout, identity, self._ctx.journal)
+__all__ = ["DEFAULT_EXEC_TIMEOUT", "reachable", "run", "run_on"]

@@ -1,0 +1,178 @@
+"""Operations on machines that exist: list, get, delete, stop and start, wait.
+
+A machine is named by an ``Instance``, its ``provider/id``, its name or a
+unique prefix of its id (refs.py resolves the last two against a listing).
+A deadline the provider does not keep (no native timer) is filled in from
+the local journal, so every machine read here shows the one the reaper uses.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from gpucloud.core.flow import Sleep
+from gpucloud.core.instructions import Call, Gather, Op
+from gpucloud.errors import (
+    GpuCloudError, InstanceFailedError, NotFoundError, SpecError, WaitTimeoutError,
+)
+from gpucloud.types import split_ref
+
+if TYPE_CHECKING:  # pydantic: a catalog-only `gpucloud offers` never needs it
+    from datetime import datetime
+
+    from gpucloud.core.context import ClientContext
+    from gpucloud.models import Instance
+    from gpucloud.types import Ref
+
+# The ledger and the journal checks are imported by the operations that use
+# them: a catalog-only `gpucloud offers` imports this module and must not pay.
+
+
+def list_instances(ctx: ClientContext, provider: str | None = None) -> Op:
+    """Every machine on the providers in scope (one provider's failure is a
+    warning, unless it was the one asked for or every one failed)."""
+    from gpucloud.safety.unresolved import warn_unresolved
+
+    names = [n for n in ctx.scope(provider, listing=True) if ctx.can_call(n)]
+    if provider is not None and not names:
+        raise ctx.missing_credentials([provider])
+    results = yield Gather([Call(n, ctx.adapter(n).list_instances()) for n in names])
+    out: list[Instance] = []
+    ctx.warnings.clear()
+    warn_unresolved(ctx)
+    failed = [r for r in results if isinstance(r, BaseException)]
+    if failed and (provider is not None or len(failed) == len(names)):
+        raise failed[0]  # "no machines" must never mean "could not look"
+    for name, result in zip(names, results):
+        if isinstance(result, BaseException):
+            if not isinstance(result, GpuCloudError):
+                raise result
+            ctx.warnings.append(f"{name}: could not list instances ({result})")
+            continue
+        out.extend(known_deadlines(ctx, name, result))
+    whole = [n for n, r in zip(names, results) if isinstance(r, list)]
+    from gpucloud.safety import ledger
+
+    ctx.tolerant("the cost ledger did not record this listing", ledger.observed,
+                 ctx, out, whole)
+    return out
+
+
+def _with_deadline(instance: Instance, shutdown_at: datetime | None) -> Instance:
+    if instance.shutdown_at is None and shutdown_at is not None:
+        return instance.model_copy(update={"shutdown_at": shutdown_at})
+    return instance
+
+
+def known_deadlines(ctx: ClientContext, provider: str,
+                    instances: list[Instance]) -> list[Instance]:
+    """known_deadline for a whole listing: one journal query, not one per machine."""
+    ids = [i.id for i in instances if i.shutdown_at is None]
+    records = ctx.tolerant("deadlines known only to this journal are not shown",
+                           ctx.journal.by_instances, provider, ids) if ids else {}
+    found = records or {}
+    return [_with_deadline(i, found[i.id].shutdown_at if i.id in found else None)
+            for i in instances]
+
+
+def known_deadline(ctx: ClientContext, instance: Instance) -> Instance:
+    """The machine with the deadline the journal holds for it, where the
+    provider shows none."""
+    if instance.shutdown_at is not None:
+        return instance
+    record = ctx.tolerant("deadlines known only to this journal are not shown",
+                          ctx.journal.by_instance, instance.provider, instance.id)
+    return _with_deadline(instance, record.shutdown_at if record else None)
+
+
+def lookup(ctx: ClientContext, ref: Ref) -> Op:
+    """`ref` itself when it is an Instance or provider/id, else the one machine
+    its name or id prefix names in every provider's listing (refs.py)."""
+    from gpucloud.core import refs
+
+    if not refs.needs_lookup(ref):
+        return ref
+    listed = yield from list_instances(ctx)
+    searched = [n for n in ctx.scope(None, listing=True) if ctx.can_call(n)]
+    return refs.resolve(str(ref), listed, searched)
+
+
+def get(ctx: ClientContext, ref: Ref) -> Op:
+    from gpucloud.core import refs
+
+    ref = yield from lookup(ctx, ref)  # a name or an id prefix is looked up
+    provider, ident = split_ref(ref)
+    ctx.require_callable(provider)
+    try:
+        instance = yield Call(provider, ctx.adapter(provider).get(ident))
+    except NotFoundError as exc:
+        raise exc.with_details(
+            hint=exc.hint or refs.not_found_hint(f"{provider}/{ident}")) from exc
+    return known_deadline(ctx, instance)
+
+
+def delete(ctx: ClientContext, ref: Ref) -> Op:
+    ref = yield from lookup(ctx, ref)  # as get: a name or a unique id prefix
+    provider, ident = split_ref(ref)
+    ctx.require_callable(provider)
+    yield Call(provider, ctx.adapter(provider).delete(ident))
+    ctx.tolerant(f"{provider}/{ident} was deleted but the journal could not record it",
+                 ctx.journal.mark_deleted, provider, ident)
+    from gpucloud.safety import ledger
+
+    ctx.tolerant(f"{provider}/{ident}: its end is not in the cost ledger",
+                 ledger.ended, ctx, provider, ident, "delete")
+
+
+def power(ctx: ClientContext, ref: Ref, action: str) -> Op:
+    """stop or start a machine, where the provider can."""
+    provider, ident = split_ref(ref)
+    ctx.require_callable(provider)
+    adapter = ctx.adapter(provider)
+    if not adapter.capabilities.stop_start:
+        raise SpecError(f"{provider} cannot stop and start machines through its API",
+                        hint=f"`gpucloud delete {provider}/{ident}` ends it (and its billing)")
+    instance = yield Call(provider, getattr(adapter, action)(ident))
+    from gpucloud.safety import ledger
+
+    ctx.tolerant(f"{provider}/{ident}: the {action} is not in the cost ledger",
+                 ledger.powered, ctx, instance, action)
+    return known_deadline(ctx, instance)
+
+
+def wait(ctx: ClientContext, ref: Ref, until: str = "running", timeout: float = 600,
+         poll: float = 2.0, max_poll: float = 15.0) -> Op:
+    """Poll until the machine reaches `until`; WaitError when it fails or times out."""
+    from gpucloud.models import InstanceStatus
+
+    target = InstanceStatus(until)
+    started, slept, delay = time.monotonic(), 0.0, poll
+    while True:
+        instance = yield from get(ctx, ref)
+        if instance.status == target:
+            return instance
+        if target != InstanceStatus.TERMINATED and instance.status in (
+                InstanceStatus.FAILED, InstanceStatus.TERMINATED, InstanceStatus.TERMINATING):
+            raise InstanceFailedError(
+                f"{instance.ref} is {instance.status.value} while waiting for {until}",
+                hint=f"provider status: {instance.provider_status or 'n/a'}")
+        # Sleeps may be skipped (tests); count them so the deadline still holds.
+        elapsed = max(time.monotonic() - started, slept)
+        refusal = ctx.adapter(instance.provider).wait_refusal(instance, elapsed)
+        if refusal is not None:
+            raise refusal
+        if elapsed >= timeout:
+            raise WaitTimeoutError(
+                f"{instance.ref} still {instance.status.value} after {int(elapsed)} s "
+                f"(waiting for {until})",
+                hint=f"the machine is still there: `gpucloud get {instance.ref}` or "
+                     f"`gpucloud delete {instance.ref}`")
+        step = min(delay, max(0.0, timeout - elapsed))
+        yield Sleep(step)
+        slept += step
+        delay = min(max_poll, delay * 1.5)
+
+
+__all__ = ["delete", "get", "known_deadline", "known_deadlines", "list_instances", "lookup",
+           "power", "wait"]
