@@ -16,7 +16,7 @@ def _page_rows(text: str) -> dict[str, frozenset[str]]:
     rows: dict[str, frozenset[str]] = {}
     for line in table.splitlines()[2:]:
         layer, allowed = (cell.strip() for cell in line.strip("|").split("|"))
-        rows[layer.strip("`")] = frozenset(re.findall(r"`([a-z]+)`", allowed))
+        rows[layer.strip("`")] = frozenset(re.findall(r"`([a-z-]+)`", allowed))
     return rows
 
 

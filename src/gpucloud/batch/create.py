@@ -43,7 +43,7 @@ from gpucloud.core.launch import RECONCILE_DELAYS, launch
 from gpucloud.models import Attempt, Instance, Plan
 from gpucloud.core.instructions import Call, Concurrent, Gather, Op
 from gpucloud.core.plan import plan as make_plan
-from gpucloud.safety.reconcile import UNRESOLVED
+from gpucloud.safety.journal import UNRESOLVED
 
 if TYPE_CHECKING:
     from gpucloud.core.context import ClientContext

@@ -231,7 +231,7 @@ class AsyncClient:
 
     async def extend(self, ref: Ref, by: Duration | None = None,
                      until: Deadline | None = None) -> Instance:
-        from gpucloud.safety.deadlines import extend
+        from gpucloud.safety.extend import extend
 
         result: Instance = await self._run(extend(self._ctx, ref, by, until))
         return result
@@ -245,7 +245,7 @@ class AsyncClient:
         budget.check_extension(self._ctx, instance, until, now or utcnow(), record=False)
 
     async def reap(self, dry_run: bool = False, provider: str | None = None) -> ReapReport:
-        from gpucloud.safety.deadlines import reap
+        from gpucloud.safety.reap import reap
 
         result: ReapReport = await self._run(reap(self._ctx, dry_run, provider))
         return result

@@ -300,7 +300,7 @@ class Client:
                until: Deadline | None = None) -> Instance:
         """Move a machine's deadline later by `by`, or to `until` (aware datetime or
         ISO-8601 with a zone), on the provider and in the journal."""
-        from gpucloud.safety.deadlines import extend
+        from gpucloud.safety.extend import extend
 
         result: Instance = self._run(extend(self._ctx, ref, by, until))
         return result
@@ -319,7 +319,7 @@ class Client:
     def reap(self, dry_run: bool = False, provider: str | None = None) -> ReapReport:
         """Terminate every gpucloud machine past its deadline, on every provider with
         credentials; works from the providers' own records, not the local journal."""
-        from gpucloud.safety.deadlines import reap
+        from gpucloud.safety.reap import reap
 
         result: ReapReport = self._run(reap(self._ctx, dry_run, provider))
         return result

@@ -47,10 +47,13 @@ def service_account_token(ctx: ClientContext, provider: str, service_account: st
                           namespace: str | None, ttl: Duration) -> Op:
     """A short-lived token of `service_account` from the cluster's TokenRequest API."""
     from gpucloud.catalog.pricing import parse_duration
-    from gpucloud.providers.kubernetes._tokens import check_ttl
+    from gpucloud.providers import adapter_class
 
     seconds = int(parse_duration(ttl).total_seconds())
-    check_ttl(seconds)
+    check = getattr(adapter_class(provider) if ctx.has_adapter(provider) else None,
+                    "check_token_ttl", None)
+    if check is not None:
+        check(seconds)
     ctx.require_callable(provider)
     adapter = ctx.adapter(provider)
     mint = getattr(adapter, "mint_token", None)

@@ -81,6 +81,9 @@ _SHARED_LOCK = threading.Lock()
 # SQLite's default bound on the variables of one statement, kept under.
 CHUNK = 900
 
+# A launch sent and not yet settled: its machine may exist (reconcile settles it).
+UNRESOLVED = ("intent", "ambiguous")
+
 # Statements another module needs in the state file (SQL, or a function of the
 # connection): Journal._db runs them once per connection.
 Schema = tuple[str | Callable[[sqlite3.Connection], None], ...]

@@ -39,7 +39,7 @@ from gpucloud.errors import GpuCloudError, NotFoundError
 from gpucloud.providers.launch_ids import is_gpucloud
 from gpucloud.models import Instance
 from gpucloud.core.instructions import Call, Gather, Op
-from gpucloud.safety.journal import LaunchRecord, utcnow
+from gpucloud.safety.journal import UNRESOLVED, LaunchRecord, utcnow
 from gpucloud.safety.unresolved import warn_unresolved
 
 if TYPE_CHECKING:
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 # answer, then looks for its machine for sum(RECONCILE_DELAYS) s; an intent
 # older than both, with a margin for a listing that lags, is settled.
 SETTLE_SECONDS = 60.0
-UNRESOLVED = ("intent", "ambiguous")
 
 TerminateOrphans = Union[bool, Iterable[str]]
 

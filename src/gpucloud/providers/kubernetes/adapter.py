@@ -41,6 +41,7 @@ from gpucloud.providers.kubernetes import _kubeconfig, _offers, _pages, _setting
 from gpucloud.providers.kubernetes import _wire as wire
 from gpucloud.providers.kubernetes._jobs import SELECTOR, KubernetesJobs
 from gpucloud.providers.kubernetes._manifests import pod_manifest
+from gpucloud.providers.kubernetes._tokens import check_ttl
 
 LIVE_PHASES = "status.phase!=Succeeded,status.phase!=Failed"
 MIN_TOKEN_TTL = 600  # TokenRequest's minimum expirationSeconds
@@ -358,6 +359,10 @@ class KubernetesProvider(KubernetesJobs, Provider):
             connection=Connection(method="api") if status == InstanceStatus.RUNNING else None)
 
     # -- short-lived tokens --------------------------------------------------------------
+
+    # The token lifetime's bounds, checked before anything else is asked of
+    # the cluster (or of the credentials): client.provider(...) reads it here.
+    check_token_ttl = staticmethod(check_ttl)
 
     def mint_token(self, service_account: str, namespace: str | None = None,
                    ttl_seconds: int = 3600) -> Flow[Any]:
