@@ -49,3 +49,35 @@ def test_async_extend_and_reap():
     soon, moved, report = asyncio.run(run())
     assert moved.shutdown_at is not None
     assert [(a.action, a.instance.id) for a in report.actions] == [("terminated", soon.id)]
+
+
+def _commits_while(action):
+    """The write transactions the state file's connection commits during
+    `action` (its SQL, traced)."""
+    from gpucloud.config.settings import state_db_path
+    from gpucloud.safety.journal import _shared
+
+    statements: list[str] = []
+    connection = _shared(state_db_path()).connection()
+    assert connection is not None
+    connection.set_trace_callback(statements.append)
+    try:
+        action()
+    finally:
+        connection.set_trace_callback(None)
+    return sum(1 for s in statements if s.strip().upper().startswith(("BEGIN", "COMMIT")))
+
+
+@pytest.mark.parametrize("overdue", [2, 12])
+def test_a_reap_pass_records_its_terminations_in_a_fixed_number_of_commits(overdue):
+    # One pass writes the journal and the ledger for all it ended at once: the
+    # commits do not grow with the number of machines reaped.
+    with Client(providers=["sandbox"]) as client:
+        made = client.create_many(gpu="h100", count=1, n=overdue, auto_shutdown="1s")
+        assert len(made.instances) == overdue
+        time.sleep(1.2)
+        client.list()  # the ledger has seen them: the reap's listing writes nothing new
+        reports = []
+        commits = _commits_while(lambda: reports.append(client.reap()))
+    assert [a.action for a in reports[0].actions] == ["terminated"] * overdue
+    assert commits <= 6, commits

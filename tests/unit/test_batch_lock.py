@@ -1,4 +1,4 @@
-"""The per-key batch lock (batch_lock.py): what is busy comes from the OS lock,
+"""The per-key batch lock (batch/lock.py): what is busy comes from the OS lock,
 the file's content only words the message, and it holds nothing secret."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Unknown price parts are never zero; caps refuse on them; Plan totals say
-what they cover (pricing.py, planner.py, and their rendering)."""
+what they cover (pricing.py, core/plan.py, and their rendering)."""
 
 from __future__ import annotations
 

@@ -195,3 +195,30 @@ def test_the_report_dumps_to_json_with_times_in_utc():
     assert data["adopted"][0]["price_per_hour"] == "19.92"
     assert timedelta(0) <= datetime.now(timezone.utc) - datetime.fromisoformat(
         data["at"].replace("Z", "+00:00")) < timedelta(minutes=1)
+
+
+def test_reconcile_reads_the_unsettled_launches_and_those_listed_not_the_whole_history():
+    # A long history of settled launches (delivered, then deleted) and one launch
+    # never recorded: reconcile asks the journal for the unsettled launches and
+    # for the launch ids the listing shows, never for every launch it holds.
+    from gpucloud.safety.journal import _shared
+
+    journal = Journal(state_db_path())
+    for n in range(50):
+        journal.record_intent(launch_id=f"gc-{n:010x}", provider="sandbox",
+                              instance_type="sim.1xH100", region="sim-east-1", name=None,
+                              price_per_hour="2.00", shutdown_at=None)
+        journal.mark(f"gc-{n:010x}", "delivered", instance_id=f"gone-{n}")
+        journal.mark_deleted("sandbox", f"gone-{n}")
+    machine = crashed()
+    statements: list[str] = []
+    connection = _shared(state_db_path()).connection()
+    assert connection is not None
+    connection.set_trace_callback(statements.append)
+    try:
+        report = Client().reconcile()
+    finally:
+        connection.set_trace_callback(None)
+    assert [i.ref for i in report.adopted] == [machine.ref]
+    reads = [s for s in statements if " FROM launches" in s and s.lstrip().startswith("SELECT")]
+    assert reads and all(" WHERE " in s for s in reads), reads

@@ -6,7 +6,7 @@
 * Launches run concurrently (``ops.Concurrent``, at most ``concurrency`` in
   flight), each through launcher.launch with its own attempts: failover on
   definite refusals, lookup by launch id after an ambiguous failure, never a
-  blind re-send. The provider's rate limit paces them (_http.py).
+  blind re-send. The provider's rate limit paces them (transport/http.py).
 * Every intent is journaled with the batch key and its slot (0..N-1). A
   batch run again with the same key first settles what an earlier run made:
   one listing per provider (looked at again after launcher.RECONCILE_DELAYS
@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from gpucloud.safety import ledger
+from gpucloud.safety import ledger_events
 from gpucloud.catalog import pricing
 from gpucloud.providers.base import Sleep
 from gpucloud.batch.models import BatchIncompleteError, BatchItem, BatchResult, CreateRequest
@@ -356,7 +356,7 @@ def _roll_back(run: _Run, result: BatchResult) -> Op:
             ctx.tolerant(f"{machine.ref} was deleted but the journal could not record it",
                          ctx.journal.mark_deleted, machine.provider, machine.id)
             ctx.tolerant(f"{machine.ref}: its end is not in the cost ledger",
-                         ledger.ended, ctx, machine.provider, machine.id, "batch")
+                         ledger_events.ended, ctx, machine.provider, machine.id, "batch")
     checked = yield Gather([Call(m.provider, ctx.adapter(m.provider).get(m.id))
                             for m in machines])
     alive: list[Instance] = []

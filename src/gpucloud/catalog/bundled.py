@@ -87,7 +87,7 @@ class ProviderCatalog:
     def rows(self, *, gpu: str | None = None, count: int | None = None,
              region: str | None = None, spot: bool = False) -> list[CatalogOffer]:
         """As ``offers``, before the rows become pydantic ``Offer`` objects (the
-        the offers operation keeps them so; catalog_offer.py says why)."""
+        the offers operation keeps them so; catalog/offer.py says why)."""
         out: list[CatalogOffer] = []
         for t in self.instance_types:
             if gpu is not None and t.gpu != gpu:

@@ -2,7 +2,7 @@
 
 A module of its own, importing nothing of gpucloud's: the models, the pricing
 rules and the catalog parser all check against these without importing each
-other (the catalog must not load pydantic; see catalog_offer.py).
+other (the catalog must not load pydantic; see catalog/offer.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The warnings a command prints on stderr before its answer.
 
 Each warning once; the providers the bundled catalog has nothing for in one
-line (catalog_gaps.py), left out under ``--quiet`` or ``[defaults]
+line (catalog/gaps.py), left out under ``--quiet`` or ``[defaults]
 quiet_missing = true``. Under ``--json`` none of this is printed: the
 document's ``warnings`` holds them all.
 """

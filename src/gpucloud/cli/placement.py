@@ -1,7 +1,7 @@
 """Where a machine of a batch landed, and why it moved there.
 
 A launch that finds no capacity (or an offer refused, or a quota reached)
-fails over to the next offer (launcher.py); each machine's own attempts say
+fails over to the next offer (core/launch.py); each machine's own attempts say
 which offers were passed over. The batch's lines name them, so that machines
 spread over regions or providers are no surprise.
 """

@@ -21,8 +21,8 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from gpucloud.core.instances import delete, list_instances
-from gpucloud.core.instructions import Op
+from gpucloud.core.instances import list_instances
+from gpucloud.core.instructions import Call, Gather, Op
 from gpucloud.errors import GpuCloudError, SpecError
 from gpucloud.models import Instance, InstanceStatus
 from gpucloud.safety.journal import utcnow
@@ -127,16 +127,22 @@ def delete_all(ctx: ClientContext, provider: str | None = None,
     """Delete every machine `deletable` finds; one failure does not stop the
     others. The deleted machines, or the first error once all were tried, its
     `instances` the machines still up."""
+    from gpucloud.safety import ledger_events
+
     machines = yield from deletable(ctx, provider, name_prefix)
+    # At once (the provider's pacing still holds), then recorded in one pass.
+    results = yield Gather([Call(m.provider, ctx.adapter(m.provider).delete(m.id))
+                            for m in machines])
     deleted: list[Instance] = []
     failures: list[tuple[Instance, GpuCloudError]] = []
-    for machine in machines:
-        try:
-            yield from delete(ctx, machine.ref)
-        except GpuCloudError as exc:
-            failures.append((machine, exc))
+    for machine, result in zip(machines, results):
+        if isinstance(result, GpuCloudError):
+            failures.append((machine, result))
             continue
+        if isinstance(result, BaseException):
+            raise result
         deleted.append(machine)
+    ledger_events.record_ends(ctx, [(m.provider, m.id) for m in deleted], "delete", "deleted")
     if failures:
         first = failures[0][1]
         message = first.message

@@ -52,9 +52,9 @@ def list_instances(ctx: ClientContext, provider: str | None = None) -> Op:
             continue
         out.extend(known_deadlines(ctx, name, result))
     whole = [n for n, r in zip(names, results) if isinstance(r, list)]
-    from gpucloud.safety import ledger
+    from gpucloud.safety import ledger_events
 
-    ctx.tolerant("the cost ledger did not record this listing", ledger.observed,
+    ctx.tolerant("the cost ledger did not record this listing", ledger_events.observed,
                  ctx, out, whole)
     return out
 
@@ -117,12 +117,9 @@ def delete(ctx: ClientContext, ref: Ref) -> Op:
     provider, ident = split_ref(ref)
     ctx.require_callable(provider)
     yield Call(provider, ctx.adapter(provider).delete(ident))
-    ctx.tolerant(f"{provider}/{ident} was deleted but the journal could not record it",
-                 ctx.journal.mark_deleted, provider, ident)
-    from gpucloud.safety import ledger
+    from gpucloud.safety import ledger_events
 
-    ctx.tolerant(f"{provider}/{ident}: its end is not in the cost ledger",
-                 ledger.ended, ctx, provider, ident, "delete")
+    ledger_events.record_ends(ctx, [(provider, ident)], "delete", "deleted")
 
 
 def power(ctx: ClientContext, ref: Ref, action: str) -> Op:
@@ -134,10 +131,10 @@ def power(ctx: ClientContext, ref: Ref, action: str) -> Op:
         raise SpecError(f"{provider} cannot stop and start machines through its API",
                         hint=f"`gpucloud delete {provider}/{ident}` ends it (and its billing)")
     instance = yield Call(provider, getattr(adapter, action)(ident))
-    from gpucloud.safety import ledger
+    from gpucloud.safety import ledger_events
 
     ctx.tolerant(f"{provider}/{ident}: the {action} is not in the cost ledger",
-                 ledger.powered, ctx, instance, action)
+                 ledger_events.powered, ctx, instance, action)
     return known_deadline(ctx, instance)
 
 

@@ -44,7 +44,7 @@ class Concurrent:
     client like a whole operation (a thread of Client, a task of AsyncClient).
     The answer is their results in order; an exception a sub-operation raised
     comes back as its value (as in Gather). Sub-operations share the context,
-    so what they record there must be per launch (launcher.py)."""
+    so what they record there must be per launch (core/launch.py)."""
     ops: list[Op] = field(default_factory=list)
     limit: int = 8
 

@@ -33,7 +33,7 @@ ambiguous failures, a journal entry for every attempt.
   ``submit_job``, with a job launch id; its secret values are registered for
   redaction before the request exists. It returns the Job. A job without a
   machine (a Kubernetes Job) goes into the cost ledger as itself
-  (job_costs.py), so the budget never stops counting it once delivered.
+  (jobs/costs.py), so the budget never stops counting it once delivered.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpucloud.providers.base import Sleep
 from gpucloud.core.context import ssh_key_file
-from gpucloud.safety import budget, ledger
+from gpucloud.safety import budget, ledger_events
 from gpucloud.jobs import costs as job_costs
 from gpucloud.core.instructions import Call, Op
 from gpucloud.errors import (
@@ -155,7 +155,7 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
             ctx.tolerant(f"{instance.ref} is not in the cost ledger: once the state database "
                          "is usable, run `gpucloud reconcile`, then `gpucloud list` (the "
                          "listing records it for `gpucloud costs` and the monthly budget)",
-                         ledger.launched, ctx, instance, offer, disk_gb, shutdown_at,
+                         ledger_events.launched, ctx, instance, offer, disk_gb, shutdown_at,
                          spec.launch_id)
         else:  # a job without a machine (a Kubernetes Job): counted as itself
             ctx.tolerant(f"{made.ref} is not in the cost ledger: `gpucloud costs` and the "

@@ -23,7 +23,7 @@ CALLS = {"service_account_token": "mint_token"}
 
 def calls(ctx: ClientContext, provider: str) -> tuple[str, ...]:
     """The provider-specific calls `provider` offers (none for most)."""
-    from gpucloud.providers import adapter_class
+    from gpucloud.providers.registry import adapter_class
 
     ctx.check_known(provider)
     cls = adapter_class(provider) if ctx.has_adapter(provider) else None
@@ -47,7 +47,7 @@ def service_account_token(ctx: ClientContext, provider: str, service_account: st
                           namespace: str | None, ttl: Duration) -> Op:
     """A short-lived token of `service_account` from the cluster's TokenRequest API."""
     from gpucloud.catalog.pricing import parse_duration
-    from gpucloud.providers import adapter_class
+    from gpucloud.providers.registry import adapter_class
 
     seconds = int(parse_duration(ttl).total_seconds())
     check = getattr(adapter_class(provider) if ctx.has_adapter(provider) else None,

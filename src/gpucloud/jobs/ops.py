@@ -1,9 +1,9 @@
 """Jobs as operations: submit, list, get, cancel, logs.
 
 A submit is a create with a container to run: it is planned and estimated
-exactly like one (planner.py: ``max_runtime`` is the deadline the reaper
+exactly like one (core/plan.py: ``max_runtime`` is the deadline the reaper
 enforces, ``max_cost`` and the monthly budget are kept, failover across
-offers), and launched by launcher.py with ``InstanceSpec.job`` set and a
+offers), and launched by core/launch.py with ``InstanceSpec.job`` set and a
 ``gj-`` launch id. Secrets are resolved before anything is sent: a missing
 one stops the submit, naming it (exit 3).
 """
@@ -16,7 +16,7 @@ from os import PathLike
 from typing import TYPE_CHECKING, Any, Union
 
 from gpucloud.jobs import costs as job_costs
-from gpucloud.safety import ledger
+from gpucloud.safety import ledger_events
 from gpucloud.providers.base import format_utc
 from gpucloud.errors import CredentialsError, GpuCloudError, NotFoundError, SpecError
 from gpucloud.jobs.spec import JobSpec, from_any
@@ -212,7 +212,7 @@ def cancel(ctx: ClientContext, ref: JobRef) -> Op:
         ctx.tolerant(f"{machine.ref} was ended but the journal could not record it",
                      ctx.journal.mark_deleted, provider, machine.id)
         ctx.tolerant(f"{machine.ref}: its end is not in the cost ledger",
-                     ledger.ended, ctx, provider, machine.id, "delete")
+                     ledger_events.ended, ctx, provider, machine.id, "delete")
     else:
         ctx.tolerant(f"{before.ref}: its end is not in the cost ledger",
                      job_costs.cancelled, ctx, provider, ident)

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from gpucloud.models import ExecResult, Instance, InstanceSpec, Job, Offer
 
 
-# How a request may be retried (see _http.py):
+# How a request may be retried (see transport/http.py):
 #   read        GET-like, safe to repeat at any time
 #   idempotent  repeating it has the same effect (terminate an id)
 #   launch      creates something billable: never re-sent once it may have
@@ -74,7 +74,7 @@ class Provider:
     # whole second and compares what it reads back at that precision.
     deadline_precision: ClassVar[timedelta] = timedelta(seconds=1)
     # The form of a machine id as the provider's API documents it; a create
-    # reply whose id does not match is not taken as the machine (launcher.py
+    # reply whose id does not match is not taken as the machine (core/launch.py
     # then looks for it by launch id). None: no documented form to check.
     id_format: ClassVar[re.Pattern[str] | None] = None
     # Whether create() itself reads the new machine back by the id its reply

@@ -9,7 +9,7 @@ Checked at the end of every plan (so ``create``, ``create --dry-run`` and
   what machines still running will cost up to their deadline or the end of
   the month, whichever is first (no deadline: the end of the month); a job
   without a machine (a Kubernetes Job) is in the ledger as itself
-  (job_costs.py);
+  (jobs/costs.py);
 * this request: every machine of the plan at the chosen offer's price, up to
   the plan's deadline or the end of the month, by the same rule;
 * over the budget: BudgetExceededError (exit 7) with the figures; at 80 % or
@@ -24,7 +24,7 @@ Checked at the end of every plan (so ``create``, ``create --dry-run`` and
 
 The plan's check is advice (a dry run shows it; a prompt may wait between
 plan and launch). What keeps the budget is the admission of each launch
-(``admit``, called by launcher.py for every machine, batch slot and job):
+(``admit``, called by core/launch.py for every machine, batch slot and job):
 in one exclusive transaction of the home's state database (SQLite BEGIN
 IMMEDIATE, so one admission at a time per GPUCLOUD_HOME, across processes,
 threads and tasks) the figures are read again and the launch intent is

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from gpucloud.core.instructions import Op
 from gpucloud.errors import GpuCloudError
+from gpucloud.safety import costs
 from gpucloud.safety.costs import BY_VALUES, compute, month_bounds
-from gpucloud.safety.journal import utcnow
 from gpucloud.safety.ledger import Ledger
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def report(ctx: ClientContext, month: str | None = None, by: str = "instance") -
 
     if by not in BY_VALUES:
         compute((), month, by)  # raises the usage error before anything is listed
-    now = utcnow()
+    now = costs.utcnow()  # the costs arithmetic's clock, for the bounds and the report
     _, start, end = month_bounds(month, now)
     warnings: list[str] = []
     try:

@@ -318,10 +318,15 @@ class Journal:
                 (status, instance_id, error, utcnow().isoformat(), launch_id))
 
     def mark_deleted(self, provider: str, instance_id: str) -> None:
+        self.mark_all_deleted([(provider, instance_id)])
+
+    def mark_all_deleted(self, machines: Iterable[tuple[str, str]]) -> None:
+        """Machines (provider, instance id) deleted or reaped, in one transaction."""
+        now = utcnow().isoformat()
         with self._db() as db:
-            db.execute("UPDATE launches SET status = 'deleted', updated_at = ?"
-                       " WHERE provider = ? AND instance_id = ?",
-                       (utcnow().isoformat(), provider, instance_id))
+            db.executemany("UPDATE launches SET status = 'deleted', updated_at = ?"
+                           " WHERE provider = ? AND instance_id = ?",
+                           [(now, provider, instance_id) for provider, instance_id in machines])
 
     def set_deadline(self, provider: str, instance_id: str, shutdown_at: datetime | None) -> None:
         """The local copy of a moved deadline (extend); the provider's copy is the truth."""
@@ -382,6 +387,19 @@ class Journal:
             for record in self._rows(f"WHERE provider = ? AND instance_id IN ({marks})",
                                      (provider, *part), create=False):
                 found[record.instance_id or ""] = record  # ordered: the latest wins
+        return found
+
+    def by_launch_ids(self, launch_ids: Iterable[str]) -> dict[str, LaunchRecord]:
+        """The launches of these ids (through the primary key), one query per CHUNK
+        ids: what reconcile needs of the journal for the machines a listing shows,
+        however long the journal's history."""
+        ids = list(dict.fromkeys(launch_ids))
+        found: dict[str, LaunchRecord] = {}
+        for start in range(0, len(ids), CHUNK):
+            part = ids[start:start + CHUNK]
+            marks = ", ".join("?" for _ in part)
+            for record in self._rows(f"WHERE launch_id IN ({marks})", tuple(part)):
+                found[record.launch_id] = record
         return found
 
     def all(self) -> list[LaunchRecord]:

@@ -30,10 +30,10 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from gpucloud.models import Instance, InstanceStatus
-from gpucloud.safety.journal import CHUNK, Journal, utcnow
+from gpucloud.safety.journal import CHUNK, Journal
 
 if TYPE_CHECKING:
-    from gpucloud.core.context import ClientContext
+    pass
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS ledger (
@@ -107,7 +107,7 @@ def _track_live(db: sqlite3.Connection) -> None:
 SCHEMA = (*_TABLES, _track_live)
 # The source of the rows of a job that has no machine (a Kubernetes Job, keyed
 # by its provider and job id): no machine listing shows it, so a listing never
-# takes it for a machine that has gone (job_costs.py ends it).
+# takes it for a machine that has gone (jobs/costs.py ends it).
 JOB = "job"
 # A machine missing from its provider's list is taken as ended only once its
 # last row is older than this: a new launch can take a moment to be listed.
@@ -406,55 +406,4 @@ def _row(values: tuple[Any, ...]) -> Row:
                simulated=bool(simulated))
 
 
-# -- the hooks: one call each from launch, instances and deadlines -----------------
-
-def launched(ctx: ClientContext, instance: Instance, offer: Any, disk_gb: int | None,
-             shutdown_at: datetime | None, launch_id: str | None = None) -> None:
-    """A launch delivered or adopted: billing starts now at the offer's full price.
-    `launch_id`: the journal's, for a machine whose provider does not echo it."""
-    from gpucloud.catalog import pricing
-
-    estimate = pricing.estimate(offer, 1, disk_gb=disk_gb)
-    Ledger(ctx.journal).append([Row(
-        at=utcnow(), provider=instance.provider, instance_id=instance.id, event="started",
-        source="launch", state=RUNNING, price_per_hour=estimate.price_per_hour,
-        stopped_price_per_hour=_stopped_price(offer, estimate),
-        shutdown_at=instance.shutdown_at or shutdown_at, name=instance.name,
-        instance_type=instance.instance_type or offer.instance_type,
-        region=instance.region or offer.region, launch_id=instance.launch_id or launch_id,
-        simulated=instance.simulated or offer.simulated)])
-
-
-def _stopped_price(offer: Any, estimate: Any) -> Decimal | None:
-    if offer.simulated:
-        return Decimal(0)  # the sandbox bills nothing while stopped
-    disk = [line for line in estimate.breakdown if line.component.startswith("disk")]
-    return disk[0].price_per_hour if disk else None
-
-
-def ended(ctx: ClientContext, provider: str, instance_id: str, source: str) -> None:
-    """A delete or a reaper termination: billing ends now."""
-    Ledger(ctx.journal).append([Row(at=utcnow(), provider=provider, instance_id=instance_id,
-                                    event="terminated", source=source, state=ENDED)])
-
-
-def powered(ctx: ClientContext, instance: Instance, action: str) -> None:
-    """A stop or a start; the price the provider quotes, when it quotes one."""
-    Ledger(ctx.journal).append([Row(
-        at=utcnow(), provider=instance.provider, instance_id=instance.id,
-        event="stopped" if action == "stop" else "started", source="power",
-        state=STOPPED if action == "stop" else RUNNING,
-        price_per_hour=instance.price_per_hour or None, shutdown_at=instance.shutdown_at,
-        name=instance.name, launch_id=instance.launch_id)])
-
-
-def observed(ctx: ClientContext, instances: Iterable[Instance], listed: Iterable[str] = ()) -> None:
-    """A listing of `instances`; `listed`: the providers whose list came back whole."""
-    machines = list(instances)
-    if not machines and not ctx.journal.path.exists():
-        return  # nothing to record: an empty listing never creates the state file
-    Ledger(ctx.journal).observe(machines, utcnow(), listed)
-
-
-__all__ = ["ENDED", "JOB", "Ledger", "RUNNING", "Row", "STOPPED", "ended", "launched", "observed",
-           "powered", "state_of"]
+__all__ = ["ENDED", "JOB", "Ledger", "RUNNING", "Row", "STOPPED", "state_of"]

@@ -24,7 +24,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from gpucloud.safety import ledger
+from gpucloud.safety import ledger_events
 from gpucloud.errors import (
     GpuCloudError, NotFoundError,
 )
@@ -86,6 +86,7 @@ def reap(ctx: ClientContext, dry_run: bool = False, provider: str | None = None)
     else:
         results = yield Gather([Call(m.provider, ctx.adapter(m.provider).delete_expired(m))
                                 for m in doomed])
+        ended: list[tuple[str, str]] = []  # recorded together, after the pass
         for machine, result in zip(doomed, results):
             if result is False:  # the provider's own check: the deadline moved since the read
                 actions.append(_action(machine, "extended", now))
@@ -97,10 +98,8 @@ def reap(ctx: ClientContext, dry_run: bool = False, provider: str | None = None)
                 raise result
             else:
                 actions.append(_action(machine, "terminated", now))
-                ctx.tolerant(f"{machine.ref} was reaped but the journal could not record it",
-                             ctx.journal.mark_deleted, machine.provider, machine.id)
-                ctx.tolerant(f"{machine.ref}: its end is not in the cost ledger", ledger.ended,
-                             ctx, machine.provider, machine.id, "reap")
+                ended.append((machine.provider, machine.id))
+        ledger_events.record_ends(ctx, ended, "reap", "reaped")
     return ReapReport(at=now, dry_run=dry_run, providers=tuple(ok),
                       checked=sum(1 for m in machines if is_gpucloud(m.launch_id)),
                       actions=tuple(actions), warnings=tuple(warnings))

@@ -100,14 +100,15 @@ def reconcile(ctx: ClientContext, terminate_orphans: TerminateOrphans = False,
     collection of refs terminates only the orphans among them (what a user
     confirmed after seeing an earlier report), each still checked to be one."""
     journal = ctx.journal
-    # No tolerance here: repairing a journal that cannot be read is exit 3.
-    records = journal.all()
+    # No tolerance here: repairing a journal that cannot be read is exit 3. Only
+    # the unsettled launches are read now, and after the listing the launches of
+    # the machines it shows: never the journal's whole history.
+    unsettled = journal.unresolved()
     ctx.warnings.clear()
     names = [n for n in ctx.scope(provider, listing=True) if ctx.can_call(n)]
     if provider is not None and not names:
         raise ctx.missing_credentials([provider])
-    open_ = [r for r in records if r.status in UNRESOLVED
-             and (provider is None or r.provider == provider)]
+    open_ = [r for r in unsettled if provider is None or r.provider == provider]
     for name in dict.fromkeys(r.provider for r in open_):
         if name not in names and ctx.can_call(name):
             names.append(name)  # outside the default scope, but a launch went there
@@ -131,7 +132,10 @@ def reconcile(ctx: ClientContext, terminate_orphans: TerminateOrphans = False,
     adopted: list[Instance] = []
     failed: list[LaunchIntent] = []
     pending: list[LaunchIntent] = []
-    delivered = {r.launch_id: r.instance_id for r in records if r.status == "delivered"}
+    records = journal.by_launch_ids(
+        m.launch_id for listing in machines.values() for m in listing
+        if m.launch_id is not None and is_gpucloud(m.launch_id))
+    delivered = {lid: r.instance_id for lid, r in records.items() if r.status == "delivered"}
     for record in open_:
         if record.provider not in machines:
             why = (f"{record.provider} could not be listed" if record.provider in names
@@ -167,11 +171,11 @@ def reconcile(ctx: ClientContext, terminate_orphans: TerminateOrphans = False,
         terminated=tuple(terminated), warnings=tuple(ctx.warnings))
 
 
-def _unrecorded(machines: dict[str, list[Instance]], records: list[LaunchRecord],
+def _unrecorded(machines: dict[str, list[Instance]], known: dict[str, LaunchRecord],
                 delivered: dict[str, str | None]) -> tuple[list[Orphan], list[Instance]]:
     """Running machines the journal does not account for: orphans (its own
-    launch ids) and foreign machines (launch ids it never issued)."""
-    known = {r.launch_id: r for r in records}
+    launch ids) and foreign machines (launch ids it never issued). `known`: the
+    journal's launches of the listed machines' launch ids."""
     orphans: list[Orphan] = []
     foreign: list[Instance] = []
     for machine in (m for listing in machines.values() for m in listing):

@@ -1,0 +1,92 @@
+"""What the operations write in the cost ledger: a launch delivered or
+adopted, an end (a delete, a reaper's termination), a stop or start, a
+listing. One call each from the launch, the instance operations and the
+reaper; the ledger itself (ledger.py) keeps the rows and reads them back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from gpucloud.models import Instance
+from gpucloud.safety.journal import utcnow
+from gpucloud.safety.ledger import ENDED, RUNNING, STOPPED, Ledger, Row
+
+if TYPE_CHECKING:
+    from gpucloud.core.context import ClientContext
+
+
+def launched(ctx: ClientContext, instance: Instance, offer: Any, disk_gb: int | None,
+             shutdown_at: datetime | None, launch_id: str | None = None) -> None:
+    """A launch delivered or adopted: billing starts now at the offer's full price.
+    `launch_id`: the journal's, for a machine whose provider does not echo it."""
+    from gpucloud.catalog import pricing
+
+    estimate = pricing.estimate(offer, 1, disk_gb=disk_gb)
+    Ledger(ctx.journal).append([Row(
+        at=utcnow(), provider=instance.provider, instance_id=instance.id, event="started",
+        source="launch", state=RUNNING, price_per_hour=estimate.price_per_hour,
+        stopped_price_per_hour=_stopped_price(offer, estimate),
+        shutdown_at=instance.shutdown_at or shutdown_at, name=instance.name,
+        instance_type=instance.instance_type or offer.instance_type,
+        region=instance.region or offer.region, launch_id=instance.launch_id or launch_id,
+        simulated=instance.simulated or offer.simulated)])
+
+
+def _stopped_price(offer: Any, estimate: Any) -> Decimal | None:
+    if offer.simulated:
+        return Decimal(0)  # the sandbox bills nothing while stopped
+    disk = [line for line in estimate.breakdown if line.component.startswith("disk")]
+    return disk[0].price_per_hour if disk else None
+
+
+def ended(ctx: ClientContext, provider: str, instance_id: str, source: str) -> None:
+    """A delete or a reaper termination: billing ends now."""
+    ended_all(ctx, [(provider, instance_id)], source)
+
+
+def ended_all(ctx: ClientContext, machines: Iterable[tuple[str, str]], source: str) -> None:
+    """Machines (provider, instance id) deleted or reaped: one transaction."""
+    now = utcnow()
+    Ledger(ctx.journal).append([Row(at=now, provider=provider, instance_id=instance_id,
+                                    event="terminated", source=source, state=ENDED)
+                                for provider, instance_id in machines])
+
+
+def record_ends(ctx: ClientContext, machines: Sequence[tuple[str, str]], source: str,
+                verb: str) -> None:
+    """The journal and the ledger learn that `machines` ended (`verb`: "deleted",
+    "reaped"): one transaction each however many there are, so a pass over
+    hundreds of machines commits twice, not twice per machine. A failure to
+    record is a warning naming the machines: they did end."""
+    if not machines:
+        return
+    names = ", ".join(f"{provider}/{ident}" for provider, ident in machines)
+    one = len(machines) == 1
+    ctx.tolerant(f"{names} {'was' if one else 'were'} {verb} but the journal could not "
+                 "record it", ctx.journal.mark_all_deleted, machines)
+    ctx.tolerant(f"{names}: {'its end is' if one else 'their ends are'} not in the cost "
+                 "ledger", ended_all, ctx, machines, source)
+
+
+def powered(ctx: ClientContext, instance: Instance, action: str) -> None:
+    """A stop or a start; the price the provider quotes, when it quotes one."""
+    Ledger(ctx.journal).append([Row(
+        at=utcnow(), provider=instance.provider, instance_id=instance.id,
+        event="stopped" if action == "stop" else "started", source="power",
+        state=STOPPED if action == "stop" else RUNNING,
+        price_per_hour=instance.price_per_hour or None, shutdown_at=instance.shutdown_at,
+        name=instance.name, launch_id=instance.launch_id)])
+
+
+def observed(ctx: ClientContext, instances: Iterable[Instance], listed: Iterable[str] = ()) -> None:
+    """A listing of `instances`; `listed`: the providers whose list came back whole."""
+    machines = list(instances)
+    if not machines and not ctx.journal.path.exists():
+        return  # nothing to record: an empty listing never creates the state file
+    Ledger(ctx.journal).observe(machines, utcnow(), listed)
+
+
+__all__ = ["ended", "ended_all", "launched", "observed", "powered", "record_ends"]
