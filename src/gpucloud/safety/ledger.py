@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from gpucloud.models import Instance, InstanceStatus
 from gpucloud.safety.journal import CHUNK, Journal
+# The ledger's clock: the rows ledger_events.py writes are stamped by it.
+from gpucloud.safety.journal import utcnow  # noqa: F401 - read as ledger.utcnow
 
 if TYPE_CHECKING:
     pass

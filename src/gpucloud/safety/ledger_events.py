@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from gpucloud.models import Instance
-from gpucloud.safety.journal import utcnow
+from gpucloud.safety import ledger
 from gpucloud.safety.ledger import ENDED, RUNNING, STOPPED, Ledger, Row
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ def launched(ctx: ClientContext, instance: Instance, offer: Any, disk_gb: int | 
 
     estimate = pricing.estimate(offer, 1, disk_gb=disk_gb)
     Ledger(ctx.journal).append([Row(
-        at=utcnow(), provider=instance.provider, instance_id=instance.id, event="started",
+        at=ledger.utcnow(), provider=instance.provider, instance_id=instance.id, event="started",
         source="launch", state=RUNNING, price_per_hour=estimate.price_per_hour,
         stopped_price_per_hour=_stopped_price(offer, estimate),
         shutdown_at=instance.shutdown_at or shutdown_at, name=instance.name,
@@ -49,7 +49,7 @@ def ended(ctx: ClientContext, provider: str, instance_id: str, source: str) -> N
 
 def ended_all(ctx: ClientContext, machines: Iterable[tuple[str, str]], source: str) -> None:
     """Machines (provider, instance id) deleted or reaped: one transaction."""
-    now = utcnow()
+    now = ledger.utcnow()
     Ledger(ctx.journal).append([Row(at=now, provider=provider, instance_id=instance_id,
                                     event="terminated", source=source, state=ENDED)
                                 for provider, instance_id in machines])
@@ -74,7 +74,7 @@ def record_ends(ctx: ClientContext, machines: Sequence[tuple[str, str]], source:
 def powered(ctx: ClientContext, instance: Instance, action: str) -> None:
     """A stop or a start; the price the provider quotes, when it quotes one."""
     Ledger(ctx.journal).append([Row(
-        at=utcnow(), provider=instance.provider, instance_id=instance.id,
+        at=ledger.utcnow(), provider=instance.provider, instance_id=instance.id,
         event="stopped" if action == "stop" else "started", source="power",
         state=STOPPED if action == "stop" else RUNNING,
         price_per_hour=instance.price_per_hour or None, shutdown_at=instance.shutdown_at,
@@ -86,7 +86,7 @@ def observed(ctx: ClientContext, instances: Iterable[Instance], listed: Iterable
     machines = list(instances)
     if not machines and not ctx.journal.path.exists():
         return  # nothing to record: an empty listing never creates the state file
-    Ledger(ctx.journal).observe(machines, utcnow(), listed)
+    Ledger(ctx.journal).observe(machines, ledger.utcnow(), listed)
 
 
 __all__ = ["ended", "ended_all", "launched", "observed", "powered", "record_ends"]
