@@ -295,7 +295,7 @@ def test_the_checker_finds_a_cycle() -> None:
 
 def test_the_graph_sees_lazy_imports() -> None:
     graph = import_graph()
-    assert "gpucloud.safety.ledger" in graph["gpucloud.core.instances"]
+    assert "gpucloud.safety.ledger_events" in graph["gpucloud.core.instances"]
     # imported inside commands
     assert graph["gpucloud.cli.commands.catalog"] & {"gpucloud.client"}
 
