@@ -1,4 +1,19 @@
-"""The argument types the SDK's methods share (see client.py's docstring)."""
+"""The argument types the SDK's methods share (Client and AsyncClient).
+
+* durations (``auto_shutdown``): a ``timedelta`` or a string such as "4h",
+  "90m", "1h30m", "2d";
+* money (``max_cost``, ``max_price``): ``Decimal``, a decimal string or an
+  int, in USD (never a float: 0.1 is not a price);
+* an absolute deadline (``until``): an aware ``datetime`` or ISO-8601 text
+  with a zone ("2026-12-01T18:00Z"); give it or ``auto_shutdown``, not both.
+  Neither: ``[defaults] auto_shutdown`` of config.toml applies, if set;
+  ``auto_shutdown="never"`` opts out of that default;
+* ``hours`` of an estimate: a number of hours or a duration;
+* a machine (``ref``): an ``Instance``, its "provider/id", its name or a
+  unique prefix of its id;
+* a job (``spec``): a JobSpec, a dict or the path of a job YAML file; a job
+  reference (``ref``): a Job, "provider/id", its name or a unique id prefix.
+"""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 import pytest
 
 from gpucloud import Client
-from gpucloud.safety import journal as state
+from gpucloud.safety import state_file as state
 from gpucloud.config.settings import state_db_path
 from gpucloud.safety.ledger import Ledger, Row
 from gpucloud.safety.journal import Journal, release

@@ -10,7 +10,7 @@ import builtins
 import warnings as _warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from gpucloud.client.provider_calls import AsyncProviderCalls
 from gpucloud.core import auth, instances
@@ -102,12 +102,10 @@ class AsyncClient:
         return AsyncProviderCalls(self._ctx, name, self._run)
 
     async def verify(self, provider: str) -> datetime | None:
-        result: datetime | None = await self._run(auth.verify(self._ctx, provider))
-        return result
+        return cast("datetime | None", await self._run(auth.verify(self._ctx, provider)))
 
     async def auth_status(self) -> builtins.list[AuthStatus]:
-        result: builtins.list[AuthStatus] = await self._run(auth.auth_status(self._ctx))
-        return result
+        return cast("builtins.list[AuthStatus]", await self._run(auth.auth_status(self._ctx)))
 
     async def kubernetes_token(self, service_account: str, *, namespace: str | None = None,
                                ttl: Duration = "1h",
@@ -190,8 +188,7 @@ class AsyncClient:
         return result
 
     async def get(self, ref: Ref) -> Instance:
-        result: Instance = await self._run(instances.get(self._ctx, ref))
-        return result
+        return cast("Instance", await self._run(instances.get(self._ctx, ref)))
 
     async def delete(self, ref: Ref) -> None:
         await self._run(instances.delete(self._ctx, ref))
@@ -202,20 +199,16 @@ class AsyncClient:
 
         op = (housekeeping.deletable if dry_run else housekeeping.delete_all)(
             self._ctx, provider, name_prefix)
-        result: builtins.list[Instance] = await self._run(op)
-        return result
+        return cast("builtins.list[Instance]", await self._run(op))
 
     async def wait(self, ref: Ref, until: Status = "running", timeout: float = 600) -> Instance:
-        result: Instance = await self._run(instances.wait(self._ctx, ref, until, timeout))
-        return result
+        return cast("Instance", await self._run(instances.wait(self._ctx, ref, until, timeout)))
 
     async def stop(self, ref: Ref) -> Instance:
-        result: Instance = await self._run(instances.power(self._ctx, ref, "stop"))
-        return result
+        return cast("Instance", await self._run(instances.power(self._ctx, ref, "stop")))
 
     async def start(self, ref: Ref) -> Instance:
-        result: Instance = await self._run(instances.power(self._ctx, ref, "start"))
-        return result
+        return cast("Instance", await self._run(instances.power(self._ctx, ref, "start")))
 
     async def exec(self, ref: Ref, command: str, *, timeout: float = DEFAULT_EXEC_TIMEOUT,
                    identity: str | None = None) -> ExecResult:
@@ -233,8 +226,7 @@ class AsyncClient:
                      until: Deadline | None = None) -> Instance:
         from gpucloud.safety.extend import extend
 
-        result: Instance = await self._run(extend(self._ctx, ref, by, until))
-        return result
+        return cast("Instance", await self._run(extend(self._ctx, ref, by, until)))
 
     async def check_extension(self, instance: Instance, until: datetime, *,
                               now: datetime | None = None) -> None:
@@ -247,8 +239,7 @@ class AsyncClient:
     async def reap(self, dry_run: bool = False, provider: str | None = None) -> ReapReport:
         from gpucloud.safety.reap import reap
 
-        result: ReapReport = await self._run(reap(self._ctx, dry_run, provider))
-        return result
+        return cast("ReapReport", await self._run(reap(self._ctx, dry_run, provider)))
 
     async def reconcile(self, terminate_orphans: bool | Iterable[str] = False,
                         provider: str | None = None) -> ReconcileReport:
@@ -261,8 +252,7 @@ class AsyncClient:
     async def costs(self, month: str | None = None, by: CostsBy = "instance") -> CostReport:
         from gpucloud.safety.cost_report import report
 
-        result: CostReport = await self._run(report(self._ctx, month, by))
-        return result
+        return cast("CostReport", await self._run(report(self._ctx, month, by)))
 
     # -- jobs -----------------------------------------------------------------
 
@@ -270,33 +260,28 @@ class AsyncClient:
                        region: str | None = None, dry_run: bool = False) -> Plan:
         from gpucloud.jobs import ops
 
-        result: Plan = await self._run(ops.plan(self._ctx, spec, provider, region, dry_run))
-        return result
+        return cast("Plan", await self._run(ops.plan(self._ctx, spec, provider, region, dry_run)))
 
     async def submit(self, spec: JobSpecLike, provider: str | None = None,
                      region: str | None = None, plan: Plan | None = None) -> Job:
         from gpucloud.jobs import ops
 
-        result: Job = await self._run(ops.submit(self._ctx, spec, provider, region, plan))
-        return result
+        return cast("Job", await self._run(ops.submit(self._ctx, spec, provider, region, plan)))
 
     async def jobs(self, provider: str | None = None) -> builtins.list[Job]:
         from gpucloud.jobs import ops
 
-        result: builtins.list[Job] = await self._run(ops.jobs(self._ctx, provider))
-        return result
+        return cast("builtins.list[Job]", await self._run(ops.jobs(self._ctx, provider)))
 
     async def job(self, ref: JobRef) -> Job:
         from gpucloud.jobs import ops
 
-        result: Job = await self._run(ops.job(self._ctx, ref))
-        return result
+        return cast("Job", await self._run(ops.job(self._ctx, ref)))
 
     async def cancel(self, ref: JobRef) -> Job:
         from gpucloud.jobs import ops
 
-        result: Job = await self._run(ops.cancel(self._ctx, ref))
-        return result
+        return cast("Job", await self._run(ops.cancel(self._ctx, ref)))
 
     @overload
     def logs(self, ref: JobRef, follow: Literal[False] = False,

@@ -5,21 +5,7 @@ asked in parallel threads, each through its own httpx.Client session.
 AsyncClient (async_client.py) has the same methods with the same parameters
 and answers, as coroutines (tests/unit/test_client_parity.py keeps them so).
 
-Argument types, the same in every method:
-
-* durations (``auto_shutdown``): a ``timedelta`` or a string such as "4h",
-  "90m", "1h30m", "2d";
-* money (``max_cost``, ``max_price``): ``Decimal``, a decimal string or an
-  int, in USD (never a float: 0.1 is not a price);
-* an absolute deadline (``until``): an aware ``datetime`` or ISO-8601 text
-  with a zone ("2026-12-01T18:00Z"); give it or ``auto_shutdown``, not both.
-  Neither: ``[defaults] auto_shutdown`` of config.toml applies, if set;
-  ``auto_shutdown="never"`` opts out of that default;
-* ``hours`` of an estimate: a number of hours or a duration;
-* a machine (``ref``): an ``Instance``, its "provider/id", its name or a
-  unique prefix of its id;
-* a job (``spec``): a JobSpec, a dict or the path of a job YAML file; a job
-  reference (``ref``): a Job, "provider/id", its name or a unique id prefix.
+Argument types, the same in every method: see gpucloud.types.
 """
 
 from __future__ import annotations
@@ -29,7 +15,7 @@ import time
 import warnings as _warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from gpucloud.client.provider_calls import ProviderCalls
 from gpucloud.core import auth, instances
@@ -130,12 +116,10 @@ class Client:
 
     def verify(self, provider: str) -> datetime | None:
         """Check a provider's credential with a cheap read; returns the token expiry if known."""
-        result: datetime | None = self._run(auth.verify(self._ctx, provider))
-        return result
+        return cast("datetime | None", self._run(auth.verify(self._ctx, provider)))
 
     def auth_status(self) -> builtins.list[AuthStatus]:
-        result: builtins.list[AuthStatus] = self._run(auth.auth_status(self._ctx))
-        return result
+        return cast("builtins.list[AuthStatus]", self._run(auth.auth_status(self._ctx)))
 
     def kubernetes_token(self, service_account: str, *, namespace: str | None = None,
                          ttl: Duration = "1h",
@@ -242,12 +226,10 @@ class Client:
         `final_cost` from the cost ledger."""
         from gpucloud.core.housekeeping import listing
 
-        result: builtins.list[Instance] = self._run(listing(self._ctx, provider, all, status))
-        return result
+        return cast("builtins.list[Instance]", self._run(listing(self._ctx, provider, all, status)))
 
     def get(self, ref: Ref) -> Instance:
-        result: Instance = self._run(instances.get(self._ctx, ref))
-        return result
+        return cast("Instance", self._run(instances.get(self._ctx, ref)))
 
     def delete(self, ref: Ref) -> None:
         """Terminate a machine; its disk is gone for good."""
@@ -264,23 +246,19 @@ class Client:
 
         op = (housekeeping.deletable if dry_run else housekeeping.delete_all)(
             self._ctx, provider, name_prefix)
-        result: builtins.list[Instance] = self._run(op)
-        return result
+        return cast("builtins.list[Instance]", self._run(op))
 
     def wait(self, ref: Ref, until: Status = "running", timeout: float = 600) -> Instance:
         """Poll until the machine reaches `until`; WaitError when it fails or times out."""
-        result: Instance = self._run(instances.wait(self._ctx, ref, until, timeout))
-        return result
+        return cast("Instance", self._run(instances.wait(self._ctx, ref, until, timeout)))
 
     def stop(self, ref: Ref) -> Instance:
         """Power a machine off, keeping its disk (providers with stop/start only)."""
-        result: Instance = self._run(instances.power(self._ctx, ref, "stop"))
-        return result
+        return cast("Instance", self._run(instances.power(self._ctx, ref, "stop")))
 
     def start(self, ref: Ref) -> Instance:
         """Power a stopped machine on again: billing resumes."""
-        result: Instance = self._run(instances.power(self._ctx, ref, "start"))
-        return result
+        return cast("Instance", self._run(instances.power(self._ctx, ref, "start")))
 
     def exec(self, ref: Ref, command: str, *, timeout: float = DEFAULT_EXEC_TIMEOUT,
              identity: str | None = None) -> ExecResult:
@@ -302,8 +280,7 @@ class Client:
         ISO-8601 with a zone), on the provider and in the journal."""
         from gpucloud.safety.extend import extend
 
-        result: Instance = self._run(extend(self._ctx, ref, by, until))
-        return result
+        return cast("Instance", self._run(extend(self._ctx, ref, by, until)))
 
     def check_extension(self, instance: Instance, until: datetime, *,
                         now: datetime | None = None) -> None:
@@ -321,8 +298,7 @@ class Client:
         credentials; works from the providers' own records, not the local journal."""
         from gpucloud.safety.reap import reap
 
-        result: ReapReport = self._run(reap(self._ctx, dry_run, provider))
-        return result
+        return cast("ReapReport", self._run(reap(self._ctx, dry_run, provider)))
 
     def reconcile(self, terminate_orphans: bool | Iterable[str] = False,
                   provider: str | None = None) -> ReconcileReport:
@@ -332,16 +308,14 @@ class Client:
         (True: all; refs: those among them)."""
         from gpucloud.safety.reconcile import reconcile
 
-        result: ReconcileReport = self._run(reconcile(self._ctx, terminate_orphans, provider))
-        return result
+        return cast("ReconcileReport", self._run(reconcile(self._ctx, terminate_orphans, provider)))
 
     def costs(self, month: str | None = None, by: CostsBy = "instance") -> CostReport:
         """A month's spend from the cost ledger (default: this month, UTC, "2026-11"):
         spent so far, and projected for machines still running; unknown prices are None."""
         from gpucloud.safety.cost_report import report
 
-        result: CostReport = self._run(report(self._ctx, month, by))
-        return result
+        return cast("CostReport", self._run(report(self._ctx, month, by)))
 
     # -- jobs -----------------------------------------------------------------
 
@@ -351,8 +325,7 @@ class Client:
         reads no secret. `dry_run`: with no credentials, plan from the bundled catalog."""
         from gpucloud.jobs import ops
 
-        result: Plan = self._run(ops.plan(self._ctx, spec, provider, region, dry_run))
-        return result
+        return cast("Plan", self._run(ops.plan(self._ctx, spec, provider, region, dry_run)))
 
     def submit(self, spec: JobSpecLike, provider: str | None = None, region: str | None = None,
                plan: Plan | None = None) -> Job:
@@ -360,28 +333,24 @@ class Client:
         launch the job; its secrets are read now and sent to the provider only."""
         from gpucloud.jobs import ops
 
-        result: Job = self._run(ops.submit(self._ctx, spec, provider, region, plan))
-        return result
+        return cast("Job", self._run(ops.submit(self._ctx, spec, provider, region, plan)))
 
     def jobs(self, provider: str | None = None) -> builtins.list[Job]:
         """Jobs on every provider in scope, newest first (a failure is a warning)."""
         from gpucloud.jobs import ops
 
-        result: builtins.list[Job] = self._run(ops.jobs(self._ctx, provider))
-        return result
+        return cast("builtins.list[Job]", self._run(ops.jobs(self._ctx, provider)))
 
     def job(self, ref: JobRef) -> Job:
         from gpucloud.jobs import ops
 
-        result: Job = self._run(ops.job(self._ctx, ref))
-        return result
+        return cast("Job", self._run(ops.job(self._ctx, ref)))
 
     def cancel(self, ref: JobRef) -> Job:
         """Stop the job and end its machine; the job as it is afterwards."""
         from gpucloud.jobs import ops
 
-        result: Job = self._run(ops.cancel(self._ctx, ref))
-        return result
+        return cast("Job", self._run(ops.cancel(self._ctx, ref)))
 
     @overload
     def logs(self, ref: JobRef, follow: Literal[False] = False,

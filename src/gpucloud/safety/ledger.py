@@ -30,6 +30,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from gpucloud.models import Instance, InstanceStatus
+from gpucloud.safety import listing_memo
 from gpucloud.safety.journal import CHUNK, Journal
 # The ledger's clock: the rows ledger_events.py writes are stamped by it.
 from gpucloud.safety.journal import utcnow  # noqa: F401 - read as ledger.utcnow
@@ -174,7 +175,7 @@ class Ledger:
         if not rows:
             return
         with self._db() as db:
-            _MEMO.pop(str(self.journal.path), None)
+            listing_memo.forget(self.journal)
             latest = _latest(db, {(r.provider, r.instance_id) for r in rows})
             db.executemany(
                 f"INSERT INTO ledger ({', '.join(_COLUMNS)}) VALUES "
@@ -253,7 +254,7 @@ class Ledger:
         complete = set(listed)
         with self._db() as db:
             seen = {(i.provider, i.id) for i in machines}
-            latest = _remembered(self.journal, db, seen, complete)
+            latest = listing_memo.remembered(self.journal, db, seen, complete)
             if latest is None:
                 latest = _latest(db, seen, complete)
             rows = []
@@ -272,35 +273,7 @@ class Ledger:
                 db.executemany(
                     f"INSERT INTO ledger ({', '.join(_COLUMNS)}) VALUES "
                     f"({', '.join('?' for _ in _COLUMNS)})", [_values(r) for r in rows])
-            _remember(self.journal, db, latest, seen, complete)
-
-
-# The latest rows the last listing of this process read or wrote, per journal:
-# a script or `reap --watch` listing every few seconds reads them back only
-# when another connection committed since (SQLite's data_version moves then,
-# and only then; this process's own appends forget the memo). Accessed under
-# the journal's lock.
-_MEMO: dict[str, tuple[int, int, dict[tuple[str, str], Row], set[tuple[str, str]],
-                       frozenset[str]]] = {}
-
-
-def _remembered(journal: Journal, db: sqlite3.Connection, machines: set[tuple[str, str]],
-                providers: set[str]) -> dict[tuple[str, str], Row] | None:
-    memo = _MEMO.get(str(journal.path))
-    if memo is None:
-        return None
-    conn, version, latest, covered, listed = memo
-    if conn != id(db) or not machines <= covered or not providers <= listed \
-            or db.execute("PRAGMA data_version").fetchone()[0] != version:
-        return None
-    return {k: v for k, v in latest.items() if k in machines or k[0] in providers}
-
-
-def _remember(journal: Journal, db: sqlite3.Connection, latest: dict[tuple[str, str], Row],
-              machines: set[tuple[str, str]], providers: set[str]) -> None:
-    version = db.execute("PRAGMA data_version").fetchone()[0]
-    _MEMO[str(journal.path)] = (id(db), version, dict(latest), set(machines),
-                                frozenset(providers))
+            listing_memo.remember(self.journal, db, latest, seen, complete)
 
 
 def _observed(instance: Instance, last: Row | None, now: datetime) -> Row | None:
