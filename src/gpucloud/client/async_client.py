@@ -17,7 +17,7 @@ from gpucloud.core import auth, instances
 from gpucloud.core import offers as offer_ops
 from gpucloud.core.context import ClientContext
 from gpucloud.core.create import create as create_op
-from gpucloud.core.instructions import DEFAULT_CONCURRENCY, Op
+from gpucloud.core.instructions import Op
 from gpucloud.core.runners import AsyncRunner
 from gpucloud.machine.exec import DEFAULT_EXEC_TIMEOUT
 from gpucloud.types import Deadline, Duration, Hours, Money, Ref, Status, StatusFilter
@@ -167,7 +167,7 @@ class AsyncClient:
                           spot: bool = False, plan: Plan | None = None,
                           until: Deadline | None = None, *,
                           requests: Sequence[CreateRequest | Mapping[str, object]] | None = None,
-                          concurrency: int = DEFAULT_CONCURRENCY, all_or_nothing: bool = False,
+                          concurrency: int | None = None, all_or_nothing: bool = False,
                           batch: str | None = None,
                           on_item: Callable[[BatchItem], None] | None = None) -> BatchResult:
         """As Client.create_many; launches run as concurrent tasks."""

@@ -22,7 +22,7 @@ from gpucloud.core import auth, instances
 from gpucloud.core import offers as offer_ops
 from gpucloud.core.context import ClientContext
 from gpucloud.core.create import create as create_op
-from gpucloud.core.instructions import DEFAULT_CONCURRENCY, Op
+from gpucloud.core.instructions import Op
 from gpucloud.core.runners import ThreadedRunner
 from gpucloud.machine.exec import DEFAULT_EXEC_TIMEOUT
 from gpucloud.types import Deadline, Duration, Hours, Money, Ref, Status, StatusFilter
@@ -198,13 +198,14 @@ class Client:
                     spot: bool = False, plan: Plan | None = None,
                     until: Deadline | None = None, *,
                     requests: Sequence[CreateRequest | Mapping[str, object]] | None = None,
-                    concurrency: int = DEFAULT_CONCURRENCY, all_or_nothing: bool = False,
+                    concurrency: int | None = None, all_or_nothing: bool = False,
                     batch: str | None = None,
                     on_item: Callable[[BatchItem], None] | None = None) -> BatchResult:
         """Create `n` machines alike (names NAME-1..NAME-n), or one per entry of
         `requests` (CreateRequests or dicts of create's arguments). Every distinct
         request is planned first and `max_cost` caps the whole batch. At most
-        `concurrency` launches are in flight. Returns a BatchResult (one item per
+        `concurrency` launches are in flight; left out, as many as the provider's
+        declared rate times the latency observed calls for. Returns a BatchResult (one item per
         machine: made, or why not); `all_or_nothing=True` terminates what was made
         when any fails and raises BatchIncompleteError. `batch`: a key that makes
         the batch resumable: run again with it, only missing machines are made.

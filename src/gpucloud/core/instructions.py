@@ -1,11 +1,11 @@
 """The primitives operations are made of, below every operation module (so
 none of them imports another for these): the instructions an
 operation yields (``Call``, ``Gather``, ``Concurrent``; ``Sleep`` from
-adapters.base), and the small pure helpers every operation shares."""
+core/flow.py), and the small pure helpers every operation shares."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 _O = TypeVar("_O", "Offer", "CatalogOffer")
 
-# Machines of one batch in flight at once, unless the caller says otherwise.
+# Sub-operations in flight at once where nothing better is known (a batch on a
+# provider that declares no rate: core/concurrency.py).
 DEFAULT_CONCURRENCY = 8
 
 MAX_FALLBACKS = 20
@@ -44,9 +45,15 @@ class Concurrent:
     client like a whole operation (a thread of Client, a task of AsyncClient).
     The answer is their results in order; an exception a sub-operation raised
     comes back as its value (as in Gather). Sub-operations share the context,
-    so what they record there must be per launch (core/launch.py)."""
+    so what they record there must be per launch (core/launch.py). ``limit``:
+    a number, or a function asked each time one may start (a bound that moves
+    with what is observed, core/concurrency.py)."""
     ops: list[Op] = field(default_factory=list)
-    limit: int = 8
+    limit: int | Callable[[], int] = DEFAULT_CONCURRENCY
+
+    def bound(self) -> int:
+        """The most sub-operations in flight now (at least one)."""
+        return max(1, self.limit() if callable(self.limit) else self.limit)
 
 
 def check_count(count: int) -> int:

@@ -64,17 +64,22 @@ class ThreadedRunner:
         raise TypeError(f"unknown instruction {item!r}")
 
     def _concurrent(self, item: Concurrent) -> list[Any]:
-        """Each sub-operation in a thread, at most item.limit at once. An interrupt
-        (or a KeyboardInterrupt raised in a worker) cancels the ones not started
-        and propagates at once: those in flight stay listed in ctx.in_flight."""
+        """Each sub-operation in a thread, at most item.bound() at once (asked
+        again as each one ends, so a bound that follows the observed latency
+        widens or narrows mid-batch). An interrupt (or a KeyboardInterrupt
+        raised in a worker) starts nothing more and propagates at once: those
+        in flight stay listed in ctx.in_flight."""
         if not item.ops:
             return []
         import threading
-        from concurrent.futures import ThreadPoolExecutor, as_completed
+        from collections import deque
+        from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
-        # Set by the worker an interrupt ends: the pool's thread would otherwise
-        # take the next operation before this thread sees the interrupt and
-        # cancels what has not started (a launch no one asked for any more).
+        from gpucloud.core.concurrency import MAX_IN_FLIGHT
+
+        # Set by the worker an interrupt ends: a thread of the pool would otherwise
+        # take an operation already handed to it before this thread sees the
+        # interrupt (a launch no one asked for any more).
         stopping = threading.Event()
 
         def one(op: Op) -> Any:
@@ -88,18 +93,26 @@ class ThreadedRunner:
                 stopping.set()
                 raise
 
-        pool = ThreadPoolExecutor(max_workers=max(1, min(item.limit, len(item.ops))),
+        waiting = deque(enumerate(item.ops))
+        results: list[Any] = [None] * len(item.ops)
+        running: dict[Future[Any], int] = {}
+        pool = ThreadPoolExecutor(max_workers=min(MAX_IN_FLIGHT, len(item.ops)),
                                   thread_name_prefix="gpucloud-launch")
-        futures = [pool.submit(one, op) for op in item.ops]
         try:
-            for future in as_completed(futures):
-                future.result()  # re-raises what one() does not catch (an interrupt)
+            while waiting or running:
+                while waiting and len(running) < item.bound():
+                    index, op = waiting.popleft()
+                    running[pool.submit(one, op)] = index
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    # re-raises what one() does not catch (an interrupt)
+                    results[running.pop(future)] = future.result()
         except BaseException:
             stopping.set()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown()
-        return [f.result() for f in futures]
+        return results
 
     def run(self, op: Op) -> Any:
         return drive(op, self._perform)
@@ -139,17 +152,37 @@ class AsyncRunner:
         if isinstance(item, Sleep):
             return await (self._sleep or asyncio.sleep)(item.seconds)
         if isinstance(item, Concurrent):
-            gate = asyncio.Semaphore(max(1, item.limit))
-
-            async def one(op: Op) -> Any:
-                async with gate:
-                    try:
-                        return await self.run(op)
-                    except Exception as exc:  # noqa: BLE001 - handed back to the operation
-                        return exc
-
-            return list(await asyncio.gather(*(one(op) for op in item.ops)))
+            return await self._concurrent(item)
         raise TypeError(f"unknown instruction {item!r}")
+
+    async def _concurrent(self, item: Concurrent) -> list[Any]:
+        """Each sub-operation a task, at most item.bound() at once (asked again as
+        each one ends). Cancelled: the tasks in flight are cancelled too."""
+        import asyncio
+        from collections import deque
+
+        async def one(op: Op) -> Any:
+            try:
+                return await self.run(op)
+            except Exception as exc:  # noqa: BLE001 - handed back to the operation
+                return exc
+
+        waiting = deque(enumerate(item.ops))
+        results: list[Any] = [None] * len(item.ops)
+        running: dict[asyncio.Task[Any], int] = {}
+        try:
+            while waiting or running:
+                while waiting and len(running) < item.bound():
+                    index, op = waiting.popleft()
+                    running[asyncio.ensure_future(one(op))] = index
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    results[running.pop(task)] = task.result()
+        except BaseException:
+            for task in running:
+                task.cancel()
+            raise
+        return results
 
     async def run(self, op: Op) -> Any:
         return await adrive(op, self._perform)

@@ -69,6 +69,10 @@ class Provider:
     # driver paces every flow of one account in the process to them
     # (ratelimit.py) and slows further when 429s say the real limit is tighter.
     rate_limits: ClassVar[Mapping[str, RateLimit]] = {}
+    # The most requests the provider's contract allows in flight at once for one
+    # account, where it states such a bound; None where it states none. A batch
+    # never keeps more launches in flight than this (core/concurrency.py).
+    max_in_flight: ClassVar[int | None] = None
     # What the provider keeps of a deadline: every real cloud here stores it as
     # text to the second (format_utc, the name marker), so extend aims at a
     # whole second and compares what it reads back at that precision.

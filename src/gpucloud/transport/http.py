@@ -139,8 +139,9 @@ def with_policy(
                     continue
                 error = failure
                 break
+            took = time.monotonic() - started
             log.debug("%s %s %s -> %s in %.0f ms", provider, request.method, request.url.path,
-                      response.status_code, (time.monotonic() - started) * 1000)
+                      response.status_code, took * 1000)
             status = response.status_code
             if status == 429:
                 delay = retry_after(response)
@@ -148,7 +149,7 @@ def with_policy(
                 limiter.throttled(min(policy.backoff(attempt) if delay is None else delay,
                                       policy.retry_after_max), told=delay is not None)
             else:
-                limiter.answered()
+                limiter.answered(took)
             retryable = status == 429 or (status >= 500 and kind in ("read", "idempotent"))
             if retryable and attempt < policy.max_retries:
                 _log_retry(provider, attempt, policy,

@@ -38,6 +38,15 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+# How many requests an account may have in flight (Little's law: the rate it
+# may send at times the time one request takes to answer), with headroom for
+# the work between a flow's requests; ``SPARE`` more for the flows between
+# requests at any moment. Until an answer is timed, a request is taken to
+# take ``FIRST_LATENCY``: high, so that a first batch starts wide and narrows.
+HEADROOM = 1.5
+SPARE = 2
+FIRST_LATENCY = 0.25
+LATENCY_WEIGHT = 0.2  # of each new answer in the moving average
 FLOOR = 0.05  # the lowest share of a declared rate that 429s can push it to
 # Measured in virtual time (tests/unit/test_rate_limits.py) against a provider
 # whose real limit is 2x / 1.25x tighter than declared: x0.5 with +0.02 ran
@@ -73,6 +82,7 @@ class Limiter:
         self.throttles = 0  # 429s seen (for tests, benchmarks and reports)
         self._tat: dict[str, float] = {}
         self._lock = threading.Lock()
+        self.latency: float | None = None  # moving average of the answers' round trips
 
     def reserve(self, kind: str) -> float:
         """Book the next slot for a request of this kind; seconds to wait for it."""
@@ -111,11 +121,27 @@ class Limiter:
             self.pauses += 1
             self.throttles += 1
 
-    def answered(self) -> None:
-        """Any answer but a 429: recover some of the declared rate."""
+    def answered(self, seconds: float | None = None) -> None:
+        """Any answer but a 429: recover some of the declared rate. ``seconds``:
+        how long the answer took (its round trip), for ``in_flight``."""
+        if seconds is not None and seconds >= 0:
+            with self._lock:
+                self.latency = seconds if self.latency is None else (
+                    self.latency + LATENCY_WEIGHT * (seconds - self.latency))
         if self.factor < 1.0:
             with self._lock:
                 self.factor = min(1.0, self.factor + RECOVER)
+
+    def in_flight(self) -> int | None:
+        """The requests this account needs in flight to send at its rate: the
+        rate in force (every request books "*"; without it, the tightest kind)
+        times the round trip observed, with headroom (Little's law). None when
+        the provider declares no rate: nothing here says how fast it may go."""
+        if not self.limits:
+            return None
+        limit = self.limits.get("*") or min(self.limits.values(), key=lambda r: r.rate)
+        latency = self.latency if self.latency is not None else FIRST_LATENCY
+        return math.ceil(limit.rate * self.factor * latency * HEADROOM) + SPARE
 
 
 def _whole_ms(wait: float) -> float:

@@ -21,7 +21,7 @@ from gpucloud.cli.app import fail
 from gpucloud.cli.create_text import _interrupted, wait_all
 
 
-def create_batch(client: Any, plan: Any, request: dict[str, Any], concurrency: int,
+def create_batch(client: Any, plan: Any, request: dict[str, Any], concurrency: int | None,
                   all_or_nothing: bool, batch: str | None, wait: bool, timeout: int,
                   json_output: bool) -> None:
     from gpucloud.batch.models import BatchIncompleteError

@@ -40,9 +40,10 @@ def create(
     instances: int = typer.Option(1, "--instances", "-n", min=1, metavar="N",
                                   help="Number of machines, each with COUNT GPUs (no cap; "
                                        "launched concurrently)."),
-    concurrency: int = typer.Option(8, "--concurrency", min=1, metavar="N",
-                                    help="Launches in flight at once (the provider's rate "
-                                         "limit paces them too)."),
+    concurrency: Optional[int] = typer.Option(
+        None, "--concurrency", min=1, metavar="N",
+        help="Launches in flight at once. Default: as many as the provider's rate limit "
+             "times the latency observed calls for (the rate limit paces them too)."),
     all_or_nothing: bool = typer.Option(
         False, "--all-or-nothing",
         help="If any machine cannot be made, terminate those made and exit non-zero."),

@@ -67,6 +67,7 @@ class Wire:
         self.rng = random.Random(seed)
         self.rate_limited = 0
         self.dropped = 0
+        self.requests = 0  # every request that reached the wire, refused or not
         self.lock = threading.Lock()
 
 
@@ -124,6 +125,8 @@ class SandboxTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         """RATE_LIMIT: a 429 with Retry-After (whole seconds, as HTTP has them)
         when the request is over the cloud's budget; nothing is recorded."""
         wire = self.wire
+        with wire.lock:
+            wire.requests += 1
         if wire.bucket is None:
             return None
         with wire.lock:

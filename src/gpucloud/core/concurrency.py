@@ -1,0 +1,58 @@
+"""How many launches a batch keeps in flight when the caller does not say.
+
+Little's law: to launch at the rate a provider allows, a batch needs that rate
+times the time one request takes in flight. Each launch has at most one
+request out at a time, so the launches in flight are the requests in flight
+the provider account's limiter asks for (``Limiter.in_flight``: the declared
+rate in force times the round trip it has timed, with headroom). A fixed
+number cannot do it: 8 launches at 50 ms never pass 160 requests a second,
+and at 5 ms most of them only wait for their slot.
+
+The bound is asked again each time a launch may start, so it follows the
+latency as it is observed (the plan's offer lookup times the first answers)
+and a rate lowered by 429s. It is bounded by the provider's own stated bound
+on requests in flight (``Provider.max_in_flight``) and by ``MAX_IN_FLIGHT``, a
+memory cap (a thread each in Client). A provider that declares no rate gets
+``UNPACED``: its 429s pace it, and nothing says how much wider it could go.
+An explicit ``concurrency`` still overrides all of this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from gpucloud.core.instructions import DEFAULT_CONCURRENCY
+
+if TYPE_CHECKING:
+    from gpucloud.core.context import ClientContext
+    from gpucloud.transport.ratelimit import Limiter
+
+MAX_IN_FLIGHT = 512
+UNPACED = DEFAULT_CONCURRENCY
+
+
+def launch_limit(ctx: ClientContext, providers: Iterable[str]) -> Callable[[], int]:
+    """The bound on launches in flight across `providers` (those a batch
+    launches on), as a function asked before each launch starts."""
+    names = list(dict.fromkeys(providers))
+    accounts: list[tuple[Limiter, int | None]] = []
+
+    def limit() -> int:
+        from gpucloud.transport.ratelimit import limiter_for
+
+        if not accounts:  # the adapters and their limiters, once
+            for name in names:
+                adapter = ctx.adapter(name)
+                accounts.append((limiter_for(adapter), adapter.max_in_flight))
+        total = 0
+        for limiter, stated in accounts:
+            wanted = limiter.in_flight()
+            wanted = UNPACED if wanted is None else wanted
+            total += wanted if stated is None else min(wanted, stated)
+        return max(1, min(MAX_IN_FLIGHT, total))
+
+    return limit
+
+
+__all__ = ["MAX_IN_FLIGHT", "UNPACED", "launch_limit"]
