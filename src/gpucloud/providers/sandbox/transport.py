@@ -12,7 +12,6 @@ them, as every client of a real account shares its provider's budget.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import random
 import threading
@@ -95,7 +94,7 @@ class SandboxTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
     """Serves requests from a SandboxCloud in-process; nothing touches the network."""
 
     def __init__(self, cloud: Served, *, sleep: Callable[[float], None] = time.sleep,
-                 async_sleep: Callable[[float], Any] = asyncio.sleep) -> None:
+                 async_sleep: Callable[[float], Any] | None = None) -> None:
         self.cloud = cloud
         self.wire = wire_of(cloud)
         self._sleep = sleep
@@ -111,9 +110,11 @@ class SandboxTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         return self._after(request, self.cloud.handle(request))
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        import asyncio  # the async path only: a sync client never loads asyncio
+
         await request.aread()
         if self.cloud.knobs.latency_ms:
-            await self._async_sleep(self.cloud.knobs.latency_ms / 1000)
+            await (self._async_sleep or asyncio.sleep)(self.cloud.knobs.latency_ms / 1000)
         refused = self._limited(request)
         if refused is not None:
             return refused
