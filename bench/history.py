@@ -30,18 +30,11 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from _homes import home_env  # beside this script
+
 GOALS = {"costs": 1.3, "reconcile": 1.2}
 COMMANDS = {"costs": ["costs", "--json"], "reconcile": ["reconcile", "--json"]}
 LIVE = 3
-
-
-def home_env(root: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("GPUCLOUD_") and k != "PYTHONDONTWRITEBYTECODE"}
-    env.update({"GPUCLOUD_HOME": str(root / "home"), "HOME": str(root),
-                "GPUCLOUD_SANDBOX_DB": str(root / "cloud.sqlite"),
-                "GPUCLOUD_SANDBOX_CAPACITY": "1000000"})
-    return env
 
 
 def fill(root: Path, ended: int) -> None:

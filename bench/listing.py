@@ -36,16 +36,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from _homes import home_env  # beside this script
+
 GOAL_RATIO, GOAL_MEMORY = 1.3, 2.0
-
-
-def home_env(root: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("GPUCLOUD_") and k != "PYTHONDONTWRITEBYTECODE"}
-    env.update({"GPUCLOUD_HOME": str(root / "home"), "HOME": str(root),
-                "GPUCLOUD_SANDBOX_DB": str(root / "cloud.sqlite"),
-                "GPUCLOUD_SANDBOX_CAPACITY": "1000000"})
-    return env
 
 
 def fill(root: Path, machines: int) -> None:

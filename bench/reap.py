@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import compileall
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -28,17 +27,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import _homes  # beside this script
+
 GOAL = 1.3
 
 
 def home_env(root: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("GPUCLOUD_") and k != "PYTHONDONTWRITEBYTECODE"}
-    env.update({"GPUCLOUD_HOME": str(root / "home"), "HOME": str(root),
-                "GPUCLOUD_SANDBOX_DB": str(root / "cloud.sqlite"),
-                "GPUCLOUD_SANDBOX_CAPACITY": "1000000",
-                "GPUCLOUD_SANDBOX_NATIVE_TIMER": "0"})
-    return env
+    return _homes.home_env(root, native_timer="0")  # a deadline past ends nothing by itself
 
 
 def fill(root: Path, machines: int, overdue: int) -> None:
