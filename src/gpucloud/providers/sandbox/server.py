@@ -75,7 +75,6 @@ from gpucloud.providers.sandbox.transport import SandboxTransport  # noqa: F401 
 from gpucloud.providers.sandbox._wire import (
     US, ApiError, fake_ip, iso, json_body, parse_time, validate_create,
 )
-from gpucloud.providers.sandbox.exec_sim import exec_route
 from gpucloud.providers.sandbox.job_sim import JobSimulation
 from gpucloud.providers.sandbox.knobs import Knobs
 from gpucloud.providers.sandbox.storage import Storage, live_count, visible_rows
@@ -131,6 +130,10 @@ class SandboxCloud(Storage):
         if parts[:2] == ["v1", "jobs"]:
             return self.jobs.route(request, parts)
         if parts[:2] == ["v1", "instances"] and parts[3:] == ["exec"]:  # exec_sim.py
+            # Loaded for an exec only: it reads the nvidia parser's marks, which
+            # a listing never needs.
+            from gpucloud.providers.sandbox.exec_sim import exec_route
+
             return exec_route(self, request, parts[2])
         if (parts[:1] != ["v1"] or len(parts) not in (2, 3, 4)
                 or parts[1] not in ("instance-types", "instances")
