@@ -81,3 +81,32 @@ def test_a_reap_pass_records_its_terminations_in_a_fixed_number_of_commits(overd
         commits = _commits_while(lambda: reports.append(client.reap()))
     assert [a.action for a in reports[0].actions] == ["terminated"] * overdue
     assert commits <= 6, commits
+
+
+def test_delete_all_records_what_it_deleted_even_when_one_delete_blows_up(monkeypatch):
+    # A bug (not an API error) in one delete's answer is raised, but the machines
+    # the pass did delete are in the journal and the ledger first: they are gone.
+    from gpucloud.config.settings import state_db_path
+    from gpucloud.providers.sandbox.server import SandboxCloud
+    from gpucloud.safety.journal import Journal
+    from gpucloud.safety.ledger import Ledger
+
+    with Client(providers=["sandbox"]) as client:
+        made = client.create_many(gpu="h100", count=1, n=3, auto_shutdown="1h").instances
+        doomed = made[1].id
+        real = SandboxCloud.handle
+
+        def handle(self, request):
+            response = real(self, request)
+            if request.method == "DELETE" and request.url.path.endswith(doomed):
+                raise RuntimeError("a bug in reading the answer")  # the delete was done
+            return response
+
+        monkeypatch.setattr(SandboxCloud, "handle", handle)
+        with pytest.raises(RuntimeError):
+            client.delete_all()
+    journal = Journal(state_db_path())
+    others = [m for m in made if m.id != doomed]
+    assert [journal.by_instance("sandbox", m.id).status for m in others] == ["deleted"] * 2
+    latest = Ledger(journal).latest([("sandbox", m.id) for m in others])
+    assert {row.state for row in latest.values()} == {"ended"}

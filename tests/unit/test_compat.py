@@ -29,8 +29,16 @@ for old in json.loads(sys.argv[1]):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         module = importlib.import_module("gpucloud." + old)
-    out[old] = {"same": module is importlib.import_module(new)
-                        and sys.modules["gpucloud." + old] is sys.modules[new],
+    target = importlib.import_module(new)
+    if any(key.startswith(old + ".") for key in compat.MOVED):
+        # an old package whose modules moved under other names: a stand-in that
+        # forwards to the new package (so importing an old submodule never sets
+        # a wrong attribute on the new one)
+        names = getattr(target, "__all__", [])
+        same = bool(names) and all(getattr(module, n) is getattr(target, n) for n in names)
+    else:
+        same = module is target and sys.modules["gpucloud." + old] is sys.modules[new]
+    out[old] = {"same": same,
                 "new": new,
                 "warnings": [str(w.message) for w in caught
                              if issubclass(w.category, DeprecationWarning)]}
@@ -134,3 +142,14 @@ def test_the_new_path_check_would_see_a_deprecated_import() -> None:
                      "    importlib.import_module(name)\n", "gpucloud.machine.ssh", "gpucloud.ssh")
     assert result.returncode != 0
     assert "DeprecationWarning: gpucloud.ssh moved to gpucloud.machine.ssh" in result.stderr
+
+
+def test_an_old_submodule_never_replaces_a_new_packages_attribute() -> None:
+    # gpucloud.adapters.lambdalabs is providers.lambdalabs.adapter: importing it
+    # must leave gpucloud.providers.lambdalabs the package.
+    result = _python("-W", "ignore", "-c",
+                     "import gpucloud.adapters.lambdalabs as old, gpucloud.providers as p, "
+                     "gpucloud.providers.lambdalabs.adapter as new; "
+                     "print(old is new, p.lambdalabs.__name__, p.lambdalabs.adapter is new)")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "gpucloud.providers.lambdalabs", "True"]

@@ -129,7 +129,8 @@ def _warn(old: str, new: str) -> None:
 class _Alias:
     """Loads an old path as the new module: exec_module puts the new module in
     sys.modules under the old name, and the import system hands out what it
-    finds there (so there is one module object, not a copy)."""
+    finds there (so there is one module object, not a copy). An old package
+    whose modules moved under other names is a forwarding stand-in instead."""
 
     def __init__(self, old: str, new: str) -> None:
         self.old, self.new = old, new
@@ -139,7 +140,21 @@ class _Alias:
 
     def exec_module(self, module: ModuleType) -> None:
         _warn(self.old, self.new)
-        sys.modules[module.__name__] = importlib.import_module(f"gpucloud.{self.new}")
+        target = importlib.import_module(f"gpucloud.{self.new}")
+        if any(key.startswith(self.old + ".") for key in MOVED):
+            # An old package whose modules moved under other names (adapters:
+            # adapters.lambdalabs is providers.lambdalabs.adapter): importing one
+            # sets it as an attribute of its parent, which must not be the new
+            # package (providers.lambdalabs would become the adapter module). The
+            # blank module stays, as a stand-in that forwards what it lacks.
+            module.__path__ = []  # a package: its submodules are found by this finder
+
+            def forwarded(name: str) -> Any:
+                return getattr(target, name)
+
+            module.__getattr__ = forwarded  # type: ignore[method-assign]
+            return
+        sys.modules[module.__name__] = target
 
 
 class _Finder:

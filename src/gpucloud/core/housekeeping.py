@@ -122,6 +122,10 @@ def deletable(ctx: ClientContext, provider: str | None = None,
     return in_scope(machines, name_prefix)
 
 
+# Deletes sent at once by delete_all before their ends are recorded.
+DELETE_CHUNK = 32
+
+
 def delete_all(ctx: ClientContext, provider: str | None = None,
                name_prefix: str | None = None) -> Op:
     """Delete every machine `deletable` finds; one failure does not stop the
@@ -130,19 +134,25 @@ def delete_all(ctx: ClientContext, provider: str | None = None,
     from gpucloud.safety import ledger_events
 
     machines = yield from deletable(ctx, provider, name_prefix)
-    # At once (the provider's pacing still holds), then recorded in one pass.
-    results = yield Gather([Call(m.provider, ctx.adapter(m.provider).delete(m.id))
-                            for m in machines])
     deleted: list[Instance] = []
     failures: list[tuple[Instance, GpuCloudError]] = []
-    for machine, result in zip(machines, results):
-        if isinstance(result, GpuCloudError):
-            failures.append((machine, result))
-            continue
-        if isinstance(result, BaseException):
-            raise result
-        deleted.append(machine)
-    ledger_events.record_ends(ctx, [(m.provider, m.id) for m in deleted], "delete", "deleted")
+    # A chunk at once (the provider's pacing still holds), then its ends recorded
+    # in one transaction: an interrupt leaves at most one chunk unrecorded (a
+    # later listing closes those), a pass commits once per chunk, not per machine.
+    for start in range(0, len(machines), DELETE_CHUNK):
+        chunk = machines[start:start + DELETE_CHUNK]
+        results = yield Gather([Call(m.provider, ctx.adapter(m.provider).delete(m.id))
+                                for m in chunk])
+        ended = [m for m, r in zip(chunk, results) if not isinstance(r, BaseException)]
+        deleted.extend(ended)
+        # Recorded before anything is raised: these machines are gone whatever follows.
+        ledger_events.record_ends(ctx, [(m.provider, m.id) for m in ended], "delete",
+                                  "deleted")
+        for machine, result in zip(chunk, results):
+            if isinstance(result, GpuCloudError):
+                failures.append((machine, result))
+            elif isinstance(result, BaseException):
+                raise result
     if failures:
         first = failures[0][1]
         message = first.message

@@ -55,6 +55,9 @@ def ended_all(ctx: ClientContext, machines: Iterable[tuple[str, str]], source: s
                                 for provider, instance_id in machines])
 
 
+NAMED = 5  # machines a warning names; the rest are counted
+
+
 def record_ends(ctx: ClientContext, machines: Sequence[tuple[str, str]], source: str,
                 verb: str) -> None:
     """The journal and the ledger learn that `machines` ended (`verb`: "deleted",
@@ -63,7 +66,9 @@ def record_ends(ctx: ClientContext, machines: Sequence[tuple[str, str]], source:
     record is a warning naming the machines: they did end."""
     if not machines:
         return
-    names = ", ".join(f"{provider}/{ident}" for provider, ident in machines)
+    names = ", ".join(f"{provider}/{ident}" for provider, ident in machines[:NAMED])
+    if len(machines) > NAMED:
+        names += f" and {len(machines) - NAMED} more"
     one = len(machines) == 1
     ctx.tolerant(f"{names} {'was' if one else 'were'} {verb} but the journal could not "
                  "record it", ctx.journal.mark_all_deleted, machines)

@@ -86,7 +86,11 @@ def reap(ctx: ClientContext, dry_run: bool = False, provider: str | None = None)
     else:
         results = yield Gather([Call(m.provider, ctx.adapter(m.provider).delete_expired(m))
                                 for m in doomed])
-        ended: list[tuple[str, str]] = []  # recorded together, after the pass
+        # Recorded together, in one transaction, before anything is raised: the
+        # machines terminated are gone whatever follows.
+        ended = [(m.provider, m.id) for m, r in zip(doomed, results)
+                 if r is not False and not isinstance(r, BaseException)]
+        ledger_events.record_ends(ctx, ended, "reap", "reaped")
         for machine, result in zip(doomed, results):
             if result is False:  # the provider's own check: the deadline moved since the read
                 actions.append(_action(machine, "extended", now))
@@ -98,8 +102,6 @@ def reap(ctx: ClientContext, dry_run: bool = False, provider: str | None = None)
                 raise result
             else:
                 actions.append(_action(machine, "terminated", now))
-                ended.append((machine.provider, machine.id))
-        ledger_events.record_ends(ctx, ended, "reap", "reaped")
     return ReapReport(at=now, dry_run=dry_run, providers=tuple(ok),
                       checked=sum(1 for m in machines if is_gpucloud(m.launch_id)),
                       actions=tuple(actions), warnings=tuple(warnings))
