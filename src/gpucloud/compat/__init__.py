@@ -4,6 +4,10 @@ gpucloud 0.2 put its modules in packages that name the layers (``gpucloud.ssh``
 is now ``gpucloud.machine.ssh``). Code that imports an old path still works:
 the old name is the new module itself (so ``monkeypatch.setattr`` on either
 patches the one module), with a ``DeprecationWarning`` that names the new path.
+What such a module held is found there, except what the reshaping moved to a
+module of its own (the reaper's ``reap`` is in ``gpucloud.safety.reap`` now,
+the ledger's hooks in ``gpucloud.safety.ledger_events``; a provider package
+exports its Provider class only): import those from their new modules.
 The aliases go in the release after next.
 
 Five old modules share their name with a new package (``gpucloud.client``,

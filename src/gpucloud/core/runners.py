@@ -96,7 +96,9 @@ class ThreadedRunner:
         waiting = deque(enumerate(item.ops))
         results: list[Any] = [None] * len(item.ops)
         running: dict[Future[Any], int] = {}
-        pool = ThreadPoolExecutor(max_workers=min(MAX_IN_FLIGHT, len(item.ops)),
+        # A number given is taken as it is; a bound worked out stays under the cap.
+        widest = item.limit if isinstance(item.limit, int) else MAX_IN_FLIGHT
+        pool = ThreadPoolExecutor(max_workers=max(1, min(widest, len(item.ops))),
                                   thread_name_prefix="gpucloud-launch")
         try:
             while waiting or running:
