@@ -1,11 +1,25 @@
 """What the history, listing and reap benches share: a gpucloud home and a
 sandbox cloud of their own under one directory, in the environment a CLI run
-or a client of the bench reads."""
+or a client of the bench reads; and the command line that runs gpucloud."""
 
 from __future__ import annotations
 
+import compileall
 import os
+import shutil
+import sys
 from pathlib import Path
+
+
+def gpucloud_command() -> list[str]:
+    """The `gpucloud` script beside this Python (or `python -m gpucloud`), with
+    gpucloud's bytecode compiled first so every run is measured warm."""
+    import gpucloud
+
+    compileall.compile_dir(str(Path(gpucloud.__file__).parent), quiet=1)
+    exe = (shutil.which("gpucloud", path=str(Path(sys.executable).parent))
+           or shutil.which("gpucloud"))
+    return [exe] if exe else [sys.executable, "-m", "gpucloud"]
 
 
 def home_env(root: Path, **knobs: str) -> dict[str, str]:

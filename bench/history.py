@@ -19,9 +19,7 @@ Bytecode is compiled first; nothing here asserts an absolute time.
 from __future__ import annotations
 
 import argparse
-import compileall
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -30,7 +28,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from _homes import home_env  # beside this script
+from _homes import gpucloud_command, home_env  # beside this script
 
 GOALS = {"costs": 1.3, "reconcile": 1.2}
 COMMANDS = {"costs": ["costs", "--json"], "reconcile": ["reconcile", "--json"]}
@@ -86,12 +84,7 @@ def main() -> int:
     if args.runs < 5 or not 0 <= args.small < args.large:
         parser.error("--runs must be at least 5, and 0 <= --small < --large")
 
-    import gpucloud
-
-    compileall.compile_dir(str(Path(gpucloud.__file__).parent), quiet=1)
-    exe = (shutil.which("gpucloud", path=str(Path(sys.executable).parent))
-           or shutil.which("gpucloud"))
-    prefix = [exe] if exe else [sys.executable, "-m", "gpucloud"]
+    prefix = gpucloud_command()
     with tempfile.TemporaryDirectory(prefix="gpucloud-bench-") as tmp:
         roots = {"small": Path(tmp) / "small", "large": Path(tmp) / "large"}
         for size, root in roots.items():

@@ -17,7 +17,6 @@ Bytecode is compiled first; nothing here asserts an absolute time.
 from __future__ import annotations
 
 import argparse
-import compileall
 import json
 import shutil
 import statistics
@@ -67,12 +66,7 @@ def main() -> int:
     if args.runs < 3 or not 0 < args.overdue <= args.machines:
         parser.error("--runs must be at least 3, and 0 < --overdue <= --machines")
 
-    import gpucloud
-
-    compileall.compile_dir(str(Path(gpucloud.__file__).parent), quiet=1)
-    exe = (shutil.which("gpucloud", path=str(Path(sys.executable).parent))
-           or shutil.which("gpucloud"))
-    prefix = [exe] if exe else [sys.executable, "-m", "gpucloud"]
+    prefix = _homes.gpucloud_command()
     with tempfile.TemporaryDirectory(prefix="gpucloud-bench-") as tmp:
         template = Path(tmp) / "template"
         template.mkdir()
