@@ -10,12 +10,16 @@ simulated cloud, as two laptops share one provider account."""
 from __future__ import annotations
 
 import asyncio
+import copy
+import json
 import sqlite3
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
+from pathlib import Path
 
 import httpx
 import pytest
+import respx
 
 from gpucloud import AsyncClient, Client, Instance
 from gpucloud.catalog.bundled import load_catalogs
@@ -208,3 +212,41 @@ def test_an_unknown_age_or_price_is_none_never_zero():
                                           created_at=now - timedelta(hours=1)), catalogs, now)
     assert no_price.price_per_hour is None and no_price.cost_so_far is None
     assert unclaimed_mod.total([no_age, no_price]) is None
+
+
+LAMBDA = "https://cloud.lambda.ai"
+LAMBDA_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lambda"
+
+
+def test_on_lambda_the_launch_tag_decides_and_only_the_tagged_machine_is_terminated(
+        monkeypatch):
+    """Lambda's listing (the API reference's example, tests/fixtures/lambda) as
+    the wire carries it: the example machine's own tags (key1=value1) are not
+    gpucloud's, so it is foreign. A second machine is that example with its id
+    changed and gpucloud's launch tag put on it (CONSTRUCTED here: no public
+    listing shows a gpucloud tag), as another laptop's launch would leave it."""
+    monkeypatch.setenv("GPUCLOUD_LAMBDA_API_KEY", "sk-unclaimed-0123456789")
+    listing = json.loads((LAMBDA_FIXTURES / "list_instances_200.json").read_text())
+    [example] = listing["data"]
+    tagged = copy.deepcopy(example) | {
+        "id": "1a2b3c4d5e6f40718293a4b5c6d7e8f9",
+        "tags": [{"key": "gpucloud-launch-id", "value": "gc-5be21a9f03"}]}
+    listing["data"] = [example, tagged]
+    terminated = json.loads((LAMBDA_FIXTURES / "terminate_instance_200.json").read_text())
+    with respx.mock(assert_all_called=False) as router:
+        router.get(f"{LAMBDA}/api/v1/instances").mock(
+            return_value=httpx.Response(200, json=listing))
+        ended = router.post(f"{LAMBDA}/api/v1/instance-operations/terminate").mock(
+            return_value=httpx.Response(200, json=terminated))
+        report = Client(providers=["lambda"]).reconcile(unclaimed=True,
+                                                        delete_unclaimed=True)
+    [found] = report.unclaimed
+    assert found.instance.id == tagged["id"] and found.instance.launch_id == "gc-5be21a9f03"
+    # The listing prices the machine (price_cents_per_hour); Lambda gives no creation time.
+    assert found.price_per_hour == Decimal("35.92") and found.price_source == "instance"
+    assert found.age_seconds is None and found.cost_so_far is None
+    assert report.unclaimed_cost is None
+    assert [m.id for m in report.foreign] == [tagged["id"]]  # the untagged one has no launch id
+    assert ended.call_count == 1
+    assert json.loads(ended.calls[0].request.content) == {"instance_ids": [tagged["id"]]}
+    assert [m.id for m in report.terminated] == [tagged["id"]]

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from gpucloud.catalog.pricing import money
 from gpucloud.errors import ConfigurationError
@@ -79,7 +79,7 @@ def priced(machine: Instance, catalogs: Mapping[str, ProviderCatalog], now: date
 
 
 def _price(machine: Instance, catalogs: Mapping[str, ProviderCatalog]
-           ) -> tuple[Decimal | None, str | None]:
+           ) -> tuple[Decimal | None, Literal["instance", "catalog"] | None]:
     if machine.price_per_hour is not None:
         return machine.price_per_hour, "instance"
     if machine.instance_type is None:
