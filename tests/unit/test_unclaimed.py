@@ -250,3 +250,21 @@ def test_on_lambda_the_launch_tag_decides_and_only_the_tagged_machine_is_termina
     assert ended.call_count == 1
     assert json.loads(ended.calls[0].request.content) == {"instance_ids": [tagged["id"]]}
     assert [m.id for m in report.terminated] == [tagged["id"]]
+
+
+def test_at_a_terminal_delete_asks_and_a_no_deletes_nothing(elsewhere, monkeypatch):
+    from typer.testing import CliRunner
+
+    from gpucloud.cli import app
+    from gpucloud.cli.commands import instance as instance_cmds, reconcile as reconcile_cmds
+
+    monkeypatch.setattr(instance_cmds, "_interactive", lambda: True)
+    monkeypatch.setattr(reconcile_cmds, "_interactive", lambda: True)
+    theirs = elsewhere()
+    declined = CliRunner().invoke(app, ["reconcile", "--orphans", "--delete"], input="n\n")
+    assert declined.exit_code == 8 and theirs.ref in live()
+    assert f"Delete 1 unclaimed machine(s): {theirs.ref}?" in declined.stderr
+    assert "colleague" in declined.stderr
+    agreed = CliRunner().invoke(app, ["reconcile", "--orphans", "--delete"], input="y\n")
+    assert agreed.exit_code == 0, agreed.output
+    assert f"deleted {theirs.ref}" in agreed.stdout and theirs.ref not in live()

@@ -113,14 +113,16 @@ def _show(report: Any) -> None:
     if report.orphans and not report.terminated:
         output.err("terminate orphans with `gpucloud reconcile --terminate-orphans`, or "
                    "`gpucloud delete REF`")
-    if report.unclaimed:
-        left = [u for u in report.unclaimed
-                if u.instance.ref not in {i.ref for i in report.terminated}]
-        if left:
-            cost = (f"{output.usd(report.unclaimed_cost)} so far together"
-                    if report.unclaimed_cost is not None else "cost so far not all known")
-            output.err(f"{len(report.unclaimed)} unclaimed machine(s), {cost}; delete them "
-                       "with `gpucloud reconcile --orphans --delete`, or `gpucloud delete REF`")
+    ended = {i.ref for i in report.terminated}
+    left = [u for u in report.unclaimed if u.instance.ref not in ended]
+    if left:
+        from gpucloud.safety.unclaimed import total
+
+        together = total(left)
+        cost = (f"{output.usd(together)} so far together" if together is not None
+                else "cost so far not all known")
+        output.err(f"{len(left)} unclaimed machine(s), {cost}; delete them with "
+                   "`gpucloud reconcile --orphans --delete`, or `gpucloud delete REF`")
     if not (report.adopted or report.failed or report.pending or report.orphans
             or report.foreign):
         listed = ", ".join(report.providers) or "no provider"
