@@ -89,7 +89,8 @@ _LAZY = {
 __all__ = [
     "__version__", "Client", "AsyncClient", "Offer", "Instance", "InstanceStatus",
     "CostEstimate", "CostLine", "Attempt", "Plan", "ReapAction", "ReapReport",
-    "UnclaimedMachine", "Job", "JobStatus", "Connection", "ExecResult", "ServiceAccountToken", "JobSpec",
+    "UnclaimedMachine",
+    "Job", "JobStatus", "Connection", "ExecResult", "ServiceAccountToken", "JobSpec",
     "CreateRequest", "BatchItem",
     "BatchResult", "BatchIncompleteError", "BatchBusyError", "ReconcileReport", "LaunchIntent",
     "Orphan", "CostReport", "SpendLine",
