@@ -268,3 +268,16 @@ def test_at_a_terminal_delete_asks_and_a_no_deletes_nothing(elsewhere, monkeypat
     agreed = CliRunner().invoke(app, ["reconcile", "--orphans", "--delete"], input="y\n")
     assert agreed.exit_code == 0, agreed.output
     assert f"deleted {theirs.ref}" in agreed.stdout and theirs.ref not in live()
+
+
+def test_an_overdue_unclaimed_machine_is_reaped_for_its_deadline_and_not_reported(elsewhere):
+    theirs = elsewhere(auto_shutdown="4h")
+    db = sqlite3.connect(sandbox_db_path())
+    with db:  # its deadline passed an hour ago (the sandbox's own timer is off here)
+        db.execute("UPDATE instances SET shutdown_us = ? WHERE id = ?",
+                   (int((datetime.now(timezone.utc) - timedelta(hours=1)).timestamp() * US),
+                    theirs.id))
+    db.close()
+    report = Client().reap(unclaimed=True)
+    assert [(a.instance.ref, a.action) for a in report.actions] == [(theirs.ref, "terminated")]
+    assert report.unclaimed == ()

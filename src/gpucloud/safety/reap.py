@@ -106,7 +106,10 @@ def reap(ctx: ClientContext, dry_run: bool = False, provider: str | None = None,
                 raise result
             else:
                 actions.append(_action(machine, "terminated", now))
-    found = unclaimed_mod.find(ctx, machines, now) if unclaimed else None
+    found = None
+    if unclaimed:  # not those this pass has just ended
+        ended = {a.instance.ref for a in actions if a.action in ("terminated", "gone")}
+        found = unclaimed_mod.find(ctx, [m for m in machines if m.ref not in ended], now)
     return ReapReport(at=now, dry_run=dry_run, providers=tuple(ok),
                       checked=sum(1 for m in machines if is_gpucloud(m.launch_id)),
                       actions=tuple(actions), warnings=tuple(warnings),
