@@ -39,6 +39,7 @@ _LAZY = {
     "Plan": "gpucloud.models",
     "ReapAction": "gpucloud.models",
     "ReapReport": "gpucloud.models",
+    "UnclaimedMachine": "gpucloud.models",
     "Job": "gpucloud.models",
     "JobStatus": "gpucloud.models",
     "Connection": "gpucloud.models",
@@ -88,6 +89,7 @@ _LAZY = {
 __all__ = [
     "__version__", "Client", "AsyncClient", "Offer", "Instance", "InstanceStatus",
     "CostEstimate", "CostLine", "Attempt", "Plan", "ReapAction", "ReapReport",
+    "UnclaimedMachine",
     "Job", "JobStatus", "Connection", "ExecResult", "ServiceAccountToken", "JobSpec",
     "CreateRequest", "BatchItem",
     "BatchResult", "BatchIncompleteError", "BatchBusyError", "ReconcileReport", "LaunchIntent",
@@ -138,6 +140,7 @@ if TYPE_CHECKING:  # pragma: no cover - what type checkers and IDEs see
         Offer as Offer, Instance as Instance, InstanceStatus as InstanceStatus,
         CostEstimate as CostEstimate, CostLine as CostLine, Attempt as Attempt, Plan as Plan,
         ReapAction as ReapAction, ReapReport as ReapReport, Job as Job, JobStatus as JobStatus,
+        UnclaimedMachine as UnclaimedMachine,
         Connection as Connection, ExecResult as ExecResult,
         ServiceAccountToken as ServiceAccountToken,
     )

@@ -289,7 +289,7 @@ class ProviderStatus(_Model):
 
 __all__ = [
     "Job", "JobRun", "JobStatus", "Attempt", "AuthStatus", "ReapAction", "ReapReport",
-    "CostEstimate", "CostLine", "Instance", "InstanceSpec",
+    "CostEstimate", "CostLine", "Instance", "InstanceSpec", "UnclaimedMachine",
     "InstanceStatus", "Offer", "Plan", "ProviderStatus", "UsagePrice", "Field",
 ]
 
@@ -337,8 +337,28 @@ class ReapAction(_Model):
     error: str | None = None
 
 
+class UnclaimedMachine(_Model):
+    """A machine carrying a launch id of gpucloud's form that no launch in this
+    journal issued: another computer's crash, a deleted home, a colleague's.
+
+    ``age_seconds``: since the provider says it was created (None: it does not
+    say). ``price_per_hour``: the machine's own, else the catalog's for its
+    type and region (``price_source`` says which; None: neither knows).
+    ``cost_so_far``: age x price, rounded to the cent; time it spent stopped
+    is counted at the running price, so it is an upper bound for a machine
+    that was ever stopped; None when the age or the price is not known."""
+
+    instance: Instance
+    age_seconds: int | None = None
+    price_per_hour: Decimal | None = None
+    price_source: Literal["instance", "catalog"] | None = None
+    cost_so_far: Decimal | None = None
+
+
 class ReapReport(_Model):
-    """One pass of the reaper over every provider with credentials."""
+    """One pass of the reaper over every provider with credentials.
+    ``unclaimed``: filled in only when asked (``reap --watch``), a report:
+    the reaper never deletes a machine for being unclaimed."""
 
     at: datetime
     dry_run: bool
@@ -346,6 +366,7 @@ class ReapReport(_Model):
     checked: int  # gpucloud machines seen (with a launch id)
     actions: tuple[ReapAction, ...]
     warnings: tuple[str, ...] = ()
+    unclaimed: tuple[UnclaimedMachine, ...] = ()
 
 
 class Job(_Model):

@@ -190,7 +190,8 @@ def test_the_report_dumps_to_json_with_times_in_utc():
     crashed()
     data = Client().reconcile().model_dump(mode="json")
     assert set(data) == {"at", "providers", "adopted", "failed", "pending", "orphans",
-                         "foreign", "terminated", "warnings"}
+                         "foreign", "terminated", "warnings", "unclaimed", "unclaimed_cost",
+                         "not_deleted"}
     assert datetime.fromisoformat(data["at"].replace("Z", "+00:00")).tzinfo == timezone.utc
     assert data["adopted"][0]["price_per_hour"] == "19.92"
     assert timedelta(0) <= datetime.now(timezone.utc) - datetime.fromisoformat(

@@ -236,17 +236,19 @@ class AsyncClient:
 
         budget.check_extension(self._ctx, instance, until, now or utcnow(), record=False)
 
-    async def reap(self, dry_run: bool = False, provider: str | None = None) -> ReapReport:
+    async def reap(self, dry_run: bool = False, provider: str | None = None,
+                   unclaimed: bool = False) -> ReapReport:
         from gpucloud.safety.reap import reap
 
-        return cast("ReapReport", await self._run(reap(self._ctx, dry_run, provider)))
+        return cast("ReapReport", await self._run(reap(self._ctx, dry_run, provider, unclaimed)))
 
     async def reconcile(self, terminate_orphans: bool | Iterable[str] = False,
-                        provider: str | None = None) -> ReconcileReport:
+                        provider: str | None = None, unclaimed: bool = False,
+                        delete_unclaimed: bool | Iterable[str] = False) -> ReconcileReport:
         from gpucloud.safety.reconcile import reconcile
 
         result: ReconcileReport = await self._run(
-            reconcile(self._ctx, terminate_orphans, provider))
+            reconcile(self._ctx, terminate_orphans, provider, unclaimed, delete_unclaimed))
         return result
 
     async def costs(self, month: str | None = None, by: CostsBy = "instance") -> CostReport:

@@ -294,22 +294,30 @@ class Client:
 
         budget.check_extension(self._ctx, instance, until, now or utcnow(), record=False)
 
-    def reap(self, dry_run: bool = False, provider: str | None = None) -> ReapReport:
+    def reap(self, dry_run: bool = False, provider: str | None = None,
+             unclaimed: bool = False) -> ReapReport:
         """Terminate every gpucloud machine past its deadline, on every provider with
-        credentials; works from the providers' own records, not the local journal."""
+        credentials; works from the providers' own records, not the local journal.
+        `unclaimed`: also report (never end) the machines with gpucloud's launch id
+        that no launch of this journal made (`ReapReport.unclaimed`)."""
         from gpucloud.safety.reap import reap
 
-        return cast("ReapReport", self._run(reap(self._ctx, dry_run, provider)))
+        return cast("ReapReport", self._run(reap(self._ctx, dry_run, provider, unclaimed)))
 
     def reconcile(self, terminate_orphans: bool | Iterable[str] = False,
-                  provider: str | None = None) -> ReconcileReport:
+                  provider: str | None = None, unclaimed: bool = False,
+                  delete_unclaimed: bool | Iterable[str] = False) -> ReconcileReport:
         """Repair the journal after a crash: adopt machines of launches never
         recorded (by launch id), mark the ones the providers prove absent failed,
         report orphans and foreign machines; terminate the orphans if asked
-        (True: all; refs: those among them)."""
+        (True: all; refs: those among them). `unclaimed`: also list every
+        provider with credentials for machines with gpucloud's launch id that no
+        launch of this journal made, with their age and cost so far;
+        `delete_unclaimed` deletes them (True: all; refs: those among them)."""
         from gpucloud.safety.reconcile import reconcile
 
-        return cast("ReconcileReport", self._run(reconcile(self._ctx, terminate_orphans, provider)))
+        return cast("ReconcileReport", self._run(reconcile(
+            self._ctx, terminate_orphans, provider, unclaimed, delete_unclaimed)))
 
     def costs(self, month: str | None = None, by: CostsBy = "instance") -> CostReport:
         """A month's spend from the cost ledger (default: this month, UTC, "2026-11"):

@@ -31,6 +31,7 @@ from gpucloud.errors import (
 from gpucloud.providers.launch_ids import is_gpucloud
 from gpucloud.models import Instance, ReapAction, ReapReport
 from gpucloud.core.instructions import Call, Gather, Op
+from gpucloud.safety import unclaimed as unclaimed_mod
 from gpucloud.safety.journal import utcnow
 from gpucloud.safety.unresolved import warn_unresolved
 
@@ -39,8 +40,11 @@ if TYPE_CHECKING:
 
 from gpucloud.safety.deadlines import GONE, overdue
 
-def reap(ctx: ClientContext, dry_run: bool = False, provider: str | None = None) -> Op:
-    """One pass over every provider with credentials (or just `provider`)."""
+def reap(ctx: ClientContext, dry_run: bool = False, provider: str | None = None,
+         unclaimed: bool = False) -> Op:
+    """One pass over every provider with credentials (or just `provider`).
+    `unclaimed`: also report the machines no launch of this journal made
+    (unclaimed.py); a report only, never a reason to end one."""
     names = [n for n in ctx.scope(provider, listing=True, every=True) if ctx.can_call(n)]
     if provider is not None and not names:
         raise ctx.missing_credentials([provider])
@@ -102,9 +106,14 @@ def reap(ctx: ClientContext, dry_run: bool = False, provider: str | None = None)
                 raise result
             else:
                 actions.append(_action(machine, "terminated", now))
+    found = None
+    if unclaimed:  # not those this pass has just ended
+        ended = {a.instance.ref for a in actions if a.action in ("terminated", "gone")}
+        found = unclaimed_mod.find(ctx, [m for m in machines if m.ref not in ended], now)
     return ReapReport(at=now, dry_run=dry_run, providers=tuple(ok),
                       checked=sum(1 for m in machines if is_gpucloud(m.launch_id)),
-                      actions=tuple(actions), warnings=tuple(warnings))
+                      actions=tuple(actions), warnings=tuple(warnings),
+                      unclaimed=tuple(found or ()))
 
 
 def _action(instance: Instance, action: Any, now: datetime, error: str | None = None

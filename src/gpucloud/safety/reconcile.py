@@ -24,12 +24,22 @@ terminates them. Machines with a launch id this journal never issued are
 a machine whose launch id is not of gpucloud's form (launch_ids.py: blank,
 cut short, edited): it is never adopted nor terminated, whatever the journal
 holds.
+
+Asked for ``unclaimed``, reconcile lists every provider with credentials
+(whatever config.toml's default list says) and reports, among the foreign
+machines, those whose launch id has gpucloud's form: *unclaimed* (another
+computer's crash, a deleted home; unclaimed.py), with their age and cost so
+far. ``delete_unclaimed`` deletes them: it is the one way gpucloud ends a
+machine no launch of this journal made, so it is only ever done when asked,
+and a machine without the mark, or with a look-alike of it, is never among
+them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING, Union
 
 from pydantic import BaseModel, ConfigDict
@@ -37,8 +47,9 @@ from pydantic import BaseModel, ConfigDict
 from gpucloud.safety.deadlines import ENDED
 from gpucloud.errors import GpuCloudError, NotFoundError
 from gpucloud.providers.launch_ids import is_gpucloud
-from gpucloud.models import Instance
+from gpucloud.models import Instance, UnclaimedMachine
 from gpucloud.core.instructions import Call, Gather, Op
+from gpucloud.safety import unclaimed as unclaimed_mod
 from gpucloud.safety.journal import UNRESOLVED, LaunchRecord, utcnow
 from gpucloud.safety.unresolved import warn_unresolved
 
@@ -51,6 +62,7 @@ if TYPE_CHECKING:
 SETTLE_SECONDS = 60.0
 
 TerminateOrphans = Union[bool, Iterable[str]]
+DeleteUnclaimed = Union[bool, Iterable[str]]
 
 
 class _Report(BaseModel):
@@ -81,7 +93,13 @@ class Orphan(_Report):
 
 
 class ReconcileReport(_Report):
-    """What one reconcile found and did. ``providers``: those listed successfully."""
+    """What one reconcile found and did. ``providers``: those listed successfully.
+    ``unclaimed`` (asked for only): the foreign machines whose launch id has
+    gpucloud's form, with their age and cost so far; ``unclaimed_cost``: their
+    costs together (None: one is not known); ``terminated``: every machine
+    this pass ended (orphans, and unclaimed machines when deleting them);
+    ``not_deleted``: the unclaimed machines it was asked to delete and could
+    not (the reason is in ``warnings``)."""
 
     at: datetime
     providers: tuple[str, ...]
@@ -92,20 +110,31 @@ class ReconcileReport(_Report):
     foreign: tuple[Instance, ...] = ()
     terminated: tuple[Instance, ...] = ()
     warnings: tuple[str, ...] = ()
+    unclaimed: tuple[UnclaimedMachine, ...] = ()
+    unclaimed_cost: Decimal | None = None
+    not_deleted: tuple[Instance, ...] = ()
 
 
 def reconcile(ctx: ClientContext, terminate_orphans: TerminateOrphans = False,
-              provider: str | None = None) -> Op:
+              provider: str | None = None, unclaimed: bool = False,
+              delete_unclaimed: DeleteUnclaimed = False) -> Op:
     """One pass. ``terminate_orphans``: True terminates every orphan found; a
     collection of refs terminates only the orphans among them (what a user
-    confirmed after seeing an earlier report), each still checked to be one."""
+    confirmed after seeing an earlier report), each still checked to be one.
+    ``unclaimed``: list every provider with credentials and report the
+    unclaimed machines; ``delete_unclaimed`` (implies it): True deletes every
+    one found, a collection of refs only those among them still unclaimed."""
+    if delete_unclaimed is not False:
+        unclaimed = True
     journal = ctx.journal
     # No tolerance here: repairing a journal that cannot be read is exit 3. Only
     # the unsettled launches are read now, and after the listing the launches of
     # the machines it shows: never the journal's whole history.
     unsettled = journal.unresolved()
     ctx.warnings.clear()
-    names = [n for n in ctx.scope(provider, listing=True) if ctx.can_call(n)]
+    # Unclaimed machines are looked for on every account with credentials: a
+    # leak on a provider left out of the default list bills all the same.
+    names = [n for n in ctx.scope(provider, listing=True, every=unclaimed) if ctx.can_call(n)]
     if provider is not None and not names:
         raise ctx.missing_credentials([provider])
     open_ = [r for r in unsettled if provider is None or r.provider == provider]
@@ -164,11 +193,19 @@ def reconcile(ctx: ClientContext, terminate_orphans: TerminateOrphans = False,
                                       f"{record.launch_id} (listed {now:%Y-%m-%dT%H:%M:%SZ})"))
 
     orphans, foreign = _unrecorded(machines, records, delivered)
-    terminated = yield from _terminate(ctx, orphans, terminate_orphans)
+    found: list[UnclaimedMachine] = []
+    if unclaimed:
+        found = unclaimed_mod.unclaimed(foreign, records, ctx.catalogs, now)
+    terminated, _ = yield from _terminate(ctx, [o.instance for o in orphans], terminate_orphans)
+    deleted, not_deleted = yield from _terminate(ctx, [u.instance for u in found],
+                                                 delete_unclaimed)
     return ReconcileReport(
         at=now, providers=tuple(machines), adopted=tuple(adopted), failed=tuple(failed),
         pending=tuple(pending), orphans=tuple(orphans), foreign=tuple(foreign),
-        terminated=tuple(terminated), warnings=tuple(ctx.warnings))
+        terminated=tuple(terminated + deleted), warnings=tuple(ctx.warnings),
+        unclaimed=tuple(found),
+        unclaimed_cost=unclaimed_mod.total(found) if unclaimed else None,
+        not_deleted=tuple(not_deleted))
 
 
 def _unrecorded(machines: dict[str, list[Instance]], known: dict[str, LaunchRecord],
@@ -212,20 +249,25 @@ def _intent(record: LaunchRecord, reason: str) -> LaunchIntent:
                         name=record.name, sent_at=record.created_at, reason=reason)
 
 
-def _terminate(ctx: ClientContext, orphans: list[Orphan], which: TerminateOrphans) -> Op:
+def _terminate(ctx: ClientContext, candidates: list[Instance],
+               which: TerminateOrphans) -> Op:
+    """End those of `candidates` that `which` names (True: all of them): the
+    machines ended, and those that could not be (each also a warning)."""
     if which is False:
-        return []
+        return [], []
     if isinstance(which, str):  # one ref, not its characters
         which = [which]
     chosen = None if which is True else set(which)
-    doomed = [o.instance for o in orphans if chosen is None or o.instance.ref in chosen]
+    doomed = [m for m in candidates if chosen is None or m.ref in chosen]
     results = yield Gather([Call(m.provider, ctx.adapter(m.provider).delete(m.id))
                             for m in doomed])
     terminated: list[Instance] = []
+    refused: list[Instance] = []
     for machine, result in zip(doomed, results):
         if isinstance(result, NotFoundError):
             ctx.warn(f"{machine.ref} was gone before it could be terminated")
         elif isinstance(result, GpuCloudError):
+            refused.append(machine)
             ctx.warn(f"{machine.ref} could not be terminated ({result}); it still bills: "
                      f"`gpucloud delete {machine.ref}`")
         elif isinstance(result, BaseException):
@@ -234,7 +276,7 @@ def _terminate(ctx: ClientContext, orphans: list[Orphan], which: TerminateOrphan
             terminated.append(machine)
             ctx.tolerant(f"{machine.ref} was terminated but the journal could not record it",
                          ctx.journal.mark_deleted, machine.provider, machine.id)
-    return terminated
+    return terminated, refused
 
 
 __all__ = ["LaunchIntent", "Orphan", "ReconcileReport", "SETTLE_SECONDS", "reconcile",

@@ -95,6 +95,11 @@ def _report_text(report: Any) -> None:
         line = (f"{what}: {i.ref} ({i.name or '-'}), deadline {output.iso(i.shutdown_at)}"
                 + (f", {late} overdue" if action.action != "extended" else ""))
         output.out(line + (f": {action.error}" if action.error else ""))
+    if report.unclaimed:
+        from gpucloud.cli.commands.reconcile import _unclaimed_line
+
+        for u in report.unclaimed:
+            output.out(_unclaimed_line(u) + " (reported, not reaped)")
     done = sum(1 for a in report.actions if a.action in ("terminated", "would_terminate"))
     verb = "would terminate" if report.dry_run else "terminated"
     output.err(f"{output.iso(report.at)} reap: {report.checked} gpucloud machine(s) on "
@@ -183,7 +188,9 @@ def reap(
     failed = False
     while True:
         try:
-            report = client.reap(dry_run=dry_run, provider=provider)
+            # A watch also reports unclaimed machines (never ends them for that).
+            report = client.reap(dry_run=dry_run, provider=provider,
+                                 unclaimed=interval is not None)
         except GpuCloudError as exc:
             if interval is None:
                 raise
