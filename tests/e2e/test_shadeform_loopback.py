@@ -221,3 +221,12 @@ def test_a_create_without_a_deadline_sends_no_auto_delete(shadeform):
     [(_, _, sent)] = [s for s in shadeform.seen if s[1] == "/v1/instances/create"]
     assert "auto_delete" not in sent
     assert not any(t.startswith("gpucloud-shutdown-at=") for t in sent["tags"])
+
+
+def test_the_plan_knows_shadeform_holds_the_deadline(shadeform):
+    # native_shutdown: no "has no native timer" note, unlike the other real clouds.
+    plan = cli("create", "--gpu", "h100", "--count", "8", "--provider", "shadeform",
+               "--auto-shutdown", "2h", "--dry-run", "--json")
+    text = json.dumps(plan)
+    assert "lambdalabs_H100x8" in text and "no native timer" not in text
+    assert not [s for s in shadeform.seen if s[0] == "POST"]  # a dry run creates nothing
