@@ -19,7 +19,7 @@ from gpucloud.config.credentials import Credential
 from gpucloud.models import InstanceSpec
 from gpucloud.providers.shadeform.adapter import ShadeformProvider
 from tests.adapters import support
-from tests.adapters.support import run_fixture as run, sleeps_fixture as sleeps  # noqa: F401
+from tests.adapters.support import run_fixture as run, sleeps_fixture as sleeps
 from tests.openapi_check import SpecCheckedAPI
 
 _FILES = support.Fixtures("shadeform")

@@ -126,7 +126,8 @@ def test_create_without_a_deadline_sends_no_auto_delete_and_no_deadline_tag(api,
 
 def test_a_new_public_key_is_registered_once_and_its_id_used(api, run, provider):
     _, create, _ = _create_routes(api)
-    added = api.on("POST", "/sshkeys/add", reply(200, {"id": "11111111-2222-3333-4444-555555555555"}))
+    added = api.on("POST", "/sshkeys/add",
+                   reply(200, {"id": "11111111-2222-3333-4444-555555555555"}))
 
     run(provider.create(make_spec(ssh_public_key=NEW_KEY)))
 

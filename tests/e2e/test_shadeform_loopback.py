@@ -137,7 +137,7 @@ def _handler(fake: FakeShadeform) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(out)
 
-        do_GET = do_POST = _serve  # noqa: N815 - http.server's names
+        do_GET = do_POST = _serve
 
         def log_message(self, *args: Any) -> None:
             pass

@@ -269,7 +269,8 @@ class ShadeformProvider(Provider):
             # Tags carry the launch id: never guess past garbled ones.
             raise self.invalid(response, f"instance {raw['id']!r}: tags are not a list")
         tags = wire.read_tags(raw_tags)
-        config = raw.get("configuration") if isinstance(raw.get("configuration"), dict) else {}
+        found = raw.get("configuration")
+        config: dict[str, Any] = found if isinstance(found, dict) else {}
         count = config.get("num_gpus")
         cloud, shade_type = wire.text(raw.get("cloud")), wire.text(raw.get("shade_instance_type"))
         status = raw["status"]
