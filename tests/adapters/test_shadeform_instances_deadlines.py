@@ -134,3 +134,10 @@ def test_no_published_limits_so_a_429_paces_the_retry(api, run, provider, sleeps
            reply(200, body("instances_200")))
     assert len(run(provider.list_instances())) == 2
     assert 7 in sleeps or 7.0 in sleeps
+
+
+def test_verify_is_one_cheap_signed_read(api, run, provider):
+    # `gpucloud auth login shadeform` proves the key with this read before keeping it.
+    api.on("GET", "/sshkeys", reply(200, body("sshkeys_200")))
+    assert run(provider.verify()) is None
+    assert paths(api) == ["GET /v1/sshkeys"]
