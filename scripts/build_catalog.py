@@ -9,7 +9,8 @@ github.com/skypilot-org/skypilot-catalog). The commit of each CSV is read from
 SOURCE.txt and every CSV is checked against the sha256 recorded there, so a
 changed input never slips through silently.
 
-Writes lambda.toml, runpod.toml, vastai.toml and verda.toml (nothing else).
+Writes lambda.toml, runpod.toml, shadeform.toml, vastai.toml and verda.toml (nothing
+else).
 The output is a pure function of the inputs and of this script: no dates, no
 dict-order accidents, "\\n" line endings. Re-running on the same inputs gives
 byte-identical files (tests/unit/test_catalog.py checks this).
@@ -24,7 +25,8 @@ Rules:
   CSV's accelerator name plus the per-GPU memory (so A100 40 GB and 80 GB come
   apart); a GPU that does not normalize to a known canonical name is an error,
   except on RunPod, whose newest cards are kept under their raw name with a
-  note on stderr (the build never fails on a new card there);
+  note on stderr (the build never fails on a new card there), and on
+  Shadeform, whose upstream clouds list cards gpus.py does not know (kept raw);
 * RunPod: every type is sold in the same data centers, so the file lists them
   once (top-level ``regions``) and each type says ``regions = "all"``; a type
   sold in fewer keeps its own list. Only regions the CSV lists are written.
@@ -227,7 +229,8 @@ def build_entries(provider: str, rows: list[dict[str, str]]) -> dict[Entry, set[
                 # search it ran; live hosts differ, so the name keeps count and GPU only
                 # (what the adapter names live offers: "8x-H100_SXM").
                 name = "-".join(name.split("-")[:2])
-            gpu = canonical_gpu(raw_names, mem, what, keep_unknown=provider == "runpod")
+            gpu = canonical_gpu(raw_names, mem, what,
+                                keep_unknown=provider in ("runpod", "shadeform"))
             price = dec(row["Price"], f"{what} Price")
             spot = dec(row.get("SpotPrice", ""), f"{what} SpotPrice")
             if price is None and spot is None:

@@ -164,6 +164,9 @@ class InstanceSpec(_Model):
     ssh_public_key: str | None = None
     disk_gb: int | None = None
     shutdown_at: datetime | None = None
+    # This machine's share of the create's spend cap (--max-cost), USD; for a
+    # provider that can end a machine at a spend itself (Shadeform's auto_delete).
+    max_cost: Decimal | None = None
     job: JobRun | None = None  # run this job's container, and end with it
 
 

@@ -36,11 +36,13 @@ REPLIES = {
     "kubernetes": KUBE_QUOTA,
     "coreweave": KUBE_QUOTA,
     "sandbox": (409, {"error": {"code": "capacity_exhausted", "message": "no capacity"}}),
+    # Shadeform documents no error body: rows go by status and words (_wire.ERRORS).
+    "shadeform": (400, {"error": "name must be unique"}),
 }
 EXPECTED = {"lambda": InsufficientCapacityError, "vastai": InsufficientCapacityError,
             "runpod": QuotaExceededError, "verda": QuotaExceededError,
             "kubernetes": QuotaExceededError, "coreweave": QuotaExceededError,
-            "sandbox": InsufficientCapacityError}
+            "sandbox": InsufficientCapacityError, "shadeform": ConflictError}
 GENERIC = {400: APIStatusError, 402: APIStatusError, 403: PermissionDeniedError,
            409: ConflictError}
 

@@ -62,6 +62,7 @@ def test_spot_warnings_stay_in_the_json_document(home):
     assert result.returncode == 0 and result.stderr == ""
     warnings = json.loads(result.stdout)["warnings"]
     assert sorted(warnings) == ["lambda sells no spot machines", "runpod sells no spot machines",
+                                "shadeform sells no spot machines",
                                 "vastai sells no spot machines"]
 
 
@@ -69,8 +70,8 @@ def test_providers_missing_from_the_catalog_are_said_once(home):
     result = gpucloud(*H100_7, home=home)
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines() == [
-        "warning: no 7x H100 in the bundled catalog of lambda, vastai, verda; add credentials "
-        "for live offers (--quiet or [defaults] quiet_missing = true hides this)"]
+        "warning: no 7x H100 in the bundled catalog of lambda, shadeform, vastai, verda; add "
+        "credentials for live offers (--quiet or [defaults] quiet_missing = true hides this)"]
 
 
 def test_quiet_silences_them(home):
@@ -101,4 +102,4 @@ def test_json_keeps_one_warning_per_missing_provider(home):
     assert result.returncode == 0 and result.stderr == ""
     assert json.loads(result.stdout)["warnings"] == [
         f"{name}: no 7x H100 in the bundled catalog; add credentials for live offers"
-        for name in ("lambda", "vastai", "verda")]
+        for name in ("lambda", "shadeform", "vastai", "verda")]

@@ -19,7 +19,7 @@ HEAVY = ("httpx", "httpcore", "keyring", "pydantic", "gpucloud.providers",
 # The adapter modules of the providers that call a real API, and the sandbox's.
 LIVE_ADAPTERS = ("gpucloud.providers.lambdalabs.adapter", "gpucloud.providers.runpod.adapter",
                  "gpucloud.providers.vastai", "gpucloud.providers.verda",
-                 "gpucloud.providers.kubernetes")
+                 "gpucloud.providers.kubernetes", "gpucloud.providers.shadeform")
 SANDBOX_ADAPTER = "gpucloud.providers.sandbox"
 
 # typer (0.2x) converts option values through pydantic TypeAdapters built here;
@@ -31,6 +31,7 @@ ALL_ENV_CREDENTIALS = {
     "GPUCLOUD_LAMBDA_API_KEY": "lambda-test-key", "GPUCLOUD_RUNPOD_API_KEY": "runpod-test-key",
     "GPUCLOUD_VASTAI_API_KEY": "vast-test-key", "GPUCLOUD_VERDA_CLIENT_ID": "verda-id",
     "GPUCLOUD_VERDA_CLIENT_SECRET": "verda-secret",
+    "GPUCLOUD_SHADEFORM_API_KEY": "shadeform-test-key",
 }
 
 PROBE = """
@@ -133,7 +134,7 @@ def test_explicit_credentials_never_load_the_keyring():
 import json, sys
 from gpucloud import Client
 client = Client(credentials={"lambda": "k1", "runpod": "k2", "vastai": "k3",
-                             "verda": ("id", "secret")})
+                             "verda": ("id", "secret"), "shadeform": "k4"})
 sources = {s.name: s.source for s in client.providers()}
 print(json.dumps({"modules": sorted(k for k, v in sys.modules.items() if v is not None),
                   "sources": sources, "problem": client.keyring_problem}))

@@ -62,6 +62,20 @@ def test_the_installed_wheel_runs_the_reaper_and_the_worker(venv: Path,
     assert time.monotonic() - started < 60
 
 
+def test_the_wheel_bundles_the_shadeform_catalog_and_adapter(venv: Path, tmp_path: Path) -> None:
+    # The repository's providers/ becomes gpucloud/catalog/data in the wheel.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUCLOUD_", "PYTHON"))}
+    env |= {"GPUCLOUD_HOME": str(tmp_path / "home"), "HOME": str(tmp_path)}
+    out = run(venv / "bin" / "python", "-c",
+              "from gpucloud.catalog.bundled import load_catalogs; "
+              "from gpucloud.providers.registry import adapter_class; "
+              "c = load_catalogs()['shadeform']; "
+              "print(c.path, len(c.instance_types), adapter_class('shadeform').__name__)",
+              env=env).stdout.split()
+    assert out[0].startswith(str(venv)) and out[0].endswith("catalog/data/shadeform.toml")
+    assert int(out[1]) > 0 and out[2] == "ShadeformProvider"
+
+
 def test_the_dockerfile_builds_the_wheel_and_runs_gpucloud() -> None:
     """`docker build` needs a daemon the test machines lack: this reads the file.
     Every COPY source exists here, the wheel is built then pip-installed, and

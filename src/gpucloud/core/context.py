@@ -219,7 +219,7 @@ class ClientContext:
     def instance_spec(self, offer: Offer, adapter: Provider, *, name: str | None,
                       image: str | None, ssh_key: str | None, disk_gb: int | None,
                       shutdown_at: Any, job: Any = None,
-                      batch: str | None = None) -> InstanceSpec:
+                      batch: str | None = None, max_cost: Any = None) -> InstanceSpec:
         from gpucloud.models import InstanceSpec
 
         launch_id = new_launch_id(job=job is not None)
@@ -239,7 +239,7 @@ class ClientContext:
             name=name or f"gpucloud-{offer.gpu.lower()}-{launch_id}"[:64],
             image=image or adapter.catalog.default_image, ssh_key_name=key_name,
             ssh_public_key=public_key, disk_gb=disk_gb, shutdown_at=shutdown_at, job=job,
-            batch=batch)
+            batch=batch, max_cost=max_cost)
 
     def statuses(self) -> list[ProviderStatus]:
         from gpucloud.models import ProviderStatus

@@ -55,11 +55,19 @@ from gpucloud.transport.redaction import register_secrets
 
 if TYPE_CHECKING:
     from gpucloud.core.context import ClientContext
+    from decimal import Decimal
+
     from gpucloud.models import Instance, JobRun
     from gpucloud.providers.base import Provider
 
 MAX_ATTEMPTS = 3
 RECONCILE_DELAYS = (0.0, 2.0, 5.0)  # seconds before each look for an ambiguous launch
+
+
+def machine_cap(plan: Plan) -> Decimal | None:
+    """One machine's share of the create's spend cap (--max-cost), the figure
+    its deadline is worked out from (launch_deadline.py); None without a cap."""
+    return plan.max_cost / plan.instances if plan.max_cost is not None else None
 
 
 def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | None,
@@ -84,7 +92,7 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
         shutdown_at = deadline_for(plan, offer, disk_gb)
         spec = ctx.instance_spec(offer, adapter, name=name, image=image, ssh_key=ssh_key,
                                  disk_gb=disk_gb, shutdown_at=shutdown_at, job=job,
-                                 batch=batch_key)
+                                 batch=batch_key, max_cost=machine_cap(plan))
         if job is not None:
             register_secrets(job.secret_env.values())
         # Admitted against the monthly budget and journaled in one transaction,
