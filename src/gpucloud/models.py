@@ -288,6 +288,10 @@ class ProviderStatus(_Model):
     hint: str | None = None
     simulated: bool = False
     catalog_as_of: str | None = None
+    # What the adapter can do (spot, stop_start, custom_disk, needs_ssh_key,
+    # native_shutdown: the provider itself ends a machine at its deadline,
+    # self_guard: a guard on the machine does). None: no adapter, catalog only.
+    capabilities: dict[str, bool] | None = None
 
 
 __all__ = [

@@ -180,6 +180,27 @@ def test_providers_json(cli, monkeypatch):
     assert "k-123" not in json.dumps(data)
 
 
+def test_providers_show_what_each_adapter_can_do(cli, tmp_path, monkeypatch):
+    # A catalog-only provider (a price file, no adapter) has no capabilities.
+    from gpucloud.config.settings import config_dir
+
+    extra = config_dir() / "providers"
+    extra.mkdir(parents=True, exist_ok=True)
+    (extra / "acme.toml").write_text('name = "acme"\ndisplay_name = "Acme"\n'
+                                     'api_base = "https://acme.example"\n'
+                                     'instance_types = []\n')
+    data = as_json(cli("providers", "--json"))
+    caps = {p["name"]: p["capabilities"] for p in data["providers"]}
+    assert caps["shadeform"]["native_shutdown"] is True  # auto_delete
+    assert caps["vastai"]["self_guard"] is True and caps["vastai"]["native_shutdown"] is False
+    assert caps["verda"]["spot"] is True and caps["lambda"]["spot"] is False
+    assert set(caps["lambda"]) == {"spot", "stop_start", "custom_disk", "needs_ssh_key",
+                                   "native_shutdown", "self_guard"}
+    assert caps.get("acme", "missing") is None
+    table = cli("providers").stdout
+    assert "deadline held by provider" in table and "CAPABILITIES" in table
+
+
 def test_gpus_lists_canonical_names(cli):
     data = as_json(cli("gpus", "--json"))
     assert {"H100", "A100-40GB", "A100-80GB"} <= {g["name"] for g in data["gpus"]}

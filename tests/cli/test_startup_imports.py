@@ -125,8 +125,10 @@ def test_credentials_from_the_environment_never_load_the_keyring():
     statuses = {p["name"]: p for p in json.loads(probe["help"])["providers"]}
     assert statuses["lambda"]["source"] == "env:GPUCLOUD_LAMBDA_API_KEY"
     assert imported(probe["modules"], ("keyring",)) == []
-    # Whether a provider has an adapter is known without importing it.
-    assert imported(probe["modules"], LIVE_ADAPTERS + (SANDBOX_ADAPTER,)) == []
+    # Listing providers reports what each adapter can do, so (only) this
+    # command loads them; `list` of one provider loads that one alone (above).
+    assert imported(probe["modules"], LIVE_ADAPTERS + (SANDBOX_ADAPTER,)) != []
+    assert statuses["shadeform"]["capabilities"]["native_shutdown"] is True
 
 
 def test_explicit_credentials_never_load_the_keyring():

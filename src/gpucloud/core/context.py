@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpucloud.config import settings as config_mod
-from gpucloud.providers.registry import adapter_class, adapter_names, has_adapter
+from gpucloud.providers.registry import (
+    adapter_class, adapter_names, capabilities_of, has_adapter,
+)
 from gpucloud.catalog.bundled import ProviderCatalog, load_catalogs
 from gpucloud.config.credentials import CredentialStore, env_vars, how_to_set
 from gpucloud.providers.launch_ids import new_launch_id
@@ -242,6 +244,9 @@ class ClientContext:
             batch=batch, max_cost=max_cost)
 
     def statuses(self) -> list[ProviderStatus]:
+        """Every known provider: credentials, catalog date, and what its adapter
+        can do (reading that imports each adapter: this is the one listing that
+        needs them all)."""
         from gpucloud.models import ProviderStatus
 
         out = []
@@ -260,5 +265,6 @@ class ClientContext:
                 credentials=needs_none or cred is not None,
                 source="none needed" if needs_none else (cred.source if cred else None),
                 hint=hint, simulated=bool(catalog and catalog.simulated),
-                catalog_as_of=catalog.as_of if catalog else None))
+                catalog_as_of=catalog.as_of if catalog else None,
+                capabilities=capabilities_of(name) if adapter_known else None))
         return out

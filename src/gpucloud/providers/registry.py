@@ -55,3 +55,15 @@ def adapter_class(name: str) -> type[Provider] | None:
         return None
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
+
+
+def capabilities_of(name: str) -> dict[str, bool] | None:
+    """What `name`'s adapter declares it can do, as plain data; None without an
+    adapter. Imports the adapter's module: only a listing of providers asks."""
+    from dataclasses import asdict
+
+    try:
+        cls = adapter_class(name)
+    except (ImportError, AttributeError):  # a broken plugin: listed, not fatal
+        return None
+    return None if cls is None else asdict(cls.capabilities)

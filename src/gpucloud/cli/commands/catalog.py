@@ -105,6 +105,19 @@ def gpus(json_output: bool = params.JSON) -> None:
     output.note('a bare "a100" means A100-40GB; ask for a100-80gb for the larger card')
 
 
+# The table's short words for each capability (the JSON keeps the field names).
+CAPABILITY_WORDS = {"spot": "spot", "stop_start": "stop/start", "custom_disk": "disk size",
+                    "needs_ssh_key": "needs ssh key",
+                    "native_shutdown": "deadline held by provider",
+                    "self_guard": "deadline guard on machine"}
+
+
+def _capability_words(capabilities: dict[str, bool] | None) -> str:
+    if capabilities is None:
+        return "-"
+    return ", ".join(CAPABILITY_WORDS.get(k, k) for k, v in capabilities.items() if v) or "-"
+
+
 @app.command()
 def providers(json_output: bool = params.JSON) -> None:
     """Known providers, whether credentials are found, and where from."""
@@ -119,10 +132,11 @@ def providers(json_output: bool = params.JSON) -> None:
                           "keyring_problem": problem})
         return
     output.out(output.table(
-        ["PROVIDER", "NAME", "CREDENTIALS", "FROM", "CATALOG AS OF", "NOTE"],
+        ["PROVIDER", "NAME", "CREDENTIALS", "FROM", "CATALOG AS OF", "CAPABILITIES", "NOTE"],
         [[s.name, s.display_name, "yes" if s.credentials else "no", s.source or "-",
-          s.catalog_as_of or "-", s.hint or ("simulated, nothing billed" if s.simulated else "")]
-         for s in statuses], shrink=(1, 5)))
+          s.catalog_as_of or "-", _capability_words(s.capabilities),
+          s.hint or ("simulated, nothing billed" if s.simulated else "")]
+         for s in statuses], shrink=(1, 6)))
     if problem:
         output.note(f"note: the system keyring is unusable here ({problem}): "
                     + NO_KEYRING_ADVICE)
