@@ -52,10 +52,11 @@ def list_instances(ctx: ClientContext, provider: str | None = None) -> Op:
             continue
         out.extend(known_deadlines(ctx, name, result))
     whole = [n for n, r in zip(names, results) if isinstance(r, list)]
-    from gpucloud.safety import ledger_events
+    if out or ctx.journal.path.exists():  # else nothing to record, nor a ledger to load
+        from gpucloud.safety import ledger_events
 
-    ctx.tolerant("the cost ledger did not record this listing", ledger_events.observed,
-                 ctx, out, whole)
+        ctx.tolerant("the cost ledger did not record this listing", ledger_events.observed,
+                     ctx, out, whole)
     return out
 
 
