@@ -202,6 +202,23 @@ def test_requests_that_answer_in_time_do_not_wake_the_watchdog_each():
     assert len(waits) <= 2
 
 
+def test_a_watchdog_idle_for_a_while_is_not_woken_for_each_request_after():
+    """As above, once the thread has gone to sleep for good (a period with
+    nothing watched): the next request wakes it, the ones after do not."""
+    import time
+
+    dog = _http._Watchdog()
+    waits: list[float | None] = []
+    real_wait = dog._wake.wait
+    dog._wake.wait = lambda timeout=None: (waits.append(timeout), real_wait(timeout))[1]
+    for _ in range(60):  # notices due after 0.1 s; about 6 such periods go by
+        dog.cancel(dog.watch(0.1, lambda: None))
+        time.sleep(0.01)
+    # About two waits per period (one idle period, then for good); one per request
+    # (60) when each new notice woke it.
+    assert len(waits) <= 25
+
+
 def test_a_shorter_notice_still_wakes_the_watchdog_in_time():
     """Guard for the test above: a notice due before the thread would wake by
     itself (its long idle wait) is still given on time."""

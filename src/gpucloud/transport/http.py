@@ -249,8 +249,9 @@ class _Watchdog:
                         self._wakes_at, idle = self._due[0][0], False
                     else:  # one period more (requests may follow), then for good
                         self._wakes_at, idle = (math.inf if idle else now + self._idle), True
-                    self._wake.wait(None if self._wakes_at == math.inf
-                                    else self._wakes_at - now)
+                    if self._wake.wait(None if self._wakes_at == math.inf
+                                       else self._wakes_at - now):
+                        idle = False  # told of a new notice: requests are coming again
                     continue
             callback(*args)
 
