@@ -52,3 +52,32 @@ def test_a_provider_without_credentials_is_still_refused_on_every_call():
     for _ in range(2):
         with pytest.raises(CredentialsError):
             client.get("lambda/0920582c7ff041399e34823a0be62549")
+
+
+def test_the_deadline_a_get_reads_is_that_of_the_latest_launch(monkeypatch):
+    """Journal.deadline (read by every get of a machine whose provider shows
+    no deadline) answers as by_instance's record does, without building it."""
+    from datetime import datetime, timezone
+
+    from gpucloud.config.settings import state_db_path
+    from gpucloud.safety import journal as journal_mod
+    from gpucloud.safety.journal import Journal
+
+    journal = Journal(state_db_path())
+    assert journal.deadline("lambda", "i-1") is None
+    assert not journal.path.exists()  # reading never creates the journal
+    first, later = (datetime(2027, 1, d, tzinfo=timezone.utc) for d in (15, 16))
+    clock = iter([datetime(2027, 1, 1, h, tzinfo=timezone.utc) for h in range(1, 9)])
+    monkeypatch.setattr(journal_mod, "utcnow", lambda: next(clock))
+    for launch, deadline in (("L-1", first), ("L-2", later)):  # the same machine, relaunched
+        journal.record_intent(launch_id=launch, provider="lambda", instance_type="t",
+                              region="r", name="m", price_per_hour="1.00", shutdown_at=deadline)
+        journal.mark(launch, "delivered", instance_id="i-1")
+    journal.record_intent(launch_id="L-3", provider="lambda", instance_type="t", region="r",
+                          name="n", price_per_hour="1.00", shutdown_at=None)
+    journal.mark("L-3", "delivered", instance_id="i-3")
+    for ident in ("i-1", "i-3", "i-absent"):
+        record = journal.by_instance("lambda", ident)
+        assert journal.deadline("lambda", ident) == (record.shutdown_at if record else None)
+    assert journal.deadline("lambda", "i-1") == later
+    assert journal.deadline("runpod", "i-1") is None
