@@ -6,9 +6,10 @@ against its goal:
 
     gpucloud --help                         <= 1.5
     gpucloud offers --gpu h100 --count 8    <= 2.5  (catalog only, no credentials)
-    gpucloud list                           <= 3.0  (no credentials: an empty sandbox
-                                             alone; it needs httpx, pydantic and
-                                             SQLite, which offers does not)
+    gpucloud list                           <= 3.0  (no credentials, no sandbox used
+                                             yet: nothing in scope, so it loads
+                                             the client but neither httpx nor
+                                             pydantic nor the ledger)
 
     python bench/cli_startup.py [--runs 15] [--before CHECKOUT]
 

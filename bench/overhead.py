@@ -9,7 +9,7 @@ api_base pointed at the server, and a key in GPUCLOUD_LAMBDA_API_KEY
 unpaced). The
 baseline is one `httpx.Client` sending the same GETs with the same headers.
 Client and raw calls alternate, many times; the script prints the medians and
-their ratios. Goals: get <= 1.3, list <= 2.
+their ratios. Goals: get <= 1.2, list <= 2.
 
     python bench/overhead.py [--runs 300] [--machines 100] [--profile get|list]
 
@@ -33,7 +33,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-GOALS = {"get": 1.3, "list": 2.0}
+GOALS = {"get": 1.2, "list": 2.0}
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "lambda"
 KEY = "secret_bench_" + "0" * 32

@@ -120,6 +120,22 @@ def test_list_of_the_sandbox_imports_only_the_sandbox_adapter():
     assert imported(probe["modules"], ("keyring", "rich", TYPER_PYDANTIC_LAYER)) == []
 
 
+def test_list_with_nothing_in_scope_loads_no_model_nor_ledger():
+    # No credential and no sandbox used yet: nothing to list, so neither the
+    # models (pydantic) nor the cost ledger nor the HTTP stack is loaded.
+    probe = loaded(["list", "--json"])
+    assert probe["code"] == 0 and json.loads(probe["help"])["instances"] == []
+    assert imported(probe["modules"], ("pydantic", "gpucloud.models", "gpucloud.safety.ledger",
+                                       "gpucloud.safety.ledger_events", "httpx")) == []
+
+
+def test_a_listing_of_a_provider_still_loads_the_models_and_the_ledger():
+    # Guard for the test above: the sandbox, once listed, builds machines.
+    probe = loaded(["list", "--provider", "sandbox", "--json"])
+    assert probe["code"] == 0
+    assert {"pydantic", "gpucloud.models"} <= set(probe["modules"])
+
+
 def test_credentials_from_the_environment_never_load_the_keyring():
     probe = loaded(["providers", "--json"], ALL_ENV_CREDENTIALS)
     statuses = {p["name"]: p for p in json.loads(probe["help"])["providers"]}

@@ -181,3 +181,56 @@ def test_the_line_is_info_so_the_sdk_stays_silent_by_default(watch):
 def test_the_default_threshold_is_two_seconds():
     assert _http.WAIT_NOTICE_AFTER == 2.0
     assert _http.Session(Provider(Blocking(hang=False))).notice_after == 2.0
+
+
+def test_requests_that_answer_in_time_do_not_wake_the_watchdog_each():
+    """A stream of requests answered before their notice is due costs the
+    watchdog thread nothing: woken per request, it would cost a thread switch
+    each (more than a fast request's own work)."""
+    import time
+
+    dog = _http._Watchdog()
+    waits: list[float | None] = []  # each time the thread goes to sleep
+    real_wait = dog._wake.wait
+    dog._wake.wait = lambda timeout=None: (waits.append(timeout), real_wait(timeout))[1]
+    fired: list[int] = []
+    for i in range(30):
+        token = dog.watch(60.0, lambda i=i: fired.append(i))
+        dog.cancel(token)
+        time.sleep(0.005)  # the thread runs in between, as it would during a request
+    assert fired == []
+    assert len(waits) <= 2
+
+
+def test_a_watchdog_idle_for_a_while_is_not_woken_for_each_request_after():
+    """As above, once the thread has gone to sleep for good (a period with
+    nothing watched): the next request wakes it, the ones after do not."""
+    import time
+
+    dog = _http._Watchdog()
+    waits: list[float | None] = []
+    real_wait = dog._wake.wait
+    dog._wake.wait = lambda timeout=None: (waits.append(timeout), real_wait(timeout))[1]
+    started = time.monotonic()
+    for _ in range(60):  # notices due after 0.25 s: a few such periods go by
+        dog.cancel(dog.watch(0.25, lambda: None))
+        time.sleep(0.01)
+    periods = (time.monotonic() - started) / 0.25
+    # About two waits per period (one idle period, then for good); about one per
+    # request once the first period is over, when each new notice woke it.
+    assert len(waits) <= 2 * periods + 4
+
+
+def test_a_shorter_notice_still_wakes_the_watchdog_in_time():
+    """Guard for the test above: a notice due before the thread would wake by
+    itself (its long idle wait) is still given on time."""
+    import time
+
+    dog = _http._Watchdog()
+    dog.cancel(dog.watch(60.0, lambda: None))
+    time.sleep(0.05)  # the thread now waits out a 60 s idle period
+    fired = threading.Event()
+    started = time.monotonic()
+    dog.watch(0.05, lambda: fired.set())
+    assert fired.wait(5)
+    assert time.monotonic() - started < 2

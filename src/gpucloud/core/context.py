@@ -150,6 +150,12 @@ class ClientContext:
         return self.credentials.find(name, self.auth_kind(name))
 
     def has_credentials(self, name: str) -> bool:
+        # An adapter, once made, sends the credential it was made with: looking
+        # it up again before each call (the environment, the keyring: a round trip
+        # to its daemon) would only repeat the answer.
+        made = self._adapters.get(name)
+        if made is not None and made.credential is not None:
+            return True
         return self.auth_kind(name) == "none" or self.credential(name) is not None
 
     def has_adapter(self, name: str) -> bool:

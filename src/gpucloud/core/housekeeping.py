@@ -24,11 +24,13 @@ from typing import TYPE_CHECKING
 from gpucloud.core.instances import list_instances
 from gpucloud.core.instructions import Call, Gather, Op
 from gpucloud.errors import GpuCloudError, SpecError
-from gpucloud.models import Instance, InstanceStatus
 from gpucloud.safety.journal import utcnow
 
+# The models (pydantic) are imported where a status is named: a listing that
+# finds nothing (`gpucloud list` with nothing in scope) never loads them.
 if TYPE_CHECKING:
     from gpucloud.core.context import ClientContext
+    from gpucloud.models import Instance, InstanceStatus
     from gpucloud.types import StatusFilter
 
 RECENT_END = timedelta(minutes=10)
@@ -42,6 +44,8 @@ def statuses(value: StatusFilter | None) -> frozenset[InstanceStatus] | None:
     an unknown name is a SpecError that lists the valid ones."""
     if value is None:
         return None
+    from gpucloud.models import InstanceStatus
+
     items = [value] if isinstance(value, (str, InstanceStatus)) else list(value)
     found: set[InstanceStatus] = set()
     valid = ", ".join(s.value for s in InstanceStatus)
@@ -69,6 +73,8 @@ def listing(ctx: ClientContext, provider: str | None = None, all: bool = False,
     unless `all`."""
     wanted = statuses(status)  # a bad status fails before anything is listed
     machines: list[Instance] = yield from list_instances(ctx, provider)
+    if not machines:
+        return machines  # nothing to filter (nor a model class to load for it)
     machines = _with_ends(ctx, machines)
     if wanted is not None:
         return [m for m in machines if m.status in wanted]
@@ -79,6 +85,8 @@ def listing(ctx: ClientContext, provider: str | None = None, all: bool = False,
 
 
 def _long_gone(machine: Instance, now: datetime) -> bool:
+    from gpucloud.models import InstanceStatus
+
     if machine.status != InstanceStatus.TERMINATED:
         return False
     ended = machine.terminated_at or machine.created_at
@@ -86,6 +94,8 @@ def _long_gone(machine: Instance, now: datetime) -> bool:
 
 
 def _with_ends(ctx: ClientContext, machines: list[Instance]) -> list[Instance]:
+    from gpucloud.models import InstanceStatus
+
     ended = [(m.provider, m.id) for m in machines if m.status == InstanceStatus.TERMINATED]
     if not ended or not ctx.journal.path.exists():
         return machines

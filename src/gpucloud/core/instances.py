@@ -16,7 +16,7 @@ from gpucloud.core.instructions import Call, Gather, Op
 from gpucloud.errors import (
     GpuCloudError, InstanceFailedError, NotFoundError, SpecError, WaitTimeoutError,
 )
-from gpucloud.types import split_ref
+from gpucloud.types import needs_lookup, split_ref
 
 if TYPE_CHECKING:  # pydantic: a catalog-only `gpucloud offers` never needs it
     from datetime import datetime
@@ -52,10 +52,11 @@ def list_instances(ctx: ClientContext, provider: str | None = None) -> Op:
             continue
         out.extend(known_deadlines(ctx, name, result))
     whole = [n for n, r in zip(names, results) if isinstance(r, list)]
-    from gpucloud.safety import ledger_events
+    if out or ctx.journal.path.exists():  # else nothing to record, nor a ledger to load
+        from gpucloud.safety import ledger_events
 
-    ctx.tolerant("the cost ledger did not record this listing", ledger_events.observed,
-                 ctx, out, whole)
+        ctx.tolerant("the cost ledger did not record this listing", ledger_events.observed,
+                     ctx, out, whole)
     return out
 
 
@@ -81,32 +82,32 @@ def known_deadline(ctx: ClientContext, instance: Instance) -> Instance:
     provider shows none."""
     if instance.shutdown_at is not None:
         return instance
-    record = ctx.tolerant("deadlines known only to this journal are not shown",
-                          ctx.journal.by_instance, instance.provider, instance.id)
-    return _with_deadline(instance, record.shutdown_at if record else None)
+    return _with_deadline(instance, ctx.tolerant(
+        "deadlines known only to this journal are not shown", ctx.journal.deadline,
+        instance.provider, instance.id))
 
 
 def lookup(ctx: ClientContext, ref: Ref) -> Op:
     """`ref` itself when it is an Instance or provider/id, else the one machine
     its name or id prefix names in every provider's listing (refs.py)."""
+    if not needs_lookup(ref):
+        return ref
     from gpucloud.core import refs
 
-    if not refs.needs_lookup(ref):
-        return ref
     listed = yield from list_instances(ctx)
     searched = [n for n in ctx.scope(None, listing=True) if ctx.can_call(n)]
     return refs.resolve(str(ref), listed, searched)
 
 
 def get(ctx: ClientContext, ref: Ref) -> Op:
-    from gpucloud.core import refs
-
     ref = yield from lookup(ctx, ref)  # a name or an id prefix is looked up
     provider, ident = split_ref(ref)
     ctx.require_callable(provider)
     try:
         instance = yield Call(provider, ctx.adapter(provider).get(ident))
     except NotFoundError as exc:
+        from gpucloud.core import refs
+
         raise exc.with_details(
             hint=exc.hint or refs.not_found_hint(f"{provider}/{ident}")) from exc
     return known_deadline(ctx, instance)

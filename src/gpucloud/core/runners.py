@@ -31,6 +31,9 @@ class ThreadedRunner:
         self._lock = threading.Lock()  # concurrent launches open sessions from threads
 
     def session(self, name: str) -> Session:
+        found = self._sessions.get(name)  # a dict read is atomic: no lock once made
+        if found is not None:
+            return found
         from gpucloud.transport.http import Session
 
         with self._lock:

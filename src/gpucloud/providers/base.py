@@ -15,6 +15,7 @@ redaction live once, in the driver.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -344,6 +345,7 @@ class Provider:
         yield from self.list_instances()
 
 
+@functools.cache  # the same on every request
 def _user_agent() -> str:
     from gpucloud import __version__
 

@@ -252,6 +252,18 @@ class Journal:
                           create=False)
         return rows[-1] if rows else None
 
+    def deadline(self, provider: str, instance_id: str) -> datetime | None:
+        """The deadline of the machine's latest launch here (by_instance's
+        shutdown_at) in one indexed read that builds no record: every get
+        asks it. Reading never creates the journal."""
+        with self._session((), False) as db:
+            if db is None:
+                return None
+            row = db.execute("SELECT shutdown_at FROM launches WHERE provider = ? AND"
+                             " instance_id = ? ORDER BY created_at DESC LIMIT 1",
+                             (provider, instance_id)).fetchone()
+        return datetime.fromisoformat(row[0]) if row is not None and row[0] else None
+
     def ssh_key_path(self, provider: str, instance_id: str) -> str | None:
         """The public key file the machine's launch sent, when this computer
         launched it from a file; None otherwise. Reading never creates the journal."""

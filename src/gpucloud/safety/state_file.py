@@ -99,6 +99,9 @@ def shared(path: Path, setup: Callable[[sqlite3.Connection], None]) -> SharedFil
     """The process's connection to the state file at `path`; `setup` makes the
     file's tables on a new connection (the journal's: the file's owner)."""
     key = (os.getpid(), str(path))
+    found = _SHARED.get(key)  # a dict read is atomic: every lookup of a get comes here
+    if found is not None:
+        return found
     with _SHARED_LOCK:
         found = _SHARED.get(key)
         if found is None:

@@ -30,7 +30,10 @@ shorter timeout, because a slow but working provider must not be cut off.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
+import math
 import random
 import threading
 import time
@@ -192,49 +195,65 @@ def _log_waiting(provider: str, request: httpx.Request, after: float) -> None:
 class _Watchdog:
     """One daemon thread for every watched request of the process: a thread
     started per request costs more than a fast request itself (Thread.start
-    waits for the new thread to be scheduled)."""
+    waits for the new thread to be scheduled).
+
+    The thread is woken only for a notice due before it would wake by itself:
+    finding nothing to watch, it waits one notice period before sleeping for
+    good, so a stream of requests that answer in time (the notices of the next
+    ones are due after that) never wakes it, where waking it for each would
+    cost a thread switch per request."""
 
     def __init__(self) -> None:
-        self._due: list[tuple[float, int, Callable[[], None]]] = []
+        self._due: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
         self._cancelled: set[int] = set()
-        self._next = 0
+        self._tokens = itertools.count(1)
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._wakes_at = math.inf  # when the thread wakes by itself (inf: only when told)
+        self._idle = 0.0  # the last notice period asked for: the thread's wait when idle
 
-    def watch(self, after: float, callback: Callable[[], None]) -> int:
-        import heapq
-
+    def watch(self, after: float, callback: Callable[..., None], *args: Any) -> int:
+        """Call callback(*args) from the watchdog thread in `after` seconds, unless
+        the token returned is cancelled first."""
+        token = next(self._tokens)
+        due = time.monotonic() + after
         with self._wake:
-            self._next += 1
-            heapq.heappush(self._due, (time.monotonic() + after, self._next, callback))
-            if self._thread is None or not self._thread.is_alive():
+            heapq.heappush(self._due, (due, token, callback, args))
+            self._idle = after
+            if self._thread is None or not self._thread.is_alive():  # first use, or a fork
+                self._wakes_at = math.inf
                 self._thread = threading.Thread(target=self._run, name="gpucloud-watchdog",
                                                 daemon=True)
                 self._thread.start()
-            elif self._due[0][1] == self._next:
-                self._wake.notify()  # the new one is due before the one it waits for
-            return self._next
+            elif due < self._wakes_at:
+                self._wake.notify()
+        return token
 
     def cancel(self, token: int) -> None:
         with self._wake:
             self._cancelled.add(token)
 
     def _run(self) -> None:
-        import heapq
-
+        idle = False
         while True:
             with self._wake:
                 while self._due and self._due[0][1] in self._cancelled:
                     self._cancelled.discard(heapq.heappop(self._due)[1])
-                if not self._due:
-                    self._wake.wait()
+                now = time.monotonic()
+                if self._due and self._due[0][0] <= now:
+                    _, _, callback, args = heapq.heappop(self._due)
+                    self._wakes_at = now  # busy: it looks at the heap again before waiting
+                    idle = False
+                else:
+                    if self._due:
+                        self._wakes_at, idle = self._due[0][0], False
+                    else:  # one period more (requests may follow), then for good
+                        self._wakes_at, idle = (math.inf if idle else now + self._idle), True
+                    if self._wake.wait(None if self._wakes_at == math.inf
+                                       else self._wakes_at - now):
+                        idle = False  # told of a new notice: requests are coming again
                     continue
-                wait = self._due[0][0] - time.monotonic()
-                if wait > 0:
-                    self._wake.wait(wait)
-                    continue
-                _, _, callback = heapq.heappop(self._due)
-            callback()
+            callback(*args)
 
 
 _WATCHDOG = _Watchdog()
@@ -245,7 +264,7 @@ def watched(provider: str, send: Callable[[httpx.Request], httpx.Response],
     """`send`, with one waiting line if a request has not answered after `after`
     seconds (the process's watchdog thread; cancelled when it returns)."""
     def send_watched(request: httpx.Request) -> httpx.Response:
-        token = _WATCHDOG.watch(after, lambda: _log_waiting(provider, request, after))
+        token = _WATCHDOG.watch(after, _log_waiting, provider, request, after)
         try:
             return send(request)
         finally:
