@@ -26,6 +26,7 @@ BUILTIN: dict[str, str] = {
     "lambda": "gpucloud.providers.lambdalabs.adapter:LambdaProvider",
     "runpod": "gpucloud.providers.runpod.adapter:RunPodProvider",
     "sandbox": "gpucloud.providers.sandbox.adapter:SandboxProvider",
+    "ssh": "gpucloud.providers.ssh.adapter:SshProvider",
     "vastai": "gpucloud.providers.vastai.adapter:VastProvider",
     "verda": "gpucloud.providers.verda.adapter:VerdaProvider",
 }
