@@ -167,7 +167,8 @@ class SshTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             reply = self._host_reply(host, self._ssh(request, host, _remote.read(host.dir)))
             body = reply.json()
             if reply.is_error:
-                return {"name": host.name, "state": "unreachable", **body}
+                return {"name": host.name, "state": "unreachable", "status": reply.status_code,
+                        **body}
             return dict(body)
 
         if not hosts:

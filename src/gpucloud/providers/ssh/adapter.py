@@ -145,8 +145,14 @@ class SshProvider(Provider):
         if not wanted:
             return []
         body = self._body((yield self.request("GET", "/hosts")))
-        states = {str(h.get("name")): h.get("state") for h in body.get("hosts", [])
-                  if isinstance(h, dict)}
+        entries = {str(h.get("name")): h for h in body.get("hosts", []) if isinstance(h, dict)}
+        states = {name: entry.get("state") for name, entry in entries.items()}
+        failed = [entries[h.name] for h in wanted
+                  if states.get(h.name) == "unreachable"]
+        if len(failed) == len(wanted):
+            # Not one of them could be read: why (a refused key, a host that is
+            # down) is the answer, not "no capacity".
+            raise self._unreadable(failed[0])
         return [Offer(provider=self.name, instance_type=h.name, region=REGION, gpu=h.gpu,
                       gpu_count=h.gpu_count, price_per_hour=h.cost_per_hour or Decimal(0),
                       available=states.get(h.name) == "free", source="live",
@@ -154,6 +160,14 @@ class SshProvider(Provider):
                           f"{h.name}: no cost_per_hour in config.toml, so its cost is "
                           "unknown",))
                 for h in wanted]
+
+    def _unreadable(self, entry: dict[str, Any]) -> Exception:
+        """The error of a host `GET /hosts` could not read (its own status and body)."""
+        status = entry.get("status")
+        response = httpx.Response(status if isinstance(status, int) and status >= 400 else 503,
+                                  json={"error": entry.get("error")},
+                                  request=self.request("GET", "/hosts"))
+        return self.map_error(response)
 
     def list_instances(self) -> Flow[list[Instance]]:
         if not self.hosts:
@@ -167,12 +181,7 @@ class SshProvider(Provider):
             if entry.get("state") == "unreachable":
                 # A listing that left it out would read as "released": the ledger
                 # would close a host that may still be allocated. Say so instead.
-                error = entry.get("error") or {}
-                from gpucloud.errors import APIConnectionError
-
-                raise APIConnectionError(
-                    f"ssh: cannot read host {host.name}: {error.get('message', 'unreachable')}",
-                    provider=self.name, hint=error.get("hint"))
+                raise self._unreadable(entry)
             if entry.get("state") == "locked":
                 out.append(self._instance(host, entry.get("info") or {}))
         return out
