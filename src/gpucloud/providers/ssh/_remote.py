@@ -138,7 +138,7 @@ def set_deadline(directory: str, launch_id: str, deadline: str) -> str:
         "umask 077",
         f'{{ grep -v "^deadline=" "$d/lock/info"; printf "%s\\n" {line}; }} '
         f'>"$d/lock/info.tmp" && mv -f "$d/lock/info.tmp" "$d/lock/info" || exit {FAILED}',
-        f'echo state=locked; cat "$d/lock/info"',
+        'echo state=locked; cat "$d/lock/info"',
     ])
 
 
