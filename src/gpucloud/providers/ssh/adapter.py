@@ -120,10 +120,13 @@ class SshProvider(Provider):
 
     # -- reading hosts ------------------------------------------------------------------
 
-    def _instance(self, host: Host, info: dict[str, Any]) -> Instance:
+    def _instance(self, host: Host, info: dict[str, Any], state: str = "locked") -> Instance:
+        # A held lock is a machine that runs (the host is on); a state this
+        # version does not know is said as unknown, never guessed.
         return Instance(
             provider=self.name, id=host.name, name=info.get("name") or host.name,
-            status=InstanceStatus.RUNNING, provider_status="allocated",
+            status=InstanceStatus.RUNNING if state == "locked" else InstanceStatus.UNKNOWN,
+            provider_status="allocated" if state == "locked" else str(state)[:40],
             gpu=host.gpu, gpu_count=host.gpu_count, instance_type=host.name, region=REGION,
             price_per_hour=host.cost_per_hour, ip=host.host,
             created_at=parse_utc(info.get("created")), shutdown_at=parse_utc(info.get("deadline")),
@@ -194,10 +197,10 @@ class SshProvider(Provider):
                                 hint="the hosts are listed in config.toml "
                                      "[[providers.ssh.hosts]]")
         body = self._body((yield self.request("GET", self._path(host.name))))
-        if body.get("state") != "locked":
+        if body.get("state") == "free":
             raise NotFoundError(f"ssh: {host.name} is not allocated", provider=self.name,
                                 status_code=404)
-        return self._instance(host, body.get("info") or {})
+        return self._instance(host, body.get("info") or {}, str(body.get("state")))
 
     # -- allocating and releasing ---------------------------------------------------------
 
