@@ -249,3 +249,24 @@ def test_an_offer_without_a_configured_cost_says_its_cost_is_unknown():
                                  request=request))
     (offer,) = done.value.value
     assert offer.price_per_hour == 0 and offer.available and "unknown" in offer.notes[0]
+
+
+# -- in scope once configured ---------------------------------------------------------------
+
+def test_ssh_is_in_the_default_scope_only_once_config_lists_a_host():
+    from gpucloud.core.context import ClientContext
+
+    assert "ssh" not in ClientContext(None, None, None, False).scope(None)
+    home = Path(os.environ["GPUCLOUD_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(GOOD)
+    ctx = ClientContext(None, None, None, False)
+    assert "ssh" in ctx.scope(None) and ctx.credential("ssh").source == "config.toml"
+    assert "secret" not in repr(ctx.credential("ssh")).replace("secret=[secure]", "")
+
+
+def test_auth_login_ssh_says_where_the_hosts_go():
+    done = subprocess.run([sys.executable, "-m", "gpucloud", "auth", "login", "ssh"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "[[providers.ssh.hosts]]" in done.stderr
