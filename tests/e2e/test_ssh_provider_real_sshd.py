@@ -317,3 +317,23 @@ def test_the_json_of_a_listing_carries_the_lock(hosts):
     listed = json.loads(done.stdout)
     rows = listed if isinstance(listed, list) else listed.get("instances", listed)
     assert machine.launch_id in json.dumps(rows)
+
+
+def test_the_async_client_allocates_and_releases_through_the_same_transport(hosts):
+    import asyncio
+
+    from gpucloud import AsyncClient
+
+    box = hosts("box1")
+
+    async def scenario():
+        async with AsyncClient(providers=["ssh"]) as c:
+            machine = await c.create(gpu="b200", count=2, provider="ssh", auto_shutdown="1h")
+            listed = [m.launch_id for m in await c.list()]
+            locked = info_of(box)["launch_id"]
+            await c.delete(machine)
+            return machine, listed, locked
+
+    machine, listed, locked = asyncio.run(scenario())
+    assert listed == [machine.launch_id] == [locked]
+    assert not (box / "lock").exists()

@@ -270,3 +270,28 @@ def test_auth_login_ssh_says_where_the_hosts_go():
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "[[providers.ssh.hosts]]" in done.stderr
+
+
+def test_the_reaper_s_release_loses_to_a_deadline_moved_on_the_host(monkeypatch):
+    """delete_expired asks the host to release only at the deadline the reaper
+    read; the host's MOVED answer (the script's own exit status) is "not
+    terminated", never an error and never a release."""
+    from datetime import datetime, timezone
+
+    seen = []
+
+    def run(argv, stdin, timeout):
+        seen.append(argv[-1])
+        return subprocess.CompletedProcess(argv, _remote.MOVED, "state=moved\n", "")
+
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/ssh")
+    provider = SshProvider(load_catalogs()["ssh"], hosts=(HOST,))
+    read = Instance(provider="ssh", id="box1", status=InstanceStatus.RUNNING,
+                    launch_id="gc-0123456789",
+                    shutdown_at=datetime(2026, 12, 1, 12, tzinfo=timezone.utc))
+    flow = provider.delete_expired(read)
+    request = next(flow)
+    with pytest.raises(StopIteration) as done:
+        flow.send(SshTransport([HOST], run=run).handle_request(request))
+    assert done.value.value is False
+    assert "deadline=2026-12-01T12:00:00Z" in seen[0] and "launch_id=gc-0123456789" in seen[0]

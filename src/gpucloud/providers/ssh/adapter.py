@@ -73,7 +73,7 @@ def owner() -> str:
     """Who holds an allocation: this computer's user and hostname."""
     try:
         user = getpass.getuser()
-    except Exception:  # noqa: BLE001 - no user name in this environment
+    except (OSError, KeyError):  # no user name in this environment (no passwd entry)
         user = "unknown"
     return f"{user}@{socket.gethostname()}"
 
