@@ -337,3 +337,18 @@ def test_the_async_client_allocates_and_releases_through_the_same_transport(host
     machine, listed, locked = asyncio.run(scenario())
     assert listed == [machine.launch_id] == [locked]
     assert not (box / "lock").exists()
+
+
+def test_a_job_that_ends_gives_the_host_back_and_leaves_its_exit_status(hosts):
+    box = hosts("box1")
+    c = client()
+    job = c.submit({"name": "short", "image": "busybox", "command": ["sh", "-c", "exit 3"],
+                    "resources": {"gpu": "b200", "gpu_count": 2}, "max_runtime": "1h"},
+                   provider="ssh")
+    status = box / "jobs" / job.launch_id / "exit-status"
+    deadline = time.monotonic() + 30
+    while (box / "lock").exists() or not status.exists():
+        assert time.monotonic() < deadline, "the job's end never released the host"
+        time.sleep(0.2)
+    assert status.read_text().strip() == "3"
+    assert c.list() == [] and [o.available for o in c.offers(gpu="b200", count=2)] == [True]
