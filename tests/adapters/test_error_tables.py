@@ -36,11 +36,12 @@ REPLIES = {
     "kubernetes": KUBE_QUOTA,
     "coreweave": KUBE_QUOTA,
     "sandbox": (409, {"error": {"code": "capacity_exhausted", "message": "no capacity"}}),
+    "ssh": (409, {"error": {"code": "held", "message": "box1 is allocated"}}),
 }
 EXPECTED = {"lambda": InsufficientCapacityError, "vastai": InsufficientCapacityError,
             "runpod": QuotaExceededError, "verda": QuotaExceededError,
             "kubernetes": QuotaExceededError, "coreweave": QuotaExceededError,
-            "sandbox": InsufficientCapacityError}
+            "sandbox": InsufficientCapacityError, "ssh": InsufficientCapacityError}
 GENERIC = {400: APIStatusError, 402: APIStatusError, 403: PermissionDeniedError,
            409: ConflictError}
 
