@@ -289,7 +289,14 @@ def test_an_unreachable_host_is_named_with_ssh_s_reason(hosts, tmp_path):
     with pytest.raises(InternalServerError) as caught:
         client().get("ssh/box1")
     assert "Connection refused" in str(caught.value) and "box1" in str(caught.value)
+    assert "HTTP" not in str(caught.value)  # no HTTP ever reached the host
     assert "sshd listening" in caught.value.hint
+    done = subprocess.run([sys.executable, "-m", "gpucloud", "create", "--gpu", "b200",
+                           "--count", "2", "--provider", "ssh", "--auto-shutdown", "1h",
+                           "--yes"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert done.returncode == 10 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("error: ssh: box1 (") and "Connection refused" in done.stderr
 
 
 def _config() -> dict:

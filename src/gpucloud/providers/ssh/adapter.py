@@ -25,7 +25,9 @@ beside rented ones.
 from __future__ import annotations
 
 import getpass
+import re
 import socket
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -34,7 +36,7 @@ from urllib.parse import quote
 import httpx
 
 from gpucloud.errors import (
-    AuthenticationError, InsufficientCapacityError, NotFoundError, PermissionDeniedError,
+    APIError, AuthenticationError, InsufficientCapacityError, NotFoundError, PermissionDeniedError,
 )
 from gpucloud.models import Instance, InstanceSpec, InstanceStatus, Offer
 from gpucloud.providers._connection import ssh_endpoint
@@ -69,6 +71,9 @@ def error_fields(response: httpx.Response) -> ErrorFields:
                        text=text["message"])
 
 
+_HTTP_SUFFIX = re.compile(r" \(HTTP \d+(?:, [^)]*)?\)$")
+
+
 def owner() -> str:
     """Who holds an allocation: this computer's user and hostname."""
     try:
@@ -98,6 +103,14 @@ class SshProvider(Provider):
         if self._hosts is None:
             self._hosts = _settings.load()
         return self._hosts
+
+    def map_error(self, response: httpx.Response, *,
+                  rules: Sequence[ErrorRule] = ()) -> APIError:
+        """As every adapter's, without the "(HTTP 503, ...)" of the message: no
+        HTTP reaches a host, the status is only this adapter's own wire (kept on
+        the error as status_code and provider_code)."""
+        error = super().map_error(response, rules=rules)
+        return error.with_details(message=_HTTP_SUFFIX.sub("", error.message))
 
     def host(self, name: str) -> Host | None:
         return next((h for h in self.hosts if h.name == name), None)
