@@ -28,6 +28,8 @@ from gpucloud.providers.ssh._transport import SshTransport, ssh_argv, ssh_failur
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi" / "real"
 HOST = Host(name="box1", host="10.0.0.5", port=2222, user="ml", gpu="B200", gpu_count=2,
             identity="/keys/id_ed25519", cost_per_hour=Decimal("3.50"))
+KEYLESS = Host(name="box1", host="10.0.0.5", port=2222, user="ml", gpu="B200", gpu_count=2,
+               cost_per_hour=Decimal("3.50"))  # ssh's own choice of key: no file to check
 
 
 def hosts_of(text: str):
@@ -148,10 +150,10 @@ def test_a_job_script_travels_on_stdin_never_on_the_command_line(monkeypatch):
     spec = InstanceSpec(offer=Offer(provider="ssh", instance_type="box1", region="owned",
                                     gpu="B200", gpu_count=2, price_per_hour=Decimal("3.5")),
                         launch_id="gc-0123456789", name="j", job=job)
-    provider = SshProvider(load_catalogs()["ssh"], hosts=(HOST,))
-    flow = provider._start_job(HOST, spec)
+    provider = SshProvider(load_catalogs()["ssh"], hosts=(KEYLESS,))
+    flow = provider._start_job(KEYLESS, spec)
     request = next(flow)
-    transport = SshTransport([HOST], run=run)
+    transport = SshTransport([KEYLESS], run=run)
     reply = transport.handle_request(request)
     with pytest.raises(StopIteration):
         flow.send(reply)
@@ -285,13 +287,26 @@ def test_the_reaper_s_release_loses_to_a_deadline_moved_on_the_host(monkeypatch)
         return subprocess.CompletedProcess(argv, _remote.MOVED, "state=moved\n", "")
 
     monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/ssh")
-    provider = SshProvider(load_catalogs()["ssh"], hosts=(HOST,))
+    provider = SshProvider(load_catalogs()["ssh"], hosts=(KEYLESS,))
     read = Instance(provider="ssh", id="box1", status=InstanceStatus.RUNNING,
                     launch_id="gc-0123456789",
                     shutdown_at=datetime(2026, 12, 1, 12, tzinfo=timezone.utc))
     flow = provider.delete_expired(read)
     request = next(flow)
     with pytest.raises(StopIteration) as done:
-        flow.send(SshTransport([HOST], run=run).handle_request(request))
+        flow.send(SshTransport([KEYLESS], run=run).handle_request(request))
     assert done.value.value is False
     assert "deadline=2026-12-01T12:00:00Z" in seen[0] and "launch_id=gc-0123456789" in seen[0]
+
+
+def test_a_missing_identity_file_is_named_before_ssh_runs(monkeypatch, tmp_path):
+    ran = []
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/ssh")
+    host = Host(name="box1", host="h", port=22, user="u", gpu="B200", gpu_count=2,
+                identity=str(tmp_path / "gone"))
+    transport = SshTransport([host], run=lambda *a: ran.append(a))
+    with pytest.raises(ConfigurationError) as caught:
+        transport.handle_request(httpx.Request("GET", "https://ssh.gpucloud.invalid/hosts/box1"))
+    assert "identity file not found" in str(caught.value) and str(tmp_path / "gone") in str(
+        caught.value)
+    assert ran == []

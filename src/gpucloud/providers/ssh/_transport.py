@@ -23,6 +23,7 @@ In `GET /hosts` a host that cannot be read is {"state": "unreachable",
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -216,6 +217,13 @@ class SshTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                                          hint="install OpenSSH: apt install openssh-client, "
                                               "brew install openssh")
             self._binary = found
+        if host.identity and not os.path.isfile(host.identity):
+            # ssh would only warn and then fail the login: say which file is missing.
+            raise ConfigurationError(f"ssh host {host.name}: identity file not found: "
+                                     f"{host.identity}",
+                                     hint="fix identity in config.toml [[providers.ssh.hosts]] "
+                                          "(the private key's path), or remove it to let ssh "
+                                          "choose")
         try:
             done = self._run(ssh_argv(host, command, self._binary), stdin, COMMAND_TIMEOUT)
         except subprocess.TimeoutExpired:
