@@ -310,3 +310,11 @@ def test_a_missing_identity_file_is_named_before_ssh_runs(monkeypatch, tmp_path)
     assert "identity file not found" in str(caught.value) and str(tmp_path / "gone") in str(
         caught.value)
     assert ran == []
+
+
+def test_the_lock_record_is_readable_by_the_other_accounts_that_share_the_directory(tmp_path):
+    where = str(tmp_path / "host")
+    sh("umask 077\n" + _remote.allocate(where, info("gc-aaaaaaaaaa")))
+    assert (tmp_path / "host" / "lock" / "info").stat().st_mode & 0o044 == 0o044
+    sh("umask 077\n" + _remote.set_deadline(where, "gc-aaaaaaaaaa", "2026-12-01T15:00:00Z"))
+    assert (tmp_path / "host" / "lock" / "info").stat().st_mode & 0o044 == 0o044

@@ -71,7 +71,10 @@ def read(directory: str) -> str:
 
 
 def allocate(directory: str, info: Mapping[str, str | None]) -> str:
-    """Take the lock, write who holds it, then list the GPUs (nvidia-smi -L)."""
+    """Take the lock, write who holds it, then list the GPUs (nvidia-smi -L).
+    The record holds no secret and is readable by all: team members with
+    accounts of their own share one directory (``dir``) and must see who
+    holds the host."""
     d = dir_word(directory)
     lines = " ".join(shlex.quote(line) for line in info_lines(info))
     return "\n".join([
@@ -79,7 +82,7 @@ def allocate(directory: str, info: Mapping[str, str | None]) -> str:
         f'mkdir -p "$d" || exit {FAILED}',
         f'mkdir "$d/lock" 2>/dev/null || {{ echo state=held; cat "$d/lock/info" 2>/dev/null; '
         f"exit {HELD}; }}",
-        "umask 077",
+        "umask 022",
         f"printf '%s\\n' {lines} >\"$d/lock/info.tmp\" && "
         f'mv -f "$d/lock/info.tmp" "$d/lock/info" || {{ rm -rf "$d/lock"; exit {FAILED}; }}',
         "echo state=locked",
@@ -135,7 +138,7 @@ def set_deadline(directory: str, launch_id: str, deadline: str) -> str:
         f"d={d}",
         '[ -d "$d/lock" ] || { echo state=free; exit %d; }' % OTHER,
         *_guards(launch_id, None),
-        "umask 077",
+        "umask 022",
         f'{{ grep -v "^deadline=" "$d/lock/info"; printf "%s\\n" {line}; }} '
         f'>"$d/lock/info.tmp" && mv -f "$d/lock/info.tmp" "$d/lock/info" || exit {FAILED}',
         'echo state=locked; cat "$d/lock/info"',
