@@ -38,11 +38,13 @@ REPLIES = {
     "sandbox": (409, {"error": {"code": "capacity_exhausted", "message": "no capacity"}}),
     # Shadeform documents no error body: rows go by status and words (_wire.ERRORS).
     "shadeform": (400, {"error": "name must be unique"}),
+    "ssh": (409, {"error": {"code": "held", "message": "box1 is allocated"}}),
 }
 EXPECTED = {"lambda": InsufficientCapacityError, "vastai": InsufficientCapacityError,
             "runpod": QuotaExceededError, "verda": QuotaExceededError,
             "kubernetes": QuotaExceededError, "coreweave": QuotaExceededError,
-            "sandbox": InsufficientCapacityError, "shadeform": ConflictError}
+            "sandbox": InsufficientCapacityError, "shadeform": ConflictError,
+            "ssh": InsufficientCapacityError}
 GENERIC = {400: APIStatusError, 402: APIStatusError, 403: PermissionDeniedError,
            409: ConflictError}
 

@@ -8,7 +8,8 @@ a bundled file whole. Parsed files are cached as JSON (``_parsed``).
 
 File format (see providers/lambda.toml):
 
-    name, display_name, api_base, auth ("api_key" | "oauth2" | "none"),
+    name, display_name, api_base, auth ("api_key" | "oauth2" | "none" |
+    "kubeconfig" | "hosts"),
     kind ("vm" | "container"), default_image (absent: the provider's own
     default), simulated, regions, hours_per_month (of per-month rates; 730
     unless said), disk_billed_apart (storage billed on top of the price),
@@ -165,7 +166,8 @@ def parse_catalog(data: dict[str, Any], path: str | None = None) -> ProviderCata
                                  f"{MAX_PRICE_PER_HOUR:,}")
             if t.gpu_count < 1:
                 raise ValueError(f"gpu_count of {t.name} must be at least 1")
-        if data.get("auth", "api_key") not in ("api_key", "oauth2", "none", "kubeconfig"):
+        if data.get("auth", "api_key") not in ("api_key", "oauth2", "none", "kubeconfig",
+                                              "hosts"):
             raise ValueError(f"unknown auth kind {data.get('auth')!r}")
         source = data.get("source", {})
         regions = every or tuple(sorted({r for t in types for r in t.regions}))

@@ -46,7 +46,7 @@ class _Facts:
 
     @property
     def auth_kind(self) -> str:
-        """How it authenticates: "api_key", "oauth2", "kubeconfig" or "none"."""
+        """How it authenticates: "api_key", "oauth2", "kubeconfig", "hosts" or "none"."""
         return self._ctx.auth_kind(self._name)
 
     @property

@@ -21,6 +21,10 @@ Two kinds of credential:
   Credential holds the file's path (or paths, joined by os.pathsep) in
   ``client_id`` (paths, not a secret);
   what the file says (tokens, keys, exec plugins) is read by the adapter.
+* ``hosts`` (ssh: the team's own machines): config.toml lists them under
+  ``[[providers.<provider>.hosts]]``; found when it lists at least one. The
+  Credential holds no secret (ssh presents each host's key itself): it says
+  the provider is set up, so that it is in scope only then.
 """
 
 from __future__ import annotations
@@ -60,10 +64,16 @@ def env_vars(provider: str, kind: str = "api_key") -> tuple[str, ...]:
         return (prefix + "CLIENT_ID", prefix + "CLIENT_SECRET")
     if kind == "kubeconfig":
         return (prefix + "KUBECONFIG",)
+    if kind == "hosts":
+        return ()  # config.toml lists the hosts; no variable holds them
     return (prefix + "API_KEY",)
 
 
 def how_to_set(provider: str, kind: str = "api_key") -> str:
+    if kind == "hosts":
+        return (f"list your machines in config.toml as [[providers.{provider}.hosts]] "
+                '(host, user, gpu, gpu_count; e.g. host = "10.0.0.5", user = "ml", '
+                'gpu = "H100", gpu_count = 8)')
     if kind == "kubeconfig":
         if provider != "kubernetes":
             return (f"point {env_vars(provider, kind)[0]} at the kubeconfig file {provider} "
@@ -194,6 +204,8 @@ class CredentialStore:
             return None
         if kind == "kubeconfig":
             return self._kubeconfig(provider)
+        if kind == "hosts":
+            return self._hosts(provider)
         if provider in self._explicit:
             return self._make(provider, kind, self._explicit[provider], "argument")
         names = env_vars(provider, kind)
@@ -237,8 +249,20 @@ class CredentialStore:
                                        hint=how_to_set(provider, "kubeconfig"))
         return None
 
+    @staticmethod
+    def _hosts(provider: str) -> Credential | None:
+        """config.toml's [[providers.<provider>.hosts]]: set up when it lists any."""
+        from gpucloud.config.settings import load_config
+
+        section = load_config().raw.get("providers")
+        table = section.get(provider) if isinstance(section, dict) else None
+        hosts = table.get("hosts") if isinstance(table, dict) else None
+        if not hosts:
+            return None
+        return Credential(provider, _secret(""), "config.toml")
+
     def how_to_set(self, provider: str, kind: str = "api_key") -> str:
-        if kind == "kubeconfig":
+        if kind in ("kubeconfig", "hosts"):
             return how_to_set(provider, kind)
         hint = how_to_set(provider, kind)
         if self.keyring_problem:

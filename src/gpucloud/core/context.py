@@ -133,9 +133,11 @@ class ClientContext:
             # The simulated cloud never mixes into real price comparisons;
             # it is listed once it has been used.
             # A cluster without a kubeconfig has nothing to say (no shared
-            # price list exists for it): it is in scope once configured.
+            # price list exists for it), nor has ssh while config.toml lists
+            # none of the team's machines: each is in scope once configured.
             names = [n for n, c in self.catalogs.items() if not c.simulated
-                     and (c.auth != "kubeconfig" or self.credential(n) is not None)]
+                     and (c.auth not in ("kubeconfig", "hosts")
+                          or self.credential(n) is not None)]
             if listing and "sandbox" in self.catalogs and config_mod.sandbox_db_path().exists():
                 names.append("sandbox")
         for name in names:
@@ -171,7 +173,8 @@ class ClientContext:
             name = with_adapter[0]
             return CredentialsError(f"no credentials for {name}",
                                     hint=self.credentials.how_to_set(name, self.auth_kind(name)))
-        keys = ", ".join(" + ".join(env_vars(n, self.auth_kind(n))) for n in with_adapter)
+        keys = ", ".join(" + ".join(env_vars(n, self.auth_kind(n))) for n in with_adapter
+                         if env_vars(n, self.auth_kind(n)))
         problem = self.credentials.keyring_problem
         return CredentialsError(
             "no credentials for any provider that can create machines",

@@ -15,6 +15,9 @@ import re
 import shlex
 from dataclasses import dataclass
 
+# `nvidia-smi -L` and its reader live with the GPU names (the ssh provider reads it too).
+from gpucloud.catalog.gpu_list import LIST_COMMAND, ListedGPU, parse_list  # noqa: F401
+
 # Utilisation, memory and temperature per GPU, plus power: what `top` shows.
 TOP_FIELDS = ("index", "name", "utilization.gpu", "memory.used", "memory.total",
               "temperature.gpu", "power.draw", "power.limit")
@@ -71,7 +74,6 @@ def container_command() -> str:
     return f"docker run --rm --gpus all {CONTAINER_IMAGE} nvidia-smi -L"
 
 
-LIST_COMMAND = "nvidia-smi -L"
 # The driver's own answer, unchanged by the R610 header relabelling ("Driver
 # Version" -> "KMD Version"): read first, the header is the fallback.
 DRIVER_QUERY_COMMAND = "nvidia-smi --query-gpu=driver_version --format=csv,noheader"
@@ -81,26 +83,6 @@ KERNEL_LOG_COMMAND = "dmesg"
 DISK_COMMAND = "df -Pk /"
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # topo -m underlines its header on a terminal
-
-
-@dataclass(frozen=True)
-class ListedGPU:
-    index: int
-    name: str  # as the driver reports it, e.g. "NVIDIA H100 80GB HBM3"
-    uuid: str | None
-
-
-_LISTED = re.compile(r"^GPU (\d+): (.+?)(?: \(UUID: ([^)]+)\))?\s*$")
-
-
-def parse_list(text: str) -> list[ListedGPU]:
-    """`nvidia-smi -L`: one "GPU i: NAME (UUID: ...)" line per GPU (MIG lines skipped)."""
-    out = []
-    for line in text.splitlines():
-        match = _LISTED.match(line.strip())
-        if match:
-            out.append(ListedGPU(int(match.group(1)), match.group(2), match.group(3)))
-    return out
 
 
 def _value(raw: str) -> str | None:

@@ -27,6 +27,7 @@ BUILTIN: dict[str, str] = {
     "runpod": "gpucloud.providers.runpod.adapter:RunPodProvider",
     "sandbox": "gpucloud.providers.sandbox.adapter:SandboxProvider",
     "shadeform": "gpucloud.providers.shadeform.adapter:ShadeformProvider",
+    "ssh": "gpucloud.providers.ssh.adapter:SshProvider",
     "vastai": "gpucloud.providers.vastai.adapter:VastProvider",
     "verda": "gpucloud.providers.verda.adapter:VerdaProvider",
 }

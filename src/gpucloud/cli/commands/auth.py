@@ -98,6 +98,11 @@ def login(
 
         fail(2, "usage", f"{provider} takes its credentials from a kubeconfig file, not the "
              "keyring", how_to_set(provider, kind), json_output)
+    if kind == "hosts":
+        from gpucloud.config.credentials import how_to_set
+
+        fail(2, "usage", f"{provider} has nothing to log in to: its machines are listed in "
+             "config.toml, each with its ssh key", how_to_set(provider, kind), json_output)
     value = _read(provider, kind, from_env, json_output)
     expires = Client(credentials={provider: value}, use_keyring=False).verify(provider)
     backend = store_credential(provider, kind, value)
