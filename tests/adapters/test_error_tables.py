@@ -36,11 +36,15 @@ REPLIES = {
     "kubernetes": KUBE_QUOTA,
     "coreweave": KUBE_QUOTA,
     "sandbox": (409, {"error": {"code": "capacity_exhausted", "message": "no capacity"}}),
+    "hyperstack": (400, {"status": False, "message": "Flavor n3-H100x1 is out of stock",
+                         "error_reason": "bad_request"}),
+    "fluidstack": (400, {"message": "instance type h100-hgx-80gb.8x is out of stock"}),
 }
 EXPECTED = {"lambda": InsufficientCapacityError, "vastai": InsufficientCapacityError,
             "runpod": QuotaExceededError, "verda": QuotaExceededError,
             "kubernetes": QuotaExceededError, "coreweave": QuotaExceededError,
-            "sandbox": InsufficientCapacityError}
+            "sandbox": InsufficientCapacityError, "hyperstack": InsufficientCapacityError,
+            "fluidstack": InsufficientCapacityError}
 GENERIC = {400: APIStatusError, 402: APIStatusError, 403: PermissionDeniedError,
            409: ConflictError}
 

@@ -39,9 +39,8 @@ STATUS = {
     "ERROR": InstanceStatus.FAILED,
 }
 
-# Labels are plain strings (Create_Instances_Payload.labels); ours are
-# "<key>=<value>" with no spaces (the label edit takes several labels
-# separated by spaces).
+# Labels are plain strings (Create_Instances_Payload.labels, no constraint
+# stated); ours are "<key>=<value>".
 LAUNCH_ID = "gpucloud-launch-id"
 SHUTDOWN_AT = "gpucloud-shutdown-at"
 NAME_MAX = 50  # Create_Instances_Payload.name, Import_Keypair_Payload.name, Create_Environment.name

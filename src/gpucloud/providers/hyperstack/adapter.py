@@ -104,7 +104,7 @@ class HyperstackProvider(Provider):
         else:
             key_name = str(spec.ssh_key_name)
         labels = [wire.label(wire.LAUNCH_ID, spec.launch_id)]
-        if spec.batch and not re.search(r"\s", spec.batch):  # labels are space-separated
+        if spec.batch:
             labels.append(wire.label(batch_mark.LABEL, spec.batch))
         if spec.shutdown_at is not None:
             labels.append(wire.label(wire.SHUTDOWN_AT, format_utc(spec.shutdown_at)))
