@@ -19,7 +19,8 @@ HEAVY = ("httpx", "httpcore", "keyring", "pydantic", "gpucloud.providers",
 # The adapter modules of the providers that call a real API, and the sandbox's.
 LIVE_ADAPTERS = ("gpucloud.providers.lambdalabs.adapter", "gpucloud.providers.runpod.adapter",
                  "gpucloud.providers.vastai", "gpucloud.providers.verda",
-                 "gpucloud.providers.kubernetes")
+                 "gpucloud.providers.kubernetes", "gpucloud.providers.hyperstack",
+                 "gpucloud.providers.fluidstack")
 SANDBOX_ADAPTER = "gpucloud.providers.sandbox"
 
 # typer (0.2x) converts option values through pydantic TypeAdapters built here;
@@ -31,6 +32,8 @@ ALL_ENV_CREDENTIALS = {
     "GPUCLOUD_LAMBDA_API_KEY": "lambda-test-key", "GPUCLOUD_RUNPOD_API_KEY": "runpod-test-key",
     "GPUCLOUD_VASTAI_API_KEY": "vast-test-key", "GPUCLOUD_VERDA_CLIENT_ID": "verda-id",
     "GPUCLOUD_VERDA_CLIENT_SECRET": "verda-secret",
+    "GPUCLOUD_HYPERSTACK_API_KEY": "hyperstack-test-key",
+    "GPUCLOUD_FLUIDSTACK_API_KEY": "fluidstack-test-token",
 }
 
 PROBE = """
@@ -133,7 +136,8 @@ def test_explicit_credentials_never_load_the_keyring():
 import json, sys
 from gpucloud import Client
 client = Client(credentials={"lambda": "k1", "runpod": "k2", "vastai": "k3",
-                             "verda": ("id", "secret")})
+                             "verda": ("id", "secret"), "hyperstack": "k4",
+                             "fluidstack": "k5"})
 sources = {s.name: s.source for s in client.providers()}
 print(json.dumps({"modules": sorted(k for k, v in sys.modules.items() if v is not None),
                   "sources": sources, "problem": client.keyring_problem}))
