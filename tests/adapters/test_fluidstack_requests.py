@@ -187,3 +187,42 @@ def test_settings_come_from_config_toml_and_the_environment_wins(tmp_path, monke
 def test_a_catalog_that_names_its_host_outright_is_used_as_is():
     catalog = parse_catalog({"name": "fluidstack", "api_base": "http://127.0.0.1:9/api/v1alpha1"})
     assert provider(env={}, catalog=catalog).base_url == "http://127.0.0.1:9/api/v1alpha1"
+
+
+HOSTILE = {
+    "html on a 200": "<!DOCTYPE html><html><body>Down for maintenance</body></html>",
+    "nesting bomb": "[" * 100_000 + "]" * 100_000,
+    "null": "null",
+    "a number": "5",
+    "infinity": "1e999",
+    "an object where a list belongs and a list where an object belongs": "{}",
+    "tags that are a number": '[{"id": "x", "tags": 5}]',
+    "a type without a name": '[{"gpuCount": 8, "gpuModel": "H100", "name": 5}]',
+}
+
+
+@pytest.mark.parametrize("operation", ["offers", "list", "get", "create"])
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_a_reply_of_no_known_shape_is_a_validation_error(operation, kind):
+    from gpucloud.errors import APIResponseValidationError, exit_code_for
+
+    flows = {"offers": lambda p: p.offers(OfferQuery()), "list": lambda p: p.list_instances(),
+             "get": lambda p: p.get(ID), "create": lambda p: p.create(spec())}
+    if (kind, operation) == ("tags that are a number", "offers"):
+        pytest.skip("an instance type without GPUs is a CPU type, left out: not a fault")
+    made = provider()
+    text = HOSTILE[kind]
+    if operation in ("get", "create") and text.startswith("[{"):
+        text = text[1:-1]  # the one-object form of the same fault
+    if operation in ("get", "create") and text == "{}":
+        text = "[]"
+    with respx.mock(assert_all_mocked=True) as router:
+        router.route().mock(return_value=httpx.Response(
+            200, text=text, headers={"content-type": "application/json"}))
+        session = Session(made, sleep=lambda s: None)
+        try:
+            with pytest.raises(APIResponseValidationError) as info:
+                session.run(flows[operation](made))
+        finally:
+            session.close()
+    assert exit_code_for(info.value) == 10 and len(str(info.value)) < 500

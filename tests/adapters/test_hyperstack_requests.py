@@ -261,3 +261,46 @@ def test_the_key_is_never_in_the_auth_repr():
     provider = HyperstackProvider(load_catalogs()["hyperstack"],
                                   Credential("hyperstack", SecretStr(KEY), "test"))
     assert KEY not in repr(provider.auth())
+
+
+HOSTILE = {
+    "html on a 200": "<!DOCTYPE html><html><body>Down for maintenance</body></html>",
+    "nesting bomb": "[" * 100_000 + "]" * 100_000,
+    "null": "null",
+    "a list of numbers": "[5]",
+    "infinity": "1e999",
+    "instances of the wrong type": '{"status": true, "instances": 5, "instance": [5]}',
+    "an id that is text": '{"status": true, "instances": [{"id": "<b>"}], '
+                          '"instance": {"id": "<b>"}}',
+    "labels that are a number": '{"status": true, "instances": [{"id": 1, "labels": 5}], '
+                                '"instance": {"id": 1, "labels": 5}}',
+    "flavors of the wrong shape": '{"status": true, "data": [{"flavors": [{"gpu_count": 1, '
+                                  '"gpu": "H100"}]}], "stocks": []}',
+}
+
+
+@pytest.mark.parametrize("operation", ["offers", "list", "get", "create"])
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_a_reply_of_no_known_shape_is_a_validation_error(operation, kind):
+    from gpucloud.errors import exit_code_for
+
+    flows = {"offers": lambda p: p.offers(OfferQuery()), "list": lambda p: p.list_instances(),
+             "get": lambda p: p.get("4711"), "create": lambda p: p.create(spec())}
+    provider = HyperstackProvider(load_catalogs()["hyperstack"],
+                                  Credential("hyperstack", SecretStr(KEY), "test"))
+    launches = []
+
+    def answer(request):
+        launches.extend([request] if request.method == "POST"
+                        and request.url.path.endswith("virtual-machines") else [])
+        return httpx.Response(200, text=HOSTILE[kind], headers={"content-type": "application/json"})
+    with respx.mock(assert_all_mocked=True) as router:
+        router.route().mock(side_effect=answer)
+        session = Session(provider, sleep=lambda s: None)
+        try:
+            with pytest.raises(APIResponseValidationError) as info:
+                session.run(flows[operation](provider))
+        finally:
+            session.close()
+    assert exit_code_for(info.value) == 10 and len(str(info.value)) < 500
+    assert len(launches) <= 1
