@@ -226,3 +226,10 @@ def test_a_reply_of_no_known_shape_is_a_validation_error(operation, kind):
         finally:
             session.close()
     assert exit_code_for(info.value) == 10 and len(str(info.value)) < 500
+
+
+def test_verify_proves_the_token_and_the_project_together():
+    _, sent = run(lambda p: p.verify(), {
+        ("GET", "/api/v1alpha1/instances"): body("list_instances_200.json")})
+    assert [(r.url.path, r.headers["X-PROJECT-ID"]) for r in sent] == [
+        ("/api/v1alpha1/instances", PROJECT)]

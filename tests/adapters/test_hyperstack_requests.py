@@ -304,3 +304,9 @@ def test_a_reply_of_no_known_shape_is_a_validation_error(operation, kind):
             session.close()
     assert exit_code_for(info.value) == 10 and len(str(info.value)) < 500
     assert len(launches) <= 1
+
+
+def test_verify_is_one_cheap_authenticated_read():
+    _, fake = run(lambda p: p.verify(), {("GET", "/v1/core/keypairs"): body(
+        "list_keypairs_200.json")})
+    assert [(r.method, r.url.path) for r in fake.sent] == [("GET", "/v1/core/keypairs")]
