@@ -233,3 +233,14 @@ def test_verify_proves_the_token_and_the_project_together():
         ("GET", "/api/v1alpha1/instances"): body("list_instances_200.json")})
     assert [(r.url.path, r.headers["X-PROJECT-ID"]) for r in sent] == [
         ("/api/v1alpha1/instances", PROJECT)]
+
+
+def test_a_job_or_a_disk_size_is_refused_before_any_request():
+    from gpucloud.errors import exit_code_for
+    from gpucloud.models import JobRun
+
+    job = JobRun(name="train", image="pytorch/pytorch:2.4.0")
+    for bad in (spec(job=job), spec(disk_gb=500)):
+        with pytest.raises(SpecError) as info:
+            run(lambda p, s=bad: p.create(s), {})
+        assert exit_code_for(info.value) == 2

@@ -310,3 +310,13 @@ def test_verify_is_one_cheap_authenticated_read():
     _, fake = run(lambda p: p.verify(), {("GET", "/v1/core/keypairs"): body(
         "list_keypairs_200.json")})
     assert [(r.method, r.url.path) for r in fake.sent] == [("GET", "/v1/core/keypairs")]
+
+
+def test_a_job_is_refused_before_any_request():
+    from gpucloud.errors import exit_code_for
+    from gpucloud.models import JobRun
+
+    job = JobRun(name="train", image="pytorch/pytorch:2.4.0")
+    with pytest.raises(SpecError) as info:
+        run(lambda p: p.submit_job(spec(job=job)), {})
+    assert exit_code_for(info.value) == 2
