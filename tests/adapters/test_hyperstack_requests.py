@@ -320,3 +320,18 @@ def test_a_job_is_refused_before_any_request():
     with pytest.raises(SpecError) as info:
         run(lambda p: p.submit_job(spec(job=job)), {})
     assert exit_code_for(info.value) == 2
+
+
+def test_list_follows_the_total_when_the_server_caps_its_pages():
+    template = body("get_vm_200.json")["instance"]
+    machines_on_server = [template | {"id": 2000 + i, "labels": []} for i in range(120)]
+
+    def page(request):
+        number = int(request.url.params["page"])
+        items = machines_on_server[(number - 1) * 50:number * 50]  # 50 a page, whatever asked
+        return {"status": True, "message": "ok", "count": 120, "page": number,
+                "page_size": 50, "instances": items}
+    machines, fake = run(lambda p: p.list_instances(),
+                         {("GET", "/v1/core/virtual-machines"): page})
+    assert [r.url.params["page"] for r in fake.sent] == ["1", "2", "3"]
+    assert len(machines) == 120

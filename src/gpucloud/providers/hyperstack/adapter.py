@@ -130,7 +130,7 @@ class HyperstackProvider(Provider):
         return (yield from self.read_back(instance))
 
     def list_instances(self) -> Flow[list[Instance]]:
-        out: list[Instance] = []
+        found: dict[str, Instance] = {}  # one machine per id, whatever a page repeated
         for page in range(1, MAX_PAGES + 1):
             response = yield self.request("GET", "/core/virtual-machines",
                                           params={"page": page, "pageSize": PAGE_SIZE})
@@ -138,13 +138,20 @@ class HyperstackProvider(Provider):
             items = body.get("instances")
             if not isinstance(items, list):
                 raise self.invalid(response, "no 'instances' list in the body")
-            out.extend(self._instance(response, raw) for raw in items)
+            for raw in items:
+                machine = self._instance(response, raw)
+                found[machine.id] = machine
             total = body.get("count")
-            if not items or len(items) < PAGE_SIZE or (isinstance(total, int)
-                                                       and len(out) >= total):
+            if not items:
                 break
-        # One machine per id, whatever a shifting page boundary repeated.
-        return list({i.id: i for i in out}.values())
+            # The total decides where there is one: a server that caps the page
+            # below the size asked for sends short pages that are not the last.
+            if isinstance(total, int) and not isinstance(total, bool):
+                if len(found) >= total:
+                    break
+            elif len(items) < PAGE_SIZE:
+                break
+        return list(found.values())
 
     def get(self, instance_id: str) -> Flow[Instance]:
         response = yield self.request("GET", self._path(instance_id))
