@@ -194,6 +194,7 @@ HOSTILE = {
     "nesting bomb": "[" * 100_000 + "]" * 100_000,
     "null": "null",
     "a number": "5",
+    "a list of numbers": "[5]",
     "infinity": "1e999",
     "an object where a list belongs and a list where an object belongs": "{}",
     "tags that are a number": '[{"id": "x", "tags": 5}]',

@@ -335,3 +335,10 @@ def test_list_follows_the_total_when_the_server_caps_its_pages():
                          {("GET", "/v1/core/virtual-machines"): page})
     assert [r.url.params["page"] for r in fake.sent] == ["1", "2", "3"]
     assert len(machines) == 120
+
+
+def test_a_flavor_that_is_not_an_object_is_a_validation_error():
+    flavors = {"status": True, "message": "ok", "data": [{"flavors": [5]}]}
+    with pytest.raises(APIResponseValidationError, match="flavor"):
+        run(lambda p: p.offers(OfferQuery()), {("GET", "/v1/core/flavors"): flavors,
+                                                ("GET", "/v1/core/stocks"): {"stocks": []}})

@@ -103,7 +103,7 @@ class FluidstackProvider(Provider):
         for item in types:
             try:
                 offer = self._offer(item, region, capacity, query)
-            except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
+            except (AttributeError, KeyError, TypeError, ValueError, ArithmeticError) as exc:
                 raise self.invalid(response, f"an instance type of the wrong shape: {exc}") \
                     from exc
             if offer is not None:

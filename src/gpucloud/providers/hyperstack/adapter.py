@@ -78,7 +78,7 @@ class HyperstackProvider(Provider):
             for flavor in group["flavors"]:
                 try:
                     offer = self._offer(flavor, stock, query)
-                except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
+                except (AttributeError, KeyError, TypeError, ValueError, ArithmeticError) as exc:
                     raise self.invalid(response, f"a flavor of the wrong shape: {exc}") from exc
                 if offer is not None:
                     out.append(offer)
