@@ -9,8 +9,8 @@ github.com/skypilot-org/skypilot-catalog). The commit of each CSV is read from
 SOURCE.txt and every CSV is checked against the sha256 recorded there, so a
 changed input never slips through silently.
 
-Writes lambda.toml, runpod.toml, shadeform.toml, vastai.toml and verda.toml (nothing
-else).
+Writes lambda.toml, runpod.toml, shadeform.toml, vastai.toml, verda.toml and
+hyperstack.toml (nothing else).
 The output is a pure function of the inputs and of this script: no dates, no
 dict-order accidents, "\\n" line endings. Re-running on the same inputs gives
 byte-identical files (tests/unit/test_catalog.py checks this).
@@ -211,9 +211,13 @@ def build_entries(provider: str, rows: list[dict[str, str]]) -> dict[Entry, set[
             try:
                 info = json.loads(info_text)
             except json.JSONDecodeError:
-                info = ast.literal_eval(info_text)  # SkyPilot writes Python-style quotes
+                # SkyPilot writes Python-style quotes, and (Hyperstack's file) JSON's null.
+                info = ast.literal_eval(re.sub(r"\bnull\b", "None", info_text))
             mem = gpu_memory_gb(info, facts["gpu_memory"], count, what)
             raw_names = [accel]
+            if provider == "hyperstack":
+                # "A100-80G-PCIe-NVLink": PCIe cards with an NVLink bridge, the same GPU.
+                raw_names = [re.sub(r"-NVLink$", "", accel, flags=re.I)]
             name = row["InstanceType"].strip()
             if provider == "runpod":
                 gpu_type_id = RUNPOD_GPU_TYPE_IDS.get(accel)

@@ -39,12 +39,16 @@ REPLIES = {
     # Shadeform documents no error body: rows go by status and words (_wire.ERRORS).
     "shadeform": (400, {"error": "name must be unique"}),
     "ssh": (409, {"error": {"code": "held", "message": "box1 is allocated"}}),
+    "hyperstack": (400, {"status": False, "message": "Flavor n3-H100x1 is out of stock",
+                         "error_reason": "bad_request"}),
+    "fluidstack": (400, {"message": "instance type h100-hgx-80gb.8x is out of stock"}),
 }
 EXPECTED = {"lambda": InsufficientCapacityError, "vastai": InsufficientCapacityError,
             "runpod": QuotaExceededError, "verda": QuotaExceededError,
             "kubernetes": QuotaExceededError, "coreweave": QuotaExceededError,
             "sandbox": InsufficientCapacityError, "shadeform": ConflictError,
-            "ssh": InsufficientCapacityError}
+            "ssh": InsufficientCapacityError, "hyperstack": InsufficientCapacityError,
+            "fluidstack": InsufficientCapacityError}
 GENERIC = {400: APIStatusError, 402: APIStatusError, 403: PermissionDeniedError,
            409: ConflictError}
 

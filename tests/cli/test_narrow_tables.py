@@ -138,10 +138,9 @@ def test_offers_keep_the_instance_type_and_the_price_whole(width, gpu, count):
         assert any(line.startswith("price source") for line in lines)
 
 
-def test_offers_at_80_columns_cut_regions_before_anything_else():
-    # 80 columns, plus what PROVIDER needs beyond "runpod" for the longest provider
-    # name (up to 10 letters, e.g. "shadeform"): the regions then get exactly
-    # the 8 characters a cut column keeps, so this is still the narrowest case.
+def test_offers_at_82_columns_cut_regions_before_anything_else():
+    # 82: the narrowest width at which the five leading columns and a cut
+    # REGIONS fit the bundled 8x H100 rows (PROVIDER is as wide as "hyperstack").
     text = gpucloud("offers", "--gpu", "h100", "--count", "8", columns=82).stdout
     names, _ = columns(text)
     assert "REGIONS" in names and "PRICE SOURCE" not in names

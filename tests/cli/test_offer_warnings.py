@@ -61,7 +61,9 @@ def test_spot_warnings_stay_in_the_json_document(home):
     result = gpucloud("offers", "--gpu", "h100", "--spot", "--json", home=home)
     assert result.returncode == 0 and result.stderr == ""
     warnings = json.loads(result.stdout)["warnings"]
-    assert sorted(warnings) == ["lambda sells no spot machines", "runpod sells no spot machines",
+    assert sorted(warnings) == ["fluidstack sells no spot machines",
+                                "hyperstack sells no spot machines",
+                                "lambda sells no spot machines", "runpod sells no spot machines",
                                 "shadeform sells no spot machines",
                                 "vastai sells no spot machines"]
 
@@ -70,8 +72,9 @@ def test_providers_missing_from_the_catalog_are_said_once(home):
     result = gpucloud(*H100_7, home=home)
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines() == [
-        "warning: no 7x H100 in the bundled catalog of lambda, shadeform, vastai, verda; add "
-        "credentials for live offers (--quiet or [defaults] quiet_missing = true hides this)"]
+        "warning: no 7x H100 in the bundled catalog of fluidstack, hyperstack, lambda, shadeform, "
+        "vastai, verda; add credentials "
+        "for live offers (--quiet or [defaults] quiet_missing = true hides this)"]
 
 
 def test_quiet_silences_them(home):
@@ -102,4 +105,4 @@ def test_json_keeps_one_warning_per_missing_provider(home):
     assert result.returncode == 0 and result.stderr == ""
     assert json.loads(result.stdout)["warnings"] == [
         f"{name}: no 7x H100 in the bundled catalog; add credentials for live offers"
-        for name in ("lambda", "shadeform", "vastai", "verda")]
+        for name in ("fluidstack", "hyperstack", "lambda", "shadeform", "vastai", "verda")]

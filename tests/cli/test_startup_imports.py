@@ -19,7 +19,8 @@ HEAVY = ("httpx", "httpcore", "keyring", "pydantic", "gpucloud.providers",
 # The adapter modules of the providers that call a real API, and the sandbox's.
 LIVE_ADAPTERS = ("gpucloud.providers.lambdalabs.adapter", "gpucloud.providers.runpod.adapter",
                  "gpucloud.providers.vastai", "gpucloud.providers.verda",
-                 "gpucloud.providers.kubernetes", "gpucloud.providers.shadeform")
+                 "gpucloud.providers.kubernetes", "gpucloud.providers.shadeform",
+                 "gpucloud.providers.hyperstack", "gpucloud.providers.fluidstack")
 SANDBOX_ADAPTER = "gpucloud.providers.sandbox"
 
 # typer (0.2x) converts option values through pydantic TypeAdapters built here;
@@ -32,6 +33,8 @@ ALL_ENV_CREDENTIALS = {
     "GPUCLOUD_VASTAI_API_KEY": "vast-test-key", "GPUCLOUD_VERDA_CLIENT_ID": "verda-id",
     "GPUCLOUD_VERDA_CLIENT_SECRET": "verda-secret",
     "GPUCLOUD_SHADEFORM_API_KEY": "shadeform-test-key",
+    "GPUCLOUD_HYPERSTACK_API_KEY": "hyperstack-test-key",
+    "GPUCLOUD_FLUIDSTACK_API_KEY": "fluidstack-test-token",
 }
 
 PROBE = """
@@ -152,7 +155,8 @@ def test_explicit_credentials_never_load_the_keyring():
 import json, sys
 from gpucloud import Client
 client = Client(credentials={"lambda": "k1", "runpod": "k2", "vastai": "k3",
-                             "verda": ("id", "secret"), "shadeform": "k4"})
+                             "verda": ("id", "secret"), "shadeform": "k4",
+                             "hyperstack": "k5", "fluidstack": "k6"})
 sources = {s.name: s.source for s in client.providers()}
 print(json.dumps({"modules": sorted(k for k, v in sys.modules.items() if v is not None),
                   "sources": sources, "problem": client.keyring_problem}))

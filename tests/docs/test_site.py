@@ -62,7 +62,7 @@ def test_no_page_cites_documents_outside_the_repository():
 
 
 def test_each_provider_page_says_what_the_provider_guarantees():
-    for provider in ("lambda", "runpod", "vastai", "verda"):
+    for provider in ("lambda", "runpod", "vastai", "verda", "hyperstack", "fluidstack"):
         text = (DOCS / "providers" / f"{provider}.md").read_text(encoding="utf-8")
         body = next(section(title, text) for title in re.findall(r"^## (What .+ guarantees)$",
                                                                 text, re.M))

@@ -121,11 +121,11 @@ def test_a_provider_missing_from_the_catalog_is_named():
     offers = client.offers(gpu="h100", count=7)  # only RunPod lists 7x H100
     assert {o.provider for o in offers} == {"runpod"}
     named = {w.split(":")[0] for w in client.warnings}
-    assert named == {"lambda", "shadeform", "vastai", "verda"}
+    assert named == {"fluidstack", "hyperstack", "lambda", "shadeform", "vastai", "verda"}
     assert all("bundled catalog" in w for w in client.warnings)
     result = cli("offers", "--gpu", "h100", "--count", "7")
     # The CLI says them in one line (the SDK and --json keep one warning each).
     assert result.stderr.count("bundled catalog") == 1
-    assert "no 7x H100 in the bundled catalog of lambda, shadeform, vastai, verda; add " \
-        "credentials " \
+    assert "no 7x H100 in the bundled catalog of fluidstack, hyperstack, lambda, shadeform, " \
+        "vastai, verda; add credentials " \
         "for live offers" in result.stderr

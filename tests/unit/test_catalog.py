@@ -27,8 +27,9 @@ SCRIPT = ROOT / "scripts" / "build_catalog.py"
 SHARED_CATALOG = ROOT.parent / "shared" / "catalog"
 RUNPOD_V1_SPEC = ROOT.parent / "shared" / "specs" / "runpod" / "openapi-rest-v1.json"
 
-REAL = ("lambda", "runpod", "vastai", "verda")
-CSV_DIR = {"lambda": "lambda", "runpod": "runpod", "vastai": "vast", "verda": "verda"}
+REAL = ("lambda", "runpod", "vastai", "verda", "hyperstack")
+CSV_DIR = {"lambda": "lambda", "runpod": "runpod", "vastai": "vast", "verda": "verda",
+           "hyperstack": "hyperstack"}
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +47,9 @@ def test_the_four_generated_catalogs_load(catalogs):
         cat = catalogs[name]
         assert cat.name == name
         assert cat.simulated is False
-        # Lambda: no image forced; a launch without --image gets Lambda's default.
-        assert bool(cat.default_image) is (name != "lambda")
+        # Lambda, Hyperstack: no image forced; a launch without --image leaves the
+        # field out and gets the provider's default.
+        assert bool(cat.default_image) is (name not in ("lambda", "hyperstack"))
         assert cat.instance_types, name
         assert Path(cat.path).name == f"{name}.toml"
 
@@ -95,16 +97,36 @@ def test_each_file_names_its_source_and_date(catalogs):
 
 def test_eight_h100_offers_come_from_lambda_runpod_and_vastai(catalogs):
     # What the data holds: Verda's CSV has only a 1x H100 type; RunPod's complete
-    # copy has H100 PCIe, SXM and NVL in counts up to 8.
-    assert _providers_with(catalogs, gpu="H100", count=8) == {"lambda", "runpod", "vastai"}
+    # copy has H100 PCIe, SXM and NVL in counts up to 8; Hyperstack's has 1x to 8x.
+    assert _providers_with(catalogs, gpu="H100", count=8) == {
+        "lambda", "runpod", "vastai", "hyperstack"}
     assert _providers_with(catalogs, gpu="H100", count=1) == {
-        "lambda", "runpod", "vastai", "verda"}
+        "lambda", "runpod", "vastai", "verda", "hyperstack"}
     rp = {o.instance_type for o in catalogs["runpod"].offers(gpu="H100", count=8)}
     assert rp == {"8x NVIDIA H100 PCIe", "8x NVIDIA H100 80GB HBM3", "8x NVIDIA H100 NVL"}
     lam = {o.region: o for o in catalogs["lambda"].offers(gpu="H100", count=8)}
     assert lam["us-east-1"].instance_type == "gpu_8x_h100_sxm5"
     assert lam["us-east-1"].price_per_hour == Decimal("31.92")
     assert lam["us-east-1"].source == "catalog"
+
+
+def test_hyperstack_rows_keep_skypilots_prices_and_an_nvlink_card_is_its_gpu(catalogs):
+    """SkyPilot's hyperstack/vms.csv: n3-H100x8 CANADA-1 at 15.2; the NVLink
+    flavors (PCIe cards bridged) are the card's GPU, not another model."""
+    hs = {(t.name, t.memory_gb): t for t in catalogs["hyperstack"].instance_types}
+    assert hs[("n3-H100x8", 1440)].price == Decimal("15.2")
+    assert hs[("n3-H100x8", 1440)].regions == ("CANADA-1",)
+    assert hs[("n3-A100x8-NVLink", 1920)].gpu == "A100-80GB"
+    assert hs[("n3-H100x8-NVLink", 1440)].gpu == "H100"
+    # One flavor, two regions, two memory sizes in the source: two rows.
+    assert {t.regions for t in catalogs["hyperstack"].types_named("n3-H100-SXM5x8")} == {
+        ("CANADA-1",), ("US-1",)}
+
+
+def test_a_provider_without_bundled_prices_has_a_catalog_but_no_offers(catalogs):
+    fs = catalogs["fluidstack"]
+    assert fs.instance_types == () and fs.offers() == []
+    assert "{region}" in fs.api_base
 
 
 def test_lambda_tells_a100_40gb_and_80gb_apart(catalogs):

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 BUILTIN: dict[str, str] = {
     "coreweave": "gpucloud.providers.kubernetes.adapter:CoreWeaveProvider",
+    "fluidstack": "gpucloud.providers.fluidstack.adapter:FluidstackProvider",
+    "hyperstack": "gpucloud.providers.hyperstack.adapter:HyperstackProvider",
     "kubernetes": "gpucloud.providers.kubernetes.adapter:KubernetesProvider",
     "lambda": "gpucloud.providers.lambdalabs.adapter:LambdaProvider",
     "runpod": "gpucloud.providers.runpod.adapter:RunPodProvider",
