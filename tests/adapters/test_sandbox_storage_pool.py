@@ -1,0 +1,111 @@
+"""The sandbox serves requests from a pool of SQLite connections, as a web
+service does: requests do not each open (parse the schema) and close (fold
+the write-ahead log back) the file, and what one cloud object or another
+process writes is seen at once all the same."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+
+import httpx
+import pytest
+
+from gpucloud.providers.sandbox.server import SandboxCloud, SandboxTransport
+from tests.adapters._sandbox_support import (  # noqa: F401 (fixtures)
+    BASE,
+    Env,
+    _no_sandbox_env,
+    catalog,
+    clock,
+)
+
+
+@pytest.fixture
+def opened(monkeypatch):
+    """Every connection a SandboxCloud opens (the pid it was opened in)."""
+    seen: list[int] = []
+    real = SandboxCloud._connect
+
+    def connect(self):
+        seen.append(os.getpid())
+        return real(self)
+
+    monkeypatch.setattr(SandboxCloud, "_connect", connect)
+    return seen
+
+
+def call(cloud: SandboxCloud, method: str, path: str, **kw) -> httpx.Response:
+    with httpx.Client(transport=SandboxTransport(cloud), base_url=BASE) as http:
+        return http.request(method, path, **kw)
+
+
+def test_a_run_of_requests_reuses_one_connection(tmp_path, catalog, clock, opened):
+    env = Env(tmp_path / "c.sqlite", catalog, clock, capacity=100)
+    made = [env.create(launch_id=f"L-{n}") for n in range(10)]
+    opened.clear()
+    for machine in made:  # the reaper's two requests per machine, one after another
+        assert call(env.cloud, "GET", f"/v1/instances/{machine.id}").status_code == 200
+        assert call(env.cloud, "DELETE", f"/v1/instances/{machine.id}").status_code == 202
+    assert call(env.cloud, "GET", "/v1/instances/sbx-missing").status_code == 404
+    assert call(env.cloud, "DELETE", "/v1/instances/sbx-missing").status_code == 404
+    assert call(env.cloud, "GET", "/v1/instances").status_code == 200
+    assert opened == []  # the connection the creates used served them all
+
+
+def test_concurrent_requests_open_at_most_one_connection_each(tmp_path, catalog, clock,
+                                                              opened):
+    env = Env(tmp_path / "c.sqlite", catalog, clock, capacity=100)
+    made = [env.create(launch_id=f"L-{n}") for n in range(24)]
+    opened.clear()
+    barrier = threading.Barrier(4)
+
+    def worker(part):
+        barrier.wait()
+        for machine in part:
+            call(env.cloud, "DELETE", f"/v1/instances/{machine.id}")
+
+    threads = [threading.Thread(target=worker, args=(made[n::4],)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(opened) <= 4
+    listed = call(env.cloud, "GET", "/v1/instances").json()["data"]
+    assert {m["status"] for m in listed} == {"terminating"}
+
+
+def test_a_failed_write_leaves_no_transaction_on_the_pooled_connection(tmp_path, catalog,
+                                                                        clock):
+    env = Env(tmp_path / "c.sqlite", catalog, clock, capacity=1)
+    env.create(launch_id="L-1")
+    # 409 inside the write transaction, then 404 inside another: both roll back.
+    assert call(env.cloud, "POST", "/v1/instances", json={
+        "instance_type": "sim.1xH100", "region": "sim-east-1", "name": "x"}).status_code == 409
+    assert call(env.cloud, "DELETE", "/v1/instances/sbx-missing").status_code == 404
+    other = sqlite3.connect(env.cloud.db_path, timeout=0)  # the write lock is free
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
+
+
+def test_what_another_cloud_object_writes_is_read_at_once(tmp_path, catalog, clock):
+    first = Env(tmp_path / "c.sqlite", catalog, clock, capacity=100)
+    second = Env(tmp_path / "c.sqlite", catalog, clock, capacity=100)  # another "process"
+    machine = first.create(launch_id="L-1")
+    assert call(first.cloud, "GET", f"/v1/instances/{machine.id}").json()["status"] == "pending"
+    assert call(second.cloud, "DELETE", f"/v1/instances/{machine.id}").status_code == 202
+    assert call(first.cloud, "GET", f"/v1/instances/{machine.id}").json()["status"] \
+        == "terminating"
+
+
+def test_close_folds_the_write_ahead_log_back(tmp_path, catalog, clock):
+    env = Env(tmp_path / "c.sqlite", catalog, clock, capacity=100)
+    env.create(launch_id="L-1")
+    env.cloud.close()
+    wal = tmp_path / "c.sqlite-wal"
+    assert not wal.exists() or wal.stat().st_size == 0
+    assert len(call(env.cloud, "GET", "/v1/instances").json()["data"]) == 1  # reopens
