@@ -109,3 +109,33 @@ def test_close_folds_the_write_ahead_log_back(tmp_path, catalog, clock):
     wal = tmp_path / "c.sqlite-wal"
     assert not wal.exists() or wal.stat().st_size == 0
     assert len(call(env.cloud, "GET", "/v1/instances").json()["data"]) == 1  # reopens
+
+
+@pytest.fixture
+def statements(monkeypatch):
+    seen: list[str] = []
+    real = SandboxCloud._connect
+
+    def connect(self):
+        db = real(self)
+        db.set_trace_callback(seen.append)
+        return db
+
+    monkeypatch.setattr(SandboxCloud, "_connect", connect)
+    return seen
+
+
+@pytest.mark.parametrize("method, body", [
+    ("DELETE", None),
+    ("PATCH", {"shutdown_at": "2027-01-16T00:00:00Z"}),  # extend
+])
+def test_a_write_reads_the_machine_once_and_answers_what_a_read_would(
+        tmp_path, catalog, clock, statements, method, body):
+    env = Env(tmp_path / "c.sqlite", catalog, clock, capacity=100)
+    machine = env.create(launch_id="L-1")
+    statements.clear()
+    answer = call(env.cloud, method, f"/v1/instances/{machine.id}", json=body)
+    assert answer.status_code in (200, 202)
+    reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert len(reads) == 1, reads  # the machine's row, read once under the write lock
+    assert answer.json() == call(env.cloud, "GET", f"/v1/instances/{machine.id}").json()
