@@ -139,3 +139,34 @@ def test_a_write_reads_the_machine_once_and_answers_what_a_read_would(
     reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
     assert len(reads) == 1, reads  # the machine's row, read once under the write lock
     assert answer.json() == call(env.cloud, "GET", f"/v1/instances/{machine.id}").json()
+
+
+def test_concurrent_writers_queue_in_the_process_not_in_sqlites_busy_wait(
+        tmp_path, catalog, clock, monkeypatch):
+    # With no busy wait at all, a write meeting another thread's write lock
+    # would fail ("database is locked": a 503); queued, every delete lands.
+    env = Env(tmp_path / "c.sqlite", catalog, clock, capacity=1000)
+    made = [env.create(launch_id=f"L-{n}") for n in range(160)]
+    real = SandboxCloud._connect
+
+    def impatient(self):
+        db = real(self)
+        db.execute("PRAGMA busy_timeout = 0")
+        return db
+
+    monkeypatch.setattr(SandboxCloud, "_connect", impatient)
+    env.cloud.close()  # the pooled connections reopen, impatient
+    barrier = threading.Barrier(8)
+    codes: list[int] = []
+
+    def worker(part):
+        barrier.wait()
+        codes.extend(call(env.cloud, "DELETE", f"/v1/instances/{m.id}").status_code
+                     for m in part)
+
+    threads = [threading.Thread(target=worker, args=(made[n::8],)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(set(codes)) == [202] and len(codes) == 160
