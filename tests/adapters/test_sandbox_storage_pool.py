@@ -170,3 +170,33 @@ def test_concurrent_writers_queue_in_the_process_not_in_sqlites_busy_wait(
     for thread in threads:
         thread.join()
     assert sorted(set(codes)) == [202] and len(codes) == 160
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork only")
+def test_a_forked_child_opens_its_own_connections(tmp_path, catalog, clock, opened):
+    from gpucloud.providers.sandbox import storage
+
+    env = Env(tmp_path / "c.sqlite", catalog, clock, capacity=100)
+    machine = env.create(launch_id="L-1")
+    # Held by a parent's thread at the fork (here: this one), the pools' lock
+    # would never be released in the child.
+    storage._POOLS_LOCK.acquire()
+    try:
+        child = os.fork()
+        if child == 0:  # the child: its own connection, the parent's left alone
+            ok = (call(env.cloud, "GET", f"/v1/instances/{machine.id}").status_code == 200
+                  and os.getpid() in opened)
+            os._exit(0 if ok else 1)
+    finally:
+        storage._POOLS_LOCK.release()
+    for _ in range(200):  # a hung child fails the test rather than the run
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            break
+        threading.Event().wait(0.05)
+    else:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+        pytest.fail("the forked child hung on a lock its parent held")
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert call(env.cloud, "GET", f"/v1/instances/{machine.id}").status_code == 200

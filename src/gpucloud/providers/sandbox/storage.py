@@ -158,6 +158,16 @@ _POOLS_LOCK = threading.Lock()
 _WRITERS: dict[tuple[int, str], threading.RLock] = {}
 
 
+def _new_lock_after_fork() -> None:
+    # A thread of the parent may have held it at the fork: never released here.
+    global _POOLS_LOCK
+    _POOLS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_after_fork)
+
+
 def _writers(path: Path) -> threading.RLock:
     """The queue of this process's writers of the file at `path` (any cloud
     object over it); a forked child makes its own (a lock held by a parent's
