@@ -146,23 +146,26 @@ def delete_all(ctx: ClientContext, provider: str | None = None,
     machines = yield from deletable(ctx, provider, name_prefix)
     deleted: list[Instance] = []
     failures: list[tuple[Instance, GpuCloudError]] = []
-    # A chunk at once (the provider's pacing still holds), then its ends recorded
-    # in one transaction: an interrupt leaves at most one chunk unrecorded (a
-    # later listing closes those), a pass commits once per chunk, not per machine.
-    for start in range(0, len(machines), DELETE_CHUNK):
-        chunk = machines[start:start + DELETE_CHUNK]
-        results = yield Gather([Call(m.provider, ctx.adapter(m.provider).delete(m.id))
-                                for m in chunk])
-        ended = [m for m, r in zip(chunk, results) if not isinstance(r, BaseException)]
-        deleted.extend(ended)
-        # Recorded before anything is raised: these machines are gone whatever follows.
-        ledger_events.record_ends(ctx, [(m.provider, m.id) for m in ended], "delete",
+    # A chunk at once (the provider's pacing still holds), so an interrupt leaves
+    # at most the chunk in flight unknown (a later listing closes those). The
+    # ends are recorded once, in one transaction, as the pass ends, however it
+    # ends (an error raised, an interrupt): not a commit per machine or chunk.
+    try:
+        for start in range(0, len(machines), DELETE_CHUNK):
+            chunk = machines[start:start + DELETE_CHUNK]
+            results = yield Gather([Call(m.provider, ctx.adapter(m.provider).delete(m.id))
+                                    for m in chunk])
+            deleted.extend(m for m, r in zip(chunk, results)
+                           if not isinstance(r, BaseException))
+            for machine, result in zip(chunk, results):
+                if isinstance(result, GpuCloudError):
+                    failures.append((machine, result))
+                elif isinstance(result, BaseException):
+                    raise result
+    finally:
+        # Before anything is raised: these machines are gone whatever follows.
+        ledger_events.record_ends(ctx, [(m.provider, m.id) for m in deleted], "delete",
                                   "deleted")
-        for machine, result in zip(chunk, results):
-            if isinstance(result, GpuCloudError):
-                failures.append((machine, result))
-            elif isinstance(result, BaseException):
-                raise result
     if failures:
         first = failures[0][1]
         message = first.message

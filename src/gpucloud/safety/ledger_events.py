@@ -61,9 +61,10 @@ NAMED = 5  # machines a warning names; the rest are counted
 def record_ends(ctx: ClientContext, machines: Sequence[tuple[str, str]], source: str,
                 verb: str) -> None:
     """The journal and the ledger learn that `machines` ended (`verb`: "deleted",
-    "reaped"): one transaction each however many there are, so a pass over
-    hundreds of machines commits twice, not twice per machine. A failure to
-    record is a warning naming the machines: they did end."""
+    "reaped"): both in one transaction however many there are (they share the
+    state file), so a pass over hundreds of machines commits once, not twice
+    per machine, and a crash leaves both written or neither. A failure to
+    record is one warning naming the machines: they did end."""
     if not machines:
         return
     names = ", ".join(f"{provider}/{ident}" for provider, ident in machines[:NAMED])
@@ -71,9 +72,15 @@ def record_ends(ctx: ClientContext, machines: Sequence[tuple[str, str]], source:
         names += f" and {len(machines) - NAMED} more"
     one = len(machines) == 1
     ctx.tolerant(f"{names} {'was' if one else 'were'} {verb} but the journal could not "
-                 "record it", ctx.journal.mark_all_deleted, machines)
-    ctx.tolerant(f"{names}: {'its end is' if one else 'their ends are'} not in the cost "
-                 "ledger", ended_all, ctx, machines, source)
+                 f"record it: {'its end is' if one else 'their ends are'} not in the cost "
+                 "ledger", _record_ends, ctx, machines, source)
+
+
+def _record_ends(ctx: ClientContext, machines: Sequence[tuple[str, str]], source: str) -> None:
+    # Journal and ledger calls inside exclusive() join its one transaction.
+    with ctx.journal.exclusive(ledger.SCHEMA):
+        ctx.journal.mark_all_deleted(machines)
+        ended_all(ctx, machines, source)
 
 
 def powered(ctx: ClientContext, instance: Instance, action: str) -> None:

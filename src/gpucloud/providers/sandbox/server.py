@@ -67,7 +67,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Union
 
 import httpx
 
@@ -81,6 +81,9 @@ from gpucloud.providers.sandbox.storage import Storage, live_count, visible_rows
 
 if TYPE_CHECKING:
     from gpucloud.catalog.bundled import ProviderCatalog
+
+# A machine's row: as read (sqlite3.Row), or as read and then written (a dict).
+Record = Union[sqlite3.Row, Mapping[str, Any]]
 
 
 class SandboxCloud(Storage):
@@ -188,13 +191,13 @@ class SandboxCloud(Storage):
 
     # -- state ------------------------------------------------------------------
 
-    def _ended(self, row: sqlite3.Row, now: int) -> int | None:
+    def _ended(self, row: Record, now: int) -> int | None:
         """When the machine became terminated, or None while it is not."""
         timer = row["shutdown_us"] if self.knobs.native_timer else None
         ends = [t for t in (row["terminated_us"], timer) if t is not None and t <= now]
         return min(ends) if ends else None
 
-    def _status(self, row: sqlite3.Row, now: int) -> str:
+    def _status(self, row: Record, now: int) -> str:
         if self._ended(row, now) is not None:
             return "terminated"
         if row["deleted_us"] is not None:
@@ -203,7 +206,7 @@ class SandboxCloud(Storage):
             return "stopped"
         return "running" if now >= row["ready_us"] else "pending"
 
-    def _billed_us(self, row: sqlite3.Row, now: int) -> int:
+    def _billed_us(self, row: Record, now: int) -> int:
         """Time billed so far: from creation to the end, less the time stopped."""
         ended = self._ended(row, now)
         until = ended if ended is not None else now
@@ -212,13 +215,14 @@ class SandboxCloud(Storage):
             stopped += max(0, until - row["stopped_us"])
         return max(0, until - row["created_us"] - stopped)
 
-    def _visible(self, row: sqlite3.Row, now: int) -> bool:
+    def _visible(self, row: Record, now: int) -> bool:
         ended = self._ended(row, now)
         return ended is None or now < ended + int(self.knobs.retain_seconds * US)
 
-    def _render(self, row: sqlite3.Row, now: int) -> dict[str, Any]:
+    def _render(self, row: Record, now: int) -> dict[str, Any]:
         status = self._status(row, now)
         ended = self._ended(row, now)
+        billed = self._billed_us(row, now)
         return {
             "id": row["id"], "name": row["name"], "status": status,
             "instance_type": row["instance_type"], "region": row["region"],
@@ -228,8 +232,8 @@ class SandboxCloud(Storage):
             "labels": json.loads(row["labels"]),
             "created_at": iso(row["created_us"]), "shutdown_at": iso(row["shutdown_us"]),
             "terminated_at": iso(ended if ended is not None else row["terminated_us"]),
-            "billed_seconds": self._billed_us(row, now) // US,
-            "cost_so_far": str((Decimal(row["price"]) * self._billed_us(row, now)
+            "billed_seconds": billed // US,
+            "cost_so_far": str((Decimal(row["price"]) * billed
                                 / (3600 * US)).quantize(Decimal("0.0001"))),
             "simulated": True,
         }
@@ -353,14 +357,19 @@ class SandboxCloud(Storage):
             now = self._now()
             row = self._row(db, instance_id, now)
             live = self._status(row, now) in ("pending", "running", "stopped")
+            # The answer is rendered from the row read and what was written: the
+            # same machine a second read would return, one query fewer.
+            written: dict[str, int | None] = {}
             if column == "deleted_us":
                 if live:  # deleting twice (or a terminated machine) changes nothing
-                    ends = now + int(self.knobs.terminate_seconds * US)
+                    written = {"deleted_us": now,
+                               "terminated_us": now + int(self.knobs.terminate_seconds * US)}
                     db.execute("UPDATE instances SET deleted_us = ?, terminated_us = ?"
-                               " WHERE id = ?", (now, ends, instance_id))
+                               " WHERE id = ?", (now, written["terminated_us"], instance_id))
             elif not live:
                 raise ApiError(409, "conflict",
                                f"instance {instance_id} is {self._status(row, now)}")
             else:
+                written = {column: value}
                 db.execute(f"UPDATE instances SET {column} = ? WHERE id = ?", (value, instance_id))
-            return self._render(self._row(db, instance_id, now), now)
+            return self._render({**dict(row), **written}, now)

@@ -1,8 +1,12 @@
 """The sandbox's SQLite file: schema, connections, and the live-machine counts.
 
-Each request opens its own connection (``timeout=30``) and writes take the
-lock up front (``BEGIN IMMEDIATE``), so two processes sharing one file never
-both take the last unit of capacity.
+A request borrows a connection (``timeout=30``) from the cloud's pool and
+gives it back, as a web service's database pool does; writes take the lock up
+front (``BEGIN IMMEDIATE``), so two processes sharing one file never both take
+the last unit of capacity. Opening a connection per request would make every
+request pay for parsing the schema and, closing the file's last connection,
+folding the write-ahead log back into it: costs of the simulation's storage,
+not of any cloud's API, that a client's measurements would otherwise carry.
 
 A machine ends by time (its termination or, with the native timer, its
 deadline passing), so "live" cannot be a stored flag. It is a range instead:
@@ -14,7 +18,10 @@ listing reads only the machines still visible, however many have ended.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,6 +50,9 @@ CREATE INDEX IF NOT EXISTS instances_live ON instances (instance_type, region, {
 CREATE INDEX IF NOT EXISTS instances_end_timer ON instances ({END_BY_TIMER});
 CREATE INDEX IF NOT EXISTS instances_end ON instances ({END_NO_TIMER});
 """
+# Idle connections a cloud keeps for the next requests (one per thread at once
+# is what a client's concurrency needs; more are opened and closed as asked).
+KEPT_IDLE = 16
 # Columns added after the first release: databases made before get them on open.
 _ADDED_COLUMNS = {"stopped_us": "INTEGER",
                   "stopped_total_us": "INTEGER NOT NULL DEFAULT 0"}
@@ -52,6 +62,7 @@ class Storage:
     """Mixed into SandboxCloud: its file and the queries that must stay indexed."""
 
     db_path: Path
+    _pool: tuple[int, list[sqlite3.Connection]]
 
     def _open_storage(self) -> None:
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
@@ -66,7 +77,9 @@ class Storage:
             db.executescript(_SCHEMA)  # the indexes, once the columns exist
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
+        # Used by one thread at a time (the pool hands it out), by any thread.
+        db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None,
+                             check_same_thread=False)
         db.row_factory = sqlite3.Row
         # A simulated cloud's file: write-ahead log, and no sync per commit (a
         # power cut may lose the last moments of a simulation, never corrupt it),
@@ -76,25 +89,105 @@ class Storage:
         return db
 
     @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        db = self._connect()
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        """A connection of the pool (a new one when none is idle), given back
+        after use, out of any transaction; one that failed is closed instead.
+        Never one a parent process opened (a fork)."""
+        idle = self._idle()
+        try:
+            db = idle.pop()
+        except IndexError:
+            db = self._connect()
+        healthy = False
         try:
             yield db
+            healthy = True
+        except sqlite3.Error:
+            raise  # a damaged or locked file: the next request opens afresh
+        except BaseException:
+            healthy = True  # an API error (404, 409) or an interrupt: still usable
+            raise
         finally:
-            db.close()
+            if healthy and db.in_transaction:
+                try:
+                    db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    healthy = False
+            if healthy and len(idle) < KEPT_IDLE and self._idle() is idle:
+                idle.append(db)
+            else:
+                db.close()
+
+    def _idle(self) -> list[sqlite3.Connection]:
+        """This process's idle connections (list.pop and append are atomic),
+        closed when the cloud is collected or the process exits."""
+        pid = os.getpid()
+        with _POOLS_LOCK:
+            found = getattr(self, "_pool", None)
+            if found is None or found[0] != pid:
+                # A forked child never uses (nor closes) its parent's connections.
+                found = self._pool = (pid, [])
+                weakref.finalize(self, _close_idle, pid, found[1])
+            return found[1]
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._connection() as db:
+            yield db
 
     @contextmanager
     def _write_lock(self) -> Iterator[sqlite3.Connection]:
-        """A connection holding the write lock (BEGIN IMMEDIATE); commits on success."""
-        db = self._connect()
-        try:
+        """A connection holding the write lock (BEGIN IMMEDIATE); commits on
+        success, rolls back on any failure. The writers of this process queue
+        for the file first, each woken as the one before commits: SQLite's own
+        wait for a lock held by another thread is a sleep of 1 ms, then 2, 5,
+        10, ... (its busy handler), which a burst of concurrent deletes spent
+        more time in than in writing. Other processes still wait SQLite's way."""
+        with _writers(self.db_path), self._connection() as db:
             db.execute("BEGIN IMMEDIATE")
-            yield db
+            yield db  # a failure leaves the transaction to _connection's rollback
             db.execute("COMMIT")
-        finally:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            db.close()
+
+    def close(self) -> None:
+        """Close the idle connections (they reopen on the next request); the
+        last one closed folds the write-ahead log back into the file."""
+        _close_idle(os.getpid(), self._idle())
+
+
+_POOLS_LOCK = threading.Lock()
+_WRITERS: dict[tuple[int, str], threading.RLock] = {}
+
+
+def _new_lock_after_fork() -> None:
+    # A thread of the parent may have held it at the fork: never released here.
+    global _POOLS_LOCK
+    _POOLS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_after_fork)
+
+
+def _writers(path: Path) -> threading.RLock:
+    """The queue of this process's writers of the file at `path` (any cloud
+    object over it); a forked child makes its own (a lock held by a parent's
+    thread at the fork would never be released in the child)."""
+    key = (os.getpid(), str(path))
+    with _POOLS_LOCK:
+        found = _WRITERS.get(key)
+        if found is None:
+            found = _WRITERS[key] = threading.RLock()
+        return found
+
+
+def _close_idle(pid: int, idle: list[sqlite3.Connection]) -> None:
+    if pid != os.getpid():
+        return  # a forked child's exit: the connections are its parent's
+    while idle:
+        try:
+            idle.pop().close()
+        except (IndexError, sqlite3.Error):
+            pass
 
 
 def live_count(db: sqlite3.Connection, type_name: str, region: str, now: int,
