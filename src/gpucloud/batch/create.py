@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,9 @@ from gpucloud.errors import (
     exit_code_for,
     option,
 )
-from gpucloud.core.launch import RECONCILE_DELAYS, launch
+from gpucloud.batch import confirm
+from gpucloud.batch.confirm import Confirmations
+from gpucloud.core.launch import RECONCILE_DELAYS, Answered, launch
 from gpucloud.models import Attempt, Instance, Plan
 from gpucloud.core.concurrency import launch_limit
 from gpucloud.core.instructions import Call, Concurrent, Gather, Op
@@ -194,6 +197,7 @@ class _Run:
         self.all_or_nothing = all_or_nothing
         self.progress = progress
         self.stopped = False
+        self.confirmations = Confirmations()
         self._lock = threading.Lock()
 
     def settled(self, item: BatchItem) -> BatchItem:
@@ -228,14 +232,35 @@ def launch_batch(ctx: ClientContext, requests: list[CreateRequest], plans: list[
     # Not given: as many in flight as the providers' rates and latencies call for.
     limit = concurrency if concurrency is not None else launch_limit(
         ctx, (plans[i].offer.provider for i in todo))
-    results = yield Concurrent([_slot(run, i, requests[i], plans[i]) for i in todo],
-                               limit=limit)
+    # Many launches on a provider are confirmed by listing it (batch/confirm.py).
+    per_provider = Counter(plans[i].offer.provider for i in todo)
+    listed = {p for p, n in per_provider.items() if n >= confirm.FEWEST}
+
+    def finish(index: int, answered: Answered, made: Any) -> BatchItem:
+        return _item(run, index, requests[index].name, made, answered.attempts)
+
+    ops: list[Op] = []
+    for position, i in enumerate(todo):
+        if position and position % confirm.EVERY == 0:
+            ops.append(confirm.confirm_pass(ctx, run.confirmations, finish, limit))
+        ops.append(_slot(run, i, requests[i], plans[i],
+                         plans[i].offer.provider in listed))
+    results = yield Concurrent(ops, limit=limit)
+    last = yield from confirm.confirm_pass(ctx, run.confirmations, finish, limit)
     items = dict(earlier)
-    for index, result in zip(todo, results):
+    for result in [*results, last]:
         if isinstance(result, BaseException) and not isinstance(result, GpuCloudError):
             raise result  # a bug: never turned into a "failed machine"
-        items[index] = result if isinstance(result, BatchItem) else _failed(
-            index, requests[index].name, result, [])
+        if isinstance(result, list):  # a pass: the launches it confirmed
+            items.update(result)
+    slots = iter(r for r in results if not isinstance(r, list))
+    for index in todo:
+        result = next(slots)
+        if isinstance(result, BatchItem):
+            items[index] = result
+        elif isinstance(result, GpuCloudError):
+            items[index] = _failed(index, requests[index].name, result, [])
+        # else answered: its item came from a pass
     distinct = list({id(p): p for p in plans}.values())
     result_ = BatchResult(batch=run.key, items=tuple(items[i] for i in range(len(requests))),
                           plans=tuple(distinct))
@@ -244,7 +269,7 @@ def launch_batch(ctx: ClientContext, requests: list[CreateRequest], plans: list[
     return result_
 
 
-def _slot(run: _Run, index: int, request: CreateRequest, plan: Plan) -> Op:
+def _slot(run: _Run, index: int, request: CreateRequest, plan: Plan, listed: bool) -> Op:
     from gpucloud.batch.lock import pinned
 
     # A launch keeps its batch key held past an interrupted run (whose worker
@@ -253,24 +278,37 @@ def _slot(run: _Run, index: int, request: CreateRequest, plan: Plan) -> Op:
         if run.keyed and not kept:  # the run was interrupted before this slot began
             return run.settled(BatchItem(index=index, name=request.name,
                                          status="not_launched"))
-        return (yield from _launch_slot(run, index, request, plan))
+        return (yield from _launch_slot(run, index, request, plan, listed))
 
 
-def _launch_slot(run: _Run, index: int, request: CreateRequest, plan: Plan) -> Op:
+def _launch_slot(run: _Run, index: int, request: CreateRequest, plan: Plan,
+                 listed: bool) -> Op:
+    """The slot's item; or, ``listed``, its launch ``Answered`` and waiting for a
+    pass to confirm it (batch/confirm.py)."""
     if run.stopped:  # an all-or-nothing batch has already failed
         return run.settled(BatchItem(index=index, name=request.name, status="not_launched"))
     attempts: list[Attempt] = []
     try:
-        instance = yield from launch(run.ctx, plan, name=request.name, image=request.image,
-                                     ssh_key=request.ssh_key, disk_gb=request.disk_gb,
-                                     attempts=attempts, slot=(run.key, index))
+        made = yield from launch(run.ctx, plan, name=request.name, image=request.image,
+                                 ssh_key=request.ssh_key, disk_gb=request.disk_gb,
+                                 attempts=attempts, slot=(run.key, index),
+                                 confirm_later=listed)
     except GpuCloudError as exc:
-        run.ctx.last_attempts.extend(attempts)
-        return run.settled(_failed(index, request.name, exc, attempts))
+        made = exc
+    if isinstance(made, Answered):
+        run.confirmations.add(index, made)
+        return made
+    return _item(run, index, request.name, made, attempts)
+
+
+def _item(run: _Run, index: int, name: str | None, made: Instance | GpuCloudError,
+          attempts: list[Attempt]) -> BatchItem:
+    """A concluded launch as its slot's item, recorded and reported."""
     run.ctx.last_attempts.extend(attempts)
-    return run.settled(BatchItem(index=index, name=instance.name, launch_id=instance.launch_id,
-                                 status="created", instance=instance,
-                                 attempts=tuple(attempts)))
+    if isinstance(made, GpuCloudError):
+        return run.settled(_failed(index, name, made, attempts))
+    return run.settled(BatchItem(index=index, name=made.name, launch_id=made.launch_id,
+                                 status="created", instance=made, attempts=tuple(attempts)))
 
 
 def _failed(index: int, name: str | None, exc: GpuCloudError,

@@ -38,6 +38,7 @@ ambiguous failures, a journal entry for every attempt.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpucloud.providers.base import Sleep
@@ -55,7 +56,9 @@ from gpucloud.transport.redaction import register_secrets
 
 if TYPE_CHECKING:
     from gpucloud.core.context import ClientContext
-    from gpucloud.models import Instance, JobRun
+    from datetime import datetime
+
+    from gpucloud.models import Instance, Job, JobRun
     from gpucloud.providers.base import Provider
 
 MAX_ATTEMPTS = 3
@@ -64,11 +67,15 @@ RECONCILE_DELAYS = (0.0, 2.0, 5.0)  # seconds before each look for an ambiguous 
 
 def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | None,
            ssh_key: str | None, disk_gb: int | None, job: JobRun | None = None,
-           attempts: list[Attempt] | None = None, slot: tuple[str, int] | None = None) -> Op:
+           attempts: list[Attempt] | None = None, slot: tuple[str, int] | None = None,
+           confirm_later: bool = False) -> Op:
     """One machine. ``attempts``: this launch's own list (a batch runs many at
     once on one context, so it passes one per slot); without it the list is
     also the context's ``last_attempts``. ``slot``: (batch key, slot index),
-    journaled with every intent so a restarted batch finds what it made."""
+    journaled with every intent so a restarted batch finds what it made.
+    ``confirm_later``: a create answered with a well-formed id returns its
+    ``Answered`` unconfirmed, for the caller to ``conclude`` (a batch confirms
+    many with one listing); otherwise it is read back here."""
     if attempts is None:
         attempts = []
         ctx.last_attempts = attempts
@@ -101,17 +108,15 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
         ctx.in_flight.append(launching)
         ctx.report(launching)
         try:
+            submitted = None
             if job is None:
                 instance = yield Call(offer.provider, adapter.create(spec))
                 if not adapter.create_reads_back:
                     adapter.check_reply_id(instance.id)  # before the journal names it
                     launching = _answered(ctx, launching, instance.id)
-                    instance = yield Call(offer.provider, adapter.read_back(instance))
-                _check_launch_id(adapter, spec.launch_id, instance)
             else:
                 submitted = yield Call(offer.provider, adapter.submit_job(spec))
                 instance = submitted.instance
-            outcome = "created"
         except (InsufficientCapacityError, QuotaExceededError) as exc:
             _settle(ctx, launching)
             _failed(ctx, attempts, spec.launch_id, offer, exc)
@@ -123,56 +128,19 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
             if isinstance(exc, APIConnectionError) and not exc.sent:
                 _settle(ctx, launching)
                 raise _failed(ctx, attempts, spec.launch_id, offer, exc) from exc
-            # Ambiguous: the machine may exist. Look for it; never re-send.
-            ctx.tolerant(f"launch {spec.launch_id} is not journaled as ambiguous",
-                         ctx.journal.mark, spec.launch_id, "ambiguous", error=exc.code)
-            found = yield from _find_launch(ctx, offer.provider, spec.launch_id, job is not None)
-            _settle(ctx, launching)
-            if found is None:
-                attempts.append(_attempt(offer, spec.launch_id, "failed", exc))
-                ctx.report(attempts[-1])
-                raise exc.with_details(
-                    attempts=attempts, launch_id=spec.launch_id,
-                    hint=(f"the machine may still appear: run `gpucloud list --provider "
-                          f"{offer.provider}` and look for launch id {spec.launch_id}; "
-                          "nothing was retried")) from exc
-            outcome = "adopted"
-            if job is None:
-                instance = found
-            else:
-                submitted, instance = found, found.instance
+            answered = Answered(offer, spec.launch_id, None, None, launching, attempts,
+                                shutdown_at, disk_gb, job is not None)
+            return (yield from _ambiguous(ctx, answered, exc))
         except GpuCloudError as exc:
             _settle(ctx, launching)
             raise _failed(ctx, attempts, spec.launch_id, offer, exc) from exc
-        _settle(ctx, launching)
-        made = instance if instance is not None else submitted  # a job without a machine
-        # The machine exists: a journal that fails now must not hide it.
-        # The ledger first: the budget counts the launch by its intent until its
-        # machine is in the ledger, so in this order it is never counted nowhere.
-        # Either failing (a full disk, a database gone read-only) is a warning
-        # that names the repair: reconcile finds the machine by its launch id.
-        if instance is not None:
-            ctx.tolerant(f"{instance.ref} is not in the cost ledger: once the state database "
-                         "is usable, run `gpucloud reconcile`, then `gpucloud list` (the "
-                         "listing records it for `gpucloud costs` and the monthly budget)",
-                         ledger_events.launched, ctx, instance, offer, disk_gb, shutdown_at,
-                         spec.launch_id)
-        else:  # a job without a machine (a Kubernetes Job): counted as itself
-            ctx.tolerant(f"{made.ref} is not in the cost ledger: `gpucloud costs` and the "
-                         "monthly budget do not count it", job_costs.launched, ctx, submitted,
-                         offer, disk_gb, shutdown_at, spec.launch_id)
-        ctx.tolerant(f"{made.ref} (launch id {spec.launch_id}) was created but is not "
-                     "journaled as delivered: once the state database is usable, run "
-                     "`gpucloud reconcile` to record it", ctx.journal.mark, spec.launch_id,
-                     "delivered", instance_id=made.id)
-        attempts.append(_attempt(offer, spec.launch_id, outcome, None))
-        ctx.report(attempts[-1])
-        if instance is not None and instance.shutdown_at is None and shutdown_at is not None:
-            instance = instance.model_copy(update={"shutdown_at": shutdown_at})
-        if job is None:
-            return instance
-        return submitted.model_copy(update={
-            "instance": instance, "shutdown_at": submitted.shutdown_at or shutdown_at})
+        answered = Answered(offer, spec.launch_id, instance, submitted, launching, attempts,
+                            shutdown_at, disk_gb, job is not None)
+        if job is None and not adapter.create_reads_back:
+            if confirm_later:
+                return answered
+            return (yield from conclude(ctx, answered, read_back(ctx, answered)))
+        return (yield from conclude(ctx, answered, given(instance)))
     assert last is not None
     hint = last.hint
     if queue:
@@ -180,6 +148,114 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
                 f"retry, or narrow {option('provider', '--provider')} or "
                 f"{option('region', '--region')}")
     raise last.with_details(attempts=attempts, launch_id=last_launch, hint=hint) from last
+
+
+@dataclass
+class Answered:
+    """A launch whose request was answered: ``instance`` as the create replied
+    (None when the answer was ambiguous), not yet confirmed. A batch holds
+    these until one listing confirms many (batch/confirm.py); a single create
+    concludes at once."""
+
+    offer: Offer
+    launch_id: str
+    instance: Instance | None
+    submitted: Job | None
+    launching: Attempt  # the attempt in flight, naming the replied id once known
+    attempts: list[Attempt]
+    shutdown_at: datetime | None
+    disk_gb: int | None
+    job: bool
+
+
+def read_back(ctx: ClientContext, answered: Answered) -> Op:
+    """The confirmation of a create on its own: a GET by the replied id."""
+    assert answered.instance is not None
+    provider = answered.offer.provider
+    return (yield Call(provider, ctx.adapter(provider).read_back(answered.instance)))
+
+
+def given(outcome: Any) -> Op:
+    """A confirmation already known: the machine, or the error that refutes it."""
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+    yield  # pragma: no cover - an operation
+
+
+def conclude(ctx: ClientContext, answered: Answered, confirm: Op) -> Op:
+    """The rest of a launch once its create was answered: ``confirm`` (an
+    operation giving the machine as read back) must agree with the reply, else
+    the machine is looked for by launch id; then it is recorded as delivered."""
+    adapter = ctx.adapter(answered.offer.provider)
+    try:
+        instance = yield from confirm
+        if not answered.job:
+            _check_launch_id(adapter, answered.launch_id, instance)
+    except (APIConnectionError, InternalServerError, APIResponseValidationError) as exc:
+        return (yield from _ambiguous(ctx, answered, exc))
+    except GpuCloudError as exc:
+        _settle(ctx, answered.launching)
+        raise _failed(ctx, answered.attempts, answered.launch_id, answered.offer, exc) from exc
+    return _delivered(ctx, answered, instance, answered.submitted, "created")
+
+
+def _ambiguous(ctx: ClientContext, answered: Answered, exc: GpuCloudError) -> Op:
+    """The machine may exist: look for it by launch id; never re-send."""
+    launch_id, offer = answered.launch_id, answered.offer
+    ctx.tolerant(f"launch {launch_id} is not journaled as ambiguous",
+                 ctx.journal.mark, launch_id, "ambiguous", error=exc.code)
+    found = yield from _find_launch(ctx, offer.provider, launch_id, answered.job)
+    _settle(ctx, answered.launching)
+    if found is None:
+        answered.attempts.append(_attempt(offer, launch_id, "failed", exc))
+        ctx.report(answered.attempts[-1])
+        raise exc.with_details(
+            attempts=answered.attempts, launch_id=launch_id,
+            hint=(f"the machine may still appear: run `gpucloud list --provider "
+                  f"{offer.provider}` and look for launch id {launch_id}; "
+                  "nothing was retried")) from exc
+    if answered.job:
+        return _delivered(ctx, answered, found.instance, found, "adopted")
+    return _delivered(ctx, answered, found, None, "adopted")
+
+
+def _delivered(ctx: ClientContext, answered: Answered, instance: Instance | None,
+               submitted: Job | None, outcome: str) -> Any:
+    """Record a machine (or job) that exists; the Instance, or the Job."""
+    offer, launch_id, disk_gb = answered.offer, answered.launch_id, answered.disk_gb
+    shutdown_at, attempts = answered.shutdown_at, answered.attempts
+    _settle(ctx, answered.launching)
+    made = instance if instance is not None else submitted  # a job without a machine
+    assert made is not None
+    # The machine exists: a journal that fails now must not hide it.
+    # The ledger first: the budget counts the launch by its intent until its
+    # machine is in the ledger, so in this order it is never counted nowhere.
+    # Either failing (a full disk, a database gone read-only) is a warning
+    # that names the repair: reconcile finds the machine by its launch id.
+    if instance is not None:
+        ctx.tolerant(f"{instance.ref} is not in the cost ledger: once the state database "
+                     "is usable, run `gpucloud reconcile`, then `gpucloud list` (the "
+                     "listing records it for `gpucloud costs` and the monthly budget)",
+                     ledger_events.launched, ctx, instance, offer, disk_gb, shutdown_at,
+                     launch_id)
+    else:  # a job without a machine (a Kubernetes Job): counted as itself
+        ctx.tolerant(f"{made.ref} is not in the cost ledger: `gpucloud costs` and the "
+                     "monthly budget do not count it", job_costs.launched, ctx, submitted,
+                     offer, disk_gb, shutdown_at, launch_id)
+    ctx.tolerant(f"{made.ref} (launch id {launch_id}) was created but is not "
+                 "journaled as delivered: once the state database is usable, run "
+                 "`gpucloud reconcile` to record it", ctx.journal.mark, launch_id,
+                 "delivered", instance_id=made.id)
+    attempts.append(_attempt(offer, launch_id, outcome, None))
+    ctx.report(attempts[-1])
+    if instance is not None and instance.shutdown_at is None and shutdown_at is not None:
+        instance = instance.model_copy(update={"shutdown_at": shutdown_at})
+    if not answered.job:
+        return instance
+    assert submitted is not None
+    return submitted.model_copy(update={
+        "instance": instance, "shutdown_at": submitted.shutdown_at or shutdown_at})
 
 
 def _answered(ctx: ClientContext, launching: Attempt, instance_id: str) -> Attempt:

@@ -1,0 +1,109 @@
+"""Confirming the machines a batch made with one listing per pass, not one
+read per machine.
+
+A create reply that names a machine is confirmed before the machine counts as
+made (core/launch.py). One create on its own reads its machine back by id; a
+batch would then send two requests per machine against the provider's rate
+limit, halving the creates it can make in a given time. Instead the launches of
+a batch stop at the answer (``Answered``: the replied id journaled, the attempt
+in flight naming it) and a pass confirms everything answered so far with one
+listing of each provider:
+
+* a machine listed under the replied id carrying this launch's launch id is
+  confirmed, exactly as a read back by id would have;
+* listed under the replied id with another launch id: someone else's machine,
+  and the launch is looked for by its launch id (``conclude``, as a lie of a
+  single create is);
+* not listed: the listing may lag the create (eventual consistency), so that
+  machine is read back by id as on its own (a 404 is a lie, as above);
+* the listing failing: every machine of that provider is read back by id.
+
+Only machines answered before the listing was sent are confirmed by it (the
+pass takes them before it lists), so a machine missing from it was never too
+new to appear. A pass runs after every ``EVERY`` launches have started, among
+them (so the machines made are reported as the batch goes, and an interrupt
+leaves at most a pass's worth unconfirmed), and once after the last.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from gpucloud.core.instructions import Call, Concurrent, Gather, Op
+from gpucloud.core.launch import Answered, conclude, given, read_back
+from gpucloud.errors import GpuCloudError
+
+if TYPE_CHECKING:
+    from gpucloud.core.context import ClientContext
+    from gpucloud.models import Instance
+
+# Launches started between two passes: a listing reads the provider's whole
+# account, so it is worth it only for many machines at once.
+EVERY = 256
+# Fewer launches than this on a provider: each machine is read back by id as it
+# is answered (a listing saves little there, and each is reported at once).
+FEWEST = 8
+
+# Turns a concluded launch (its machine, or the error it ended with) into the
+# batch's item for its slot.
+Finish = Callable[[int, Answered, Any], Any]
+
+
+class Confirmations:
+    """The launches of one batch answered and not yet confirmed (thread-safe:
+    a batch's launches run in threads of Client)."""
+
+    def __init__(self) -> None:
+        self._waiting: list[tuple[int, Answered]] = []
+        self._lock = threading.Lock()
+
+    def add(self, index: int, answered: Answered) -> None:
+        with self._lock:
+            self._waiting.append((index, answered))
+
+    def take(self) -> list[tuple[int, Answered]]:
+        with self._lock:
+            taken, self._waiting = self._waiting, []
+        return taken
+
+
+def confirm_pass(ctx: ClientContext, confirmations: Confirmations, finish: Finish,
+                 limit: int | Callable[[], int]) -> Op:
+    """Confirm every launch answered so far; ``finish`` makes each one's item.
+    Returns [(slot index, item)]."""
+    taken = confirmations.take()
+    if not taken:
+        return []
+    providers = list(dict.fromkeys(a.offer.provider for _, a in taken))
+    listed = yield Gather([Call(p, ctx.adapter(p).list_instances()) for p in providers])
+    seen: dict[tuple[str, str], Instance] = {}
+    for provider, machines in zip(providers, listed):
+        if isinstance(machines, BaseException):
+            if not isinstance(machines, GpuCloudError):
+                raise machines  # a bug, never taken for an unlisted machine
+            continue  # every machine of it is read back by id below
+        seen.update(((provider, m.id), m) for m in machines)
+    confirmed: list[Any] = []
+    unlisted: list[Answered] = []
+    for _, answered in taken:
+        assert answered.instance is not None
+        machine = seen.get((answered.offer.provider, answered.instance.id))
+        confirmed.append(machine)
+        if machine is None:
+            unlisted.append(answered)
+    read = iter((yield Concurrent([read_back(ctx, a) for a in unlisted], limit=limit))
+                if unlisted else [])
+    done = []
+    for (index, answered), machine in zip(taken, confirmed):
+        outcome = machine if machine is not None else next(read)
+        try:
+            made = yield from conclude(ctx, answered, given(outcome))
+        except GpuCloudError as exc:
+            made = exc
+        done.append((index, finish(index, answered, made)))
+    return done
+
+
+__all__ = ["Confirmations", "EVERY", "FEWEST", "confirm_pass"]
