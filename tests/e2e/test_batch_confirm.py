@@ -1,0 +1,169 @@
+"""A batch confirms the machines it made with a listing per pass, not a read
+by id per machine, and keeps every check a read back makes: a machine the
+listing does not show is read back by id, a replied id that names no machine
+(404) or someone else's machine (another launch id) is looked for by launch
+id, and is adopted only when found under it. Against the in-process sandbox;
+requests are counted at its transport."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import httpx
+import pytest
+
+from gpucloud import Client
+from gpucloud.batch import confirm
+from gpucloud.providers.sandbox.adapter import LAUNCH_LABEL
+from gpucloud.providers.sandbox.server import SandboxTransport
+
+
+@pytest.fixture(autouse=True)
+def room(monkeypatch):
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_CAPACITY", "300")
+
+
+def counting(monkeypatch, rewrite=None) -> dict[str, int]:
+    """Counts the simulated cloud's requests by kind; ``rewrite(kind, n, response)``
+    may replace the nth answer of a kind (n from 1)."""
+    original = SandboxTransport.handle_request
+    counts = {"create": 0, "list": 0, "get": 0, "other": 0}
+    lock = threading.Lock()
+
+    def handle(self, request):
+        path = request.url.path.rstrip("/")
+        kind = ("create" if request.method == "POST" and path == "/v1/instances" else
+                "list" if request.method == "GET" and path == "/v1/instances" else
+                "get" if request.method == "GET" and path.startswith("/v1/instances/") else
+                "other")
+        with lock:
+            counts[kind] += 1
+            n = counts[kind]
+        response = original(self, request)
+        if rewrite is not None:
+            response.read()
+            response = rewrite(kind, n, response) or response
+        return response
+
+    monkeypatch.setattr(SandboxTransport, "handle_request", handle)
+    return counts
+
+
+def answer(response: httpx.Response, body) -> httpx.Response:
+    return httpx.Response(response.status_code, json=body)
+
+
+def test_a_batch_makes_one_request_per_machine_and_a_listing_per_pass(monkeypatch):
+    counts = counting(monkeypatch)
+    n = 40
+    result = Client().create_many(gpu="h100", count=8, n=n, provider="sandbox",
+                                  auto_shutdown="1h")
+    assert result.ok and len(result.instances) == n
+    assert counts["create"] == n
+    assert counts["get"] == 0  # not one read by id: N + O(N / pass), never 2N
+    assert 1 <= counts["list"] <= 1 + n // confirm.EVERY
+    assert {i.launch_id for i in result.instances} == {i.launch_id for i in result.items}
+    listed = {i.ref: i.launch_id for i in Client().list(provider="sandbox")}
+    assert all(listed[i.ref] == i.launch_id for i in result.instances)
+
+
+def test_a_small_batch_reads_each_machine_back(monkeypatch):
+    counts = counting(monkeypatch)
+    n = confirm.FEWEST - 1
+    result = Client().create_many(gpu="h100", count=8, n=n, provider="sandbox",
+                                  auto_shutdown="1h")
+    assert result.ok and counts["get"] == n and counts["list"] == 0
+
+
+def test_machines_the_listing_does_not_show_yet_are_read_back_by_id(monkeypatch):
+    """Eventual consistency: a listing that lags the creates confirms nothing,
+    and each machine is then read back by its id."""
+    def lagging(kind, n, response):
+        if kind == "list" and n == 1:
+            return answer(response, {"data": []})
+        return None
+
+    counts = counting(monkeypatch, lagging)
+    result = Client().create_many(gpu="h100", count=8, n=10, provider="sandbox",
+                                  auto_shutdown="1h")
+    assert result.ok and len(result.instances) == 10
+    assert counts["get"] == 10
+    assert all(item.status == "created" for item in result.items)
+
+
+def test_a_listed_machine_with_another_launch_id_is_not_taken(monkeypatch):
+    """The listing shows the replied id carrying someone else's launch id: that
+    launch is looked for by its own launch id (a listing) and adopted there."""
+    foreign = {}
+
+    def relabel(kind, n, response):
+        if kind == "list" and n == 1:
+            body = json.loads(response.content)
+            first = body["data"][0]
+            foreign["id"] = first["id"]
+            first["labels"] = {**first["labels"], LAUNCH_LABEL: "gc-0123456789"}
+            return answer(response, body)
+        return None
+
+    counts = counting(monkeypatch, relabel)
+    result = Client().create_many(gpu="h100", count=8, n=10, provider="sandbox",
+                                  auto_shutdown="1h")
+    assert result.ok and len(result.instances) == 10
+    [adopted] = [i for i in result.items if i.attempts[-1].outcome == "adopted"]
+    assert adopted.instance.id == foreign["id"] and adopted.launch_id != "gc-0123456789"
+    assert counts["list"] == 2 and counts["get"] == 0
+
+
+def test_a_replied_id_that_names_no_machine_is_looked_for_by_launch_id(monkeypatch):
+    """A create reply naming an id of the right form that does not exist: the
+    listing does not show it, the read by id answers 404, and the machine is
+    found under its launch id (with its real id), never taken as replied."""
+    lie = "sbx-0000000000ff"
+
+    def lying(kind, n, response):
+        if kind == "create" and n == 3:
+            return answer(response, {**json.loads(response.content), "id": lie})
+        return None
+
+    counts = counting(monkeypatch, lying)
+    result = Client().create_many(gpu="h100", count=8, n=10, provider="sandbox",
+                                  auto_shutdown="1h")
+    assert result.ok and len(result.instances) == 10
+    assert lie not in {i.id for i in result.instances}
+    [adopted] = [i for i in result.items if i.attempts[-1].outcome == "adopted"]
+    assert adopted.instance.launch_id == adopted.launch_id
+    assert counts["get"] == 1  # the lie alone is read by id
+
+
+def test_a_lie_not_found_by_launch_id_fails_keeping_the_launch_id(monkeypatch):
+    """The machine a lying reply stood for is nowhere under its launch id: that
+    slot fails with its launch id kept (reconcile can settle it later); the
+    others are made."""
+    monkeypatch.setattr("gpucloud.core.launch.RECONCILE_DELAYS", (0.0,))
+    lie = "sbx-0000000000ff"
+    hidden = {}
+
+    def lying(kind, n, response):
+        if kind == "create" and n == 3:
+            body = json.loads(response.content)
+            hidden["id"] = body["id"]
+            return answer(response, {**body, "id": lie})
+        if kind == "list":  # the real machine never shows up
+            body = json.loads(response.content)
+            body["data"] = [m for m in body["data"] if m["id"] != hidden.get("id")]
+            return answer(response, body)
+        return None
+
+    counting(monkeypatch, lying)
+    result = Client().create_many(gpu="h100", count=8, n=10, provider="sandbox",
+                                  auto_shutdown="1h")
+    [failed] = [i for i in result.items if i.status == "failed"]
+    assert failed.launch_id and failed.launch_id.startswith("gc-")
+    assert failed.error_code == "invalid_response"
+    assert len(result.instances) == 9
+    from gpucloud.config.settings import state_db_path
+    from gpucloud.safety.journal import Journal
+
+    [record] = [r for r in Journal(state_db_path()).all() if r.launch_id == failed.launch_id]
+    assert record.status == "ambiguous"  # left for reconcile, never called made or failed
