@@ -167,3 +167,43 @@ def test_a_lie_not_found_by_launch_id_fails_keeping_the_launch_id(monkeypatch):
 
     [record] = [r for r in Journal(state_db_path()).all() if r.launch_id == failed.launch_id]
     assert record.status == "ambiguous"  # left for reconcile, never called made or failed
+
+
+def journaled_and_billed(instances) -> None:
+    from gpucloud.config.settings import state_db_path
+    from gpucloud.safety.journal import Journal
+    from gpucloud.safety.ledger import Ledger
+
+    journal = Journal(state_db_path())
+    delivered = {r.launch_id: r.instance_id for r in journal.all() if r.status == "delivered"}
+    assert delivered == {i.launch_id: i.id for i in instances}
+    started = {r.instance_id for r in Ledger(journal).rows() if r.event == "started"}
+    assert started == {i.id for i in instances}
+
+
+def test_a_pass_records_every_machine_in_the_journal_and_the_ledger(monkeypatch):
+    result = Client().create_many(gpu="h100", count=8, n=12, provider="sandbox",
+                                  auto_shutdown="1h")
+    assert result.ok
+    journaled_and_billed(result.instances)
+
+
+def test_a_pass_the_database_refuses_as_one_transaction_records_each_on_its_own(monkeypatch):
+    """The grouped write fails (the database busy past its timeout, say): nothing
+    of it is kept, and each machine is then recorded by itself."""
+    from contextlib import contextmanager
+
+    from gpucloud.errors import StateError
+    from gpucloud.safety.journal import Journal
+
+    @contextmanager
+    def refused(self, schema=()):
+        raise StateError("state database is unusable: database is locked (test)",
+                         path=self.path)
+        yield
+
+    monkeypatch.setattr(Journal, "exclusive", refused)
+    result = Client().create_many(gpu="h100", count=8, n=12, provider="sandbox",
+                                  auto_shutdown="1h")
+    assert result.ok and len(result.instances) == 12
+    journaled_and_billed(result.instances)

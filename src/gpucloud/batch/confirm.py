@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gpucloud.core.instructions import Call, Concurrent, Gather, Op
-from gpucloud.core.launch import Answered, conclude, given, read_back
+from gpucloud.core.launch import Answered, conclude, given, read_back, record_delivered
 from gpucloud.errors import GpuCloudError
 
 if TYPE_CHECKING:
@@ -95,11 +95,18 @@ def confirm_pass(ctx: ClientContext, confirmations: Confirmations, finish: Finis
             unlisted.append(answered)
     read = iter((yield Concurrent([read_back(ctx, a) for a in unlisted], limit=limit))
                 if unlisted else [])
+    # The machines listed as replied, with this launch's launch id, are recorded
+    # in one transaction; the rest (read by id, or refuted) each on their own.
+    agreed = {id(a) for (_, a), m in zip(taken, confirmed)
+              if m is not None and m.launch_id in (None, a.launch_id)}
+    recorded = record_delivered(ctx, [(a, m) for (_, a), m in zip(taken, confirmed)
+                                      if id(a) in agreed])
     done = []
     for (index, answered), machine in zip(taken, confirmed):
         outcome = machine if machine is not None else next(read)
         try:
-            made = yield from conclude(ctx, answered, given(outcome))
+            made = yield from conclude(ctx, answered, given(outcome),
+                                       recorded=recorded and id(answered) in agreed)
         except GpuCloudError as exc:
             made = exc
         done.append((index, finish(index, answered, made)))

@@ -39,6 +39,7 @@ ambiguous failures, a journal entry for every attempt.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +50,7 @@ from gpucloud.jobs import costs as job_costs
 from gpucloud.core.instructions import Call, Op
 from gpucloud.errors import (
     APIConnectionError, APIError, APIResponseValidationError, GpuCloudError,
-    InsufficientCapacityError, InternalServerError, QuotaExceededError, option,
+    InsufficientCapacityError, InternalServerError, QuotaExceededError, StateError, option,
 )
 from gpucloud.models import Attempt, Offer, Plan
 from gpucloud.safety.launch_deadline import deadline_for
@@ -185,10 +186,12 @@ def given(outcome: Any) -> Op:
     yield  # pragma: no cover - an operation
 
 
-def conclude(ctx: ClientContext, answered: Answered, confirm: Op) -> Op:
+def conclude(ctx: ClientContext, answered: Answered, confirm: Op, *,
+             recorded: bool = False) -> Op:
     """The rest of a launch once its create was answered: ``confirm`` (an
     operation giving the machine as read back) must agree with the reply, else
-    the machine is looked for by launch id; then it is recorded as delivered."""
+    the machine is looked for by launch id; then it is recorded as delivered
+    (``recorded``: already, by ``record_delivered``)."""
     adapter = ctx.adapter(answered.offer.provider)
     try:
         instance = yield from confirm
@@ -199,7 +202,26 @@ def conclude(ctx: ClientContext, answered: Answered, confirm: Op) -> Op:
     except GpuCloudError as exc:
         _settle(ctx, answered.launching)
         raise _failed(ctx, answered.attempts, answered.launch_id, answered.offer, exc) from exc
-    return _delivered(ctx, answered, instance, answered.submitted, "created")
+    return _delivered(ctx, answered, instance, answered.submitted, "created", recorded)
+
+
+def record_delivered(ctx: ClientContext,
+                     confirmed: Sequence[tuple[Answered, Instance]]) -> bool:
+    """Machines confirmed together (a batch's pass) recorded as ``_delivered``
+    records one, all in one transaction of the state database rather than two
+    commits each. False: the database could not take it, nothing of it is
+    recorded, and each launch then records itself (with its own warning)."""
+    from gpucloud.safety.ledger import SCHEMA as LEDGER_SCHEMA
+
+    try:
+        with ctx.journal.exclusive(LEDGER_SCHEMA):
+            for answered, instance in confirmed:
+                ledger_events.launched(ctx, instance, answered.offer, answered.disk_gb,
+                                       answered.shutdown_at, answered.launch_id)
+                ctx.journal.mark(answered.launch_id, "delivered", instance_id=instance.id)
+    except StateError:
+        return False
+    return True
 
 
 def _ambiguous(ctx: ClientContext, answered: Answered, exc: GpuCloudError) -> Op:
@@ -223,7 +245,7 @@ def _ambiguous(ctx: ClientContext, answered: Answered, exc: GpuCloudError) -> Op
 
 
 def _delivered(ctx: ClientContext, answered: Answered, instance: Instance | None,
-               submitted: Job | None, outcome: str) -> Any:
+               submitted: Job | None, outcome: str, recorded: bool = False) -> Any:
     """Record a machine (or job) that exists; the Instance, or the Job."""
     offer, launch_id, disk_gb = answered.offer, answered.launch_id, answered.disk_gb
     shutdown_at, attempts = answered.shutdown_at, answered.attempts
@@ -235,7 +257,9 @@ def _delivered(ctx: ClientContext, answered: Answered, instance: Instance | None
     # machine is in the ledger, so in this order it is never counted nowhere.
     # Either failing (a full disk, a database gone read-only) is a warning
     # that names the repair: reconcile finds the machine by its launch id.
-    if instance is not None:
+    if recorded:
+        pass
+    elif instance is not None:
         ctx.tolerant(f"{instance.ref} is not in the cost ledger: once the state database "
                      "is usable, run `gpucloud reconcile`, then `gpucloud list` (the "
                      "listing records it for `gpucloud costs` and the monthly budget)",
@@ -245,10 +269,11 @@ def _delivered(ctx: ClientContext, answered: Answered, instance: Instance | None
         ctx.tolerant(f"{made.ref} is not in the cost ledger: `gpucloud costs` and the "
                      "monthly budget do not count it", job_costs.launched, ctx, submitted,
                      offer, disk_gb, shutdown_at, launch_id)
-    ctx.tolerant(f"{made.ref} (launch id {launch_id}) was created but is not "
-                 "journaled as delivered: once the state database is usable, run "
-                 "`gpucloud reconcile` to record it", ctx.journal.mark, launch_id,
-                 "delivered", instance_id=made.id)
+    if not recorded:
+        ctx.tolerant(f"{made.ref} (launch id {launch_id}) was created but is not "
+                     "journaled as delivered: once the state database is usable, run "
+                     "`gpucloud reconcile` to record it", ctx.journal.mark, launch_id,
+                     "delivered", instance_id=made.id)
     attempts.append(_attempt(offer, launch_id, outcome, None))
     ctx.report(attempts[-1])
     if instance is not None and instance.shutdown_at is None and shutdown_at is not None:
