@@ -1,8 +1,12 @@
 """The sandbox's SQLite file: schema, connections, and the live-machine counts.
 
-Each request opens its own connection (``timeout=30``) and writes take the
-lock up front (``BEGIN IMMEDIATE``), so two processes sharing one file never
-both take the last unit of capacity.
+Each request takes a connection (``timeout=30``) of its own for as long as it
+runs, and writes take the lock up front (``BEGIN IMMEDIATE``), so two
+processes sharing one file never both take the last unit of capacity. A
+connection is kept for the next request rather than closed: closing the last
+one on a write-ahead-logged file checkpoints the log into the file, several
+milliseconds of disk work per request that a real cloud's API does not make
+its client wait for, and that here would take the client's own process time.
 
 A machine ends by time (its termination or, with the native timer, its
 deadline passing), so "live" cannot be a stored flag. It is a range instead:
@@ -14,7 +18,9 @@ listing reads only the machines still visible, however many have ended.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -66,7 +72,9 @@ class Storage:
             db.executescript(_SCHEMA)  # the indexes, once the columns exist
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
+        # Kept between requests (_take), used by one thread at a time.
+        db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None,
+                             check_same_thread=False)
         db.row_factory = sqlite3.Row
         # A simulated cloud's file: write-ahead log, and no sync per commit (a
         # power cut may lose the last moments of a simulation, never corrupt it),
@@ -75,26 +83,77 @@ class Storage:
         db.execute("PRAGMA synchronous = NORMAL")
         return db
 
+    def _take(self) -> sqlite3.Connection:
+        """A kept connection to the file as it is now (one replaced or removed
+        since is opened afresh; a forked child never uses its parent's), or a
+        new one."""
+        kept = self.__dict__.get("_connections")
+        stamp = _stamp(self.db_path)
+        if kept is None or kept.pid != os.getpid():
+            kept = self.__dict__["_connections"] = _Kept()
+        with kept.lock:
+            while kept.idle:
+                db, was = kept.idle.pop()
+                if was == stamp:
+                    return db
+                db.close()
+        return self._connect()
+
+    def _give_back(self, db: sqlite3.Connection) -> None:
+        kept = self.__dict__.get("_connections")
+        if kept is not None and kept.pid == os.getpid() and not db.in_transaction:
+            with kept.lock:
+                if len(kept.idle) < KEPT:
+                    kept.idle.append((db, _stamp(self.db_path)))
+                    return
+        db.close()
+
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
-        db = self._connect()
+        db = self._take()
         try:
             yield db
         finally:
-            db.close()
+            self._give_back(db)  # closed instead if left inside a transaction
 
     @contextmanager
     def _write_lock(self) -> Iterator[sqlite3.Connection]:
         """A connection holding the write lock (BEGIN IMMEDIATE); commits on success."""
-        db = self._connect()
+        db = self._take()
         try:
             db.execute("BEGIN IMMEDIATE")
             yield db
             db.execute("COMMIT")
-        finally:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            db.close()
+        except BaseException:
+            try:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+            finally:
+                self._give_back(db)  # closed instead if the rollback failed
+            raise
+        self._give_back(db)
+
+
+# Idle connections kept per simulated cloud: as many as requests usually
+# overlap on one file; more are closed after use.
+KEPT = 16
+
+
+class _Kept:
+    """A SandboxCloud's idle connections, each with the file it was opened on."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+        self.idle: list[tuple[sqlite3.Connection, tuple[int, int] | None]] = []
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def live_count(db: sqlite3.Connection, type_name: str, region: str, now: int,
