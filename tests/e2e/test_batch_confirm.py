@@ -207,3 +207,30 @@ def test_a_pass_the_database_refuses_as_one_transaction_records_each_on_its_own(
                                   auto_shutdown="1h")
     assert result.ok and len(result.instances) == 12
     journaled_and_billed(result.instances)
+
+
+def test_a_batch_looks_for_its_ssh_key_once_and_journals_it_for_every_launch(monkeypatch,
+                                                                          tmp_path):
+    """The default key is found once for the batch, not once per launch (each
+    look is file-system work on the launch path); every launch still journals
+    it, for `gpucloud ssh` to offer its private half later."""
+    import os
+
+    from gpucloud.config.settings import state_db_path
+    from gpucloud.core import context
+    from gpucloud.safety.journal import Journal
+
+    key = tmp_path / "home" / ".ssh" / "id_ed25519.pub"
+    key.parent.mkdir(parents=True)
+    # Constructed: any well-formed public key line will do.
+    key.write_text("ssh-ed25519 "
+                   "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+                   " test@example\n")
+    looks = []
+    real = context.resolve_ssh_key
+    monkeypatch.setattr(context, "resolve_ssh_key", lambda k: looks.append(k) or real(k))
+    result = Client().create_many(gpu="h100", count=8, n=10, provider="sandbox",
+                                  auto_shutdown="1h")
+    assert result.ok and looks == [None]
+    paths = {r.ssh_key_path for r in Journal(state_db_path()).all()}
+    assert paths == {os.path.abspath(key)}

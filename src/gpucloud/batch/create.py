@@ -221,6 +221,18 @@ def launch_batch(ctx: ClientContext, requests: list[CreateRequest], plans: list[
                         hint="or leave it out: the provider's rate and the latency observed "
                              "set it")
     ctx.created, ctx.in_flight, ctx.last_attempts = [], [], []
+    ctx.key_memo = {}  # every launch of the batch resolves its key once
+    try:
+        return (yield from _launch_all(ctx, requests, plans, concurrency=concurrency,
+                                       all_or_nothing=all_or_nothing, batch=batch,
+                                       progress=progress))
+    finally:
+        ctx.key_memo = None
+
+
+def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[Plan], *,
+                concurrency: int | None, all_or_nothing: bool, batch: str | None,
+                progress: Progress | None) -> Op:
     run = _Run(ctx, batch or "b-" + secrets.token_hex(5), all_or_nothing, progress,
                keyed=batch is not None)
     earlier: dict[int, BatchItem] = {}

@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpucloud.providers.base import Sleep
-from gpucloud.core.context import ssh_key_file
 from gpucloud.safety import budget, ledger_events
 from gpucloud.jobs import costs as job_costs
 from gpucloud.core.instructions import Call, Op
@@ -102,7 +101,7 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
         budget.admit(ctx, plan, offer, lambda committed: ctx.journal.record_intent(
             launch_id=spec.launch_id, provider=offer.provider, instance_type=offer.instance_type,
             region=offer.region, name=spec.name, price_per_hour=str(offer.price_per_hour),
-            shutdown_at=shutdown_at, ssh_key_path=ssh_key_file(ssh_key), committed=committed,
+            shutdown_at=shutdown_at, ssh_key_path=ctx.ssh_key(ssh_key)[2], committed=committed,
             batch_key=batch_key, slot=index),
             disk_gb=disk_gb)
         # In flight until its outcome is known: an interrupt (Ctrl-C) now
