@@ -20,9 +20,12 @@ listing of each provider:
 
 Only machines answered before the listing was sent are confirmed by it (the
 pass takes them before it lists), so a machine missing from it was never too
-new to appear. A pass runs after every ``EVERY`` launches have started, among
-them (so the machines made are reported as the batch goes, and an interrupt
-leaves at most a pass's worth unconfirmed), and once after the last.
+new to appear. Passes run among the launches, so that the machines made are
+reported as the batch goes and an interrupt leaves fewer unconfirmed: when
+``EVERY`` launches have started, then 2, 4, 8... times as many; and once after
+the last. A listing reads every machine of the account, so passes at a fixed
+interval would read N²/interval machines in all; doubling the interval reads
+about 2N (each pass lists about twice the machines it confirms).
 """
 
 from __future__ import annotations
@@ -39,12 +42,20 @@ if TYPE_CHECKING:
     from gpucloud.core.context import ClientContext
     from gpucloud.models import Instance
 
-# Launches started between two passes: a listing reads the provider's whole
-# account, so it is worth it only for many machines at once.
+# Launches started before the first pass among them (see the module docstring).
 EVERY = 256
 # Fewer launches than this on a provider: each machine is read back by id as it
 # is answered (a listing saves little there, and each is reported at once).
 FEWEST = 8
+
+
+
+def pass_at(position: int) -> bool:
+    """Whether a pass runs once this many launches have started (EVERY, then
+    twice as many, and so on)."""
+    return position >= EVERY and position % EVERY == 0 and \
+        (position // EVERY) & (position // EVERY - 1) == 0
+
 
 # Turns a concluded launch (its machine, or the error it ended with) into the
 # batch's item for its slot.
@@ -113,4 +124,4 @@ def confirm_pass(ctx: ClientContext, confirmations: Confirmations, finish: Finis
     return done
 
 
-__all__ = ["Confirmations", "EVERY", "FEWEST", "confirm_pass"]
+__all__ = ["Confirmations", "EVERY", "FEWEST", "confirm_pass", "pass_at"]

@@ -253,7 +253,7 @@ def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[P
 
     ops: list[Op] = []
     for position, i in enumerate(todo):
-        if position and position % confirm.EVERY == 0:
+        if confirm.pass_at(position):
             ops.append(confirm.confirm_pass(ctx, run.confirmations, finish, limit))
         ops.append(_slot(run, i, requests[i], plans[i],
                          plans[i].offer.provider in listed))
