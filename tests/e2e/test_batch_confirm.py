@@ -234,3 +234,38 @@ def test_a_batch_looks_for_its_ssh_key_once_and_journals_it_for_every_launch(mon
     assert result.ok and looks == [None]
     paths = {r.ssh_key_path for r in Journal(state_db_path()).all()}
     assert paths == {os.path.abspath(key)}
+
+
+def test_an_interrupt_before_the_pass_names_each_machine_by_its_replied_id(monkeypatch):
+    """Ctrl-C while the listing that would confirm a batch is in flight: every
+    machine is named as one that may exist, under the id its create reply
+    named and its launch id; the journal holds both (ambiguous), and
+    reconcile adopts them all."""
+    from typer.testing import CliRunner
+
+    from gpucloud.cli import app
+    from gpucloud.config.settings import state_db_path
+    from gpucloud.safety.journal import Journal
+
+    original = SandboxTransport.handle_request
+
+    def handle(self, request):
+        if request.method == "GET" and request.url.path.rstrip("/") == "/v1/instances":
+            raise KeyboardInterrupt
+        return original(self, request)
+
+    monkeypatch.setattr(SandboxTransport, "handle_request", handle)
+    result = CliRunner().invoke(app, ["create", "--gpu", "h100", "--count", "8", "--provider",
+                                      "sandbox", "--instances", "10", "--yes"])
+    assert result.exit_code == 130
+    monkeypatch.setattr(SandboxTransport, "handle_request", original)
+    records = Journal(state_db_path()).all()
+    assert len(records) == 10 and {r.status for r in records} == {"ambiguous"}
+    for record in records:
+        assert (f"(sandbox/{record.instance_id}, the id the create reply named"
+                in result.stderr)
+        assert f"launch id {record.launch_id}" in result.stderr
+    assert "exists:" not in result.stderr  # none is claimed made before it is confirmed
+    doc = json.loads(CliRunner().invoke(app, ["reconcile", "--json"]).stdout)
+    assert sorted(i["ref"] for i in doc["adopted"]) == sorted(
+        f"sandbox/{r.instance_id}" for r in records)
