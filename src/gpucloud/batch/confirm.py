@@ -18,14 +18,18 @@ listing of each provider:
   machine is read back by id as on its own (a 404 is a lie, as above);
 * the listing failing: every machine of that provider is read back by id.
 
-Only machines answered before the listing was sent are confirmed by it (the
-pass takes them before it lists), so a machine missing from it was never too
-new to appear. Passes run among the launches, so that the machines made are
-reported as the batch goes and an interrupt leaves fewer unconfirmed: when
-``EVERY`` launches have started, then 2, 4, 8... times as many; and once after
-the last. A listing reads every machine of the account, so passes at a fixed
-interval would read N²/interval machines in all; doubling the interval reads
-about 2N (each pass lists about twice the machines it confirms).
+Passes run among the launches, so that the machines made are reported as the
+batch goes and an interrupt leaves fewer unconfirmed: when ``EVERY`` launches
+have started, then 2, 4, 8... times as many; and once after the last. A pass
+among the launches takes the machines answered so far and then lists, so a
+machine missing from its listing was not too new to appear. The last pass's
+listing is sent once the last create has been sent, while the last creates
+are answered, so that confirming them costs no round trip after them; a
+machine whose create reached the provider after that listing is not in it,
+and is read back by id like any unlisted one. A listing reads every machine
+of the account, so passes at a fixed interval would read N²/interval
+machines in all; doubling the interval reads about 2N (each pass lists about
+twice the machines it confirms).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gpucloud.core.flow import Sleep
 from gpucloud.core.instructions import Call, Concurrent, Gather, Op
 from gpucloud.core.launch import Answered, conclude, given, read_back, record_delivered
 from gpucloud.errors import GpuCloudError
@@ -56,6 +61,11 @@ def pass_at(position: int) -> bool:
     return position >= EVERY and position % EVERY == 0 and \
         (position // EVERY) & (position // EVERY - 1) == 0
 
+
+# How often, and how long at most, the last pass's listing waits for the
+# batch's last creates to be sent before it is.
+POLL = 0.002
+WAIT_FOR_SENDS = 5.0
 
 # Turns a concluded launch (its machine, or the error it ended with) into the
 # batch's item for its slot.
@@ -80,15 +90,36 @@ class Confirmations:
         return taken
 
 
+def listing(ctx: ClientContext, providers: list[str], all_sent: Callable[[], bool]) -> Op:
+    """The listings of the last pass, fetched while the last creates are
+    answered: {provider: its machines, or the error its listing ended with}.
+    Sent once ``all_sent`` says every create of the batch has been sent (so it
+    is booked behind them), or after ``WAIT_FOR_SENDS`` at most (an interrupted
+    batch never sends the rest)."""
+    waited = 0.0
+    while not all_sent() and waited < WAIT_FOR_SENDS:
+        yield Sleep(POLL)
+        waited += POLL
+    got = yield Gather([Call(p, ctx.adapter(p).list_instances()) for p in providers])
+    return dict(zip(providers, got))
+
+
 def confirm_pass(ctx: ClientContext, confirmations: Confirmations, finish: Finish,
-                 limit: int | Callable[[], int]) -> Op:
+                 limit: int | Callable[[], int],
+                 prefetched: dict[str, Any] | None = None) -> Op:
     """Confirm every launch answered so far; ``finish`` makes each one's item.
-    Returns [(slot index, item)]."""
+    ``prefetched``: listings already fetched (``listing``), used instead of new
+    ones where they did not fail. Returns [(slot index, item)]."""
     taken = confirmations.take()
     if not taken:
         return []
     providers = list(dict.fromkeys(a.offer.provider for _, a in taken))
-    listed = yield Gather([Call(p, ctx.adapter(p).list_instances()) for p in providers])
+    have = {p: m for p, m in (prefetched or {}).items() if not isinstance(m, BaseException)}
+    fresh = [p for p in providers if p not in have]
+    if fresh:
+        have.update(zip(fresh, (yield Gather([Call(p, ctx.adapter(p).list_instances())
+                                              for p in fresh]))))
+    listed = [have[p] for p in providers]
     seen: dict[tuple[str, str], Instance] = {}
     for provider, machines in zip(providers, listed):
         if isinstance(machines, BaseException):
@@ -124,4 +155,4 @@ def confirm_pass(ctx: ClientContext, confirmations: Confirmations, finish: Finis
     return done
 
 
-__all__ = ["Confirmations", "EVERY", "FEWEST", "confirm_pass", "pass_at"]
+__all__ = ["Confirmations", "EVERY", "FEWEST", "confirm_pass", "listing", "pass_at"]

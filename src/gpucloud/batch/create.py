@@ -198,7 +198,12 @@ class _Run:
         self.progress = progress
         self.stopped = False
         self.confirmations = Confirmations()
+        self.unsent = 0  # launches whose create is not sent yet (see confirm.listing)
         self._lock = threading.Lock()
+
+    def sent(self) -> None:
+        with self._lock:
+            self.unsent -= 1
 
     def settled(self, item: BatchItem) -> BatchItem:
         if not item.ok and item.status != "not_launched" and self.all_or_nothing:
@@ -252,23 +257,30 @@ def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[P
         return _item(run, index, requests[index].name, made, answered.attempts)
 
     ops: list[Op] = []
+    slot_of: dict[int, int] = {}  # op position -> the slot it launches
     for position, i in enumerate(todo):
         if confirm.pass_at(position):
             ops.append(confirm.confirm_pass(ctx, run.confirmations, finish, limit))
+        slot_of[len(ops)] = i
         ops.append(_slot(run, i, requests[i], plans[i],
                          plans[i].offer.provider in listed))
+    run.unsent = len(todo)
+    if listed:  # the last pass's listing, sent as the last creates are answered
+        ops.append(confirm.listing(ctx, sorted(listed), lambda: run.unsent <= 0))
     results = yield Concurrent(ops, limit=limit)
-    last = yield from confirm.confirm_pass(ctx, run.confirmations, finish, limit)
+    prefetched = results[-1] if listed else None
+    if isinstance(prefetched, BaseException):
+        raise prefetched  # a bug: listing() hands a provider's failure back as its value
+    last = yield from confirm.confirm_pass(ctx, run.confirmations, finish, limit,
+                                           prefetched=prefetched)
     items = dict(earlier)
-    for result in [*results, last]:
+    for position, result in enumerate([*results[:len(ops) - bool(listed)], last]):
         if isinstance(result, BaseException) and not isinstance(result, GpuCloudError):
             raise result  # a bug: never turned into a "failed machine"
-        if isinstance(result, list):  # a pass: the launches it confirmed
+        index = slot_of.get(position)
+        if index is None:  # a pass: the launches it confirmed
             items.update(result)
-    slots = iter(r for r in results if not isinstance(r, list))
-    for index in todo:
-        result = next(slots)
-        if isinstance(result, BatchItem):
+        elif isinstance(result, BatchItem):
             items[index] = result
         elif isinstance(result, GpuCloudError):
             items[index] = _failed(index, requests[index].name, result, [])
@@ -286,15 +298,25 @@ def _slot(run: _Run, index: int, request: CreateRequest, plan: Plan, listed: boo
 
     # A launch keeps its batch key held past an interrupted run (whose worker
     # threads go on): until it ends, a rerun would launch its slot again.
-    with pinned(run.ctx.journal.path.parent, run.key) as kept:
-        if run.keyed and not kept:  # the run was interrupted before this slot began
-            return run.settled(BatchItem(index=index, name=request.name,
-                                         status="not_launched"))
-        return (yield from _launch_slot(run, index, request, plan, listed))
+    sent = [False]
+
+    def once() -> None:  # this slot's create is sent, or will never be
+        if not sent[0]:
+            sent[0] = True
+            run.sent()
+
+    try:
+        with pinned(run.ctx.journal.path.parent, run.key) as kept:
+            if run.keyed and not kept:  # the run was interrupted before this slot began
+                return run.settled(BatchItem(index=index, name=request.name,
+                                             status="not_launched"))
+            return (yield from _launch_slot(run, index, request, plan, listed, once))
+    finally:
+        once()
 
 
 def _launch_slot(run: _Run, index: int, request: CreateRequest, plan: Plan,
-                 listed: bool) -> Op:
+                 listed: bool, on_send: Callable[[], None]) -> Op:
     """The slot's item; or, ``listed``, its launch ``Answered`` and waiting for a
     pass to confirm it (batch/confirm.py)."""
     if run.stopped:  # an all-or-nothing batch has already failed
@@ -304,7 +326,7 @@ def _launch_slot(run: _Run, index: int, request: CreateRequest, plan: Plan,
         made = yield from launch(run.ctx, plan, name=request.name, image=request.image,
                                  ssh_key=request.ssh_key, disk_gb=request.disk_gb,
                                  attempts=attempts, slot=(run.key, index),
-                                 confirm_later=listed)
+                                 confirm_later=listed, on_send=on_send)
     except GpuCloudError as exc:
         made = exc
     if isinstance(made, Answered):

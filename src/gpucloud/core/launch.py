@@ -39,7 +39,7 @@ ambiguous failures, a journal entry for every attempt.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -70,14 +70,15 @@ RECONCILE_DELAYS = (0.0, 2.0, 5.0)  # seconds before each look for an ambiguous 
 def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | None,
            ssh_key: str | None, disk_gb: int | None, job: JobRun | None = None,
            attempts: list[Attempt] | None = None, slot: tuple[str, int] | None = None,
-           confirm_later: bool = False) -> Op:
+           confirm_later: bool = False, on_send: Callable[[], None] | None = None) -> Op:
     """One machine. ``attempts``: this launch's own list (a batch runs many at
     once on one context, so it passes one per slot); without it the list is
     also the context's ``last_attempts``. ``slot``: (batch key, slot index),
     journaled with every intent so a restarted batch finds what it made.
     ``confirm_later``: a create answered with a well-formed id returns its
     ``Answered`` unconfirmed, for the caller to ``conclude`` (a batch confirms
-    many with one listing); otherwise it is read back here."""
+    many with one listing); otherwise it is read back here. ``on_send``: called
+    just before each create request is sent."""
     if attempts is None:
         attempts = []
         ctx.last_attempts = attempts
@@ -111,6 +112,8 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
         ctx.report(launching)
         try:
             submitted = None
+            if on_send is not None:
+                on_send()
             if job is None:
                 instance = yield Call(offer.provider, adapter.create(spec))
                 if not adapter.create_reads_back:
