@@ -8,7 +8,9 @@
   latencies call for (core/concurrency.py, Little's law); each goes through
   core/launch.py with its own attempts: failover on definite refusals, lookup
   by launch id after an ambiguous failure, never a blind re-send. The
-  provider's rate limit paces them (transport/http.py).
+  provider's rate limit paces them (transport/http.py). The machines of 8 or
+  more launches on a provider are confirmed by listing it, a pass per many
+  machines, not read back one by one (batch/confirm.py).
 * Every intent is journaled with the batch key and its slot (0..N-1). A
   batch run again with the same key first settles what an earlier run made:
   one listing per provider (looked at again after launcher.RECONCILE_DELAYS

@@ -21,7 +21,9 @@ ambiguous failures, a journal entry for every attempt.
   APIResponseValidationError is raised with the launch id (reconcile repairs
   the journal later).
 * A well-formed id is read back (GET by id; Lambda, Vast and Verda do it
-  inside create) before the machine counts as created: a 404 means the reply
+  inside create; a batch confirms many with one listing, batch/confirm.py,
+  through ``confirm_later`` and ``conclude``) before the machine counts as
+  created: a 404 means the reply
   named a machine that is not there, which is handled like the wrong form
   above, and so is a machine read back that carries another launch id. Until
   the read answers, the journal holds the replied id (status ambiguous) and
