@@ -4,18 +4,21 @@ For each cell of a grid of request rates (the sandbox's limit, which its
 adapter declares, so the client's limiter paces to it) and latencies (added
 to every request the simulated cloud answers), `Client.create_many` makes N
 machines with NO concurrency given: whatever the client chooses by default.
-The bound is what the limit allows. Printed two ways: N / rate (one request
-per create), and requests / rate, counting every request the cloud answered:
-a create is its POST and the GET that reads the new machine back (a reply
-that names a machine is confirmed before the machine counts as made), plus
-the plan's offer lookup. The goal is on the second: the limit is on requests. N is the rate times
-`--seconds` (at least 10), so every cell takes about as long. The headline
-cell is 2,000 creates at 200 requests/s with 50 ms latency.
+The bound is what the limit allows for one request per create: N / rate. The
+goal is on it: every other request the batch makes counts against it, the
+plan's offer lookup and the confirmation of the machines made (a reply that
+names a machine is confirmed before the machine counts as made; a batch
+confirms with one listing per pass, batch/confirm.py, instead of a GET per
+create). Also printed, as information: requests / rate, counting every
+request the cloud answered (429s included), which says how close the client
+keeps to the limit whatever it sends. N is the rate times `--seconds` (at
+least 10), so every cell takes about as long. The headline cell is 2,000
+creates at 200 requests/s with 50 ms latency.
 
     python bench/batch_sweep.py [--rates 1,20,200,500] [--latencies-ms 5,50,500]
                                 [--seconds 6] [--headline]
 
-Goal: wall / bound <= 1.15 in every cell. Nothing here asserts an absolute
+Goal: wall / (N / rate) <= 1.15 in every cell. Nothing here asserts an absolute
 time; each cell runs in a fresh process with its own home and cloud.
 """
 
@@ -82,14 +85,14 @@ def main() -> int:
                  for rate in rates for latency in latencies]
     worst = worst_requests = 0.0
     print(f"{'N':>6} {'rate/s':>7} {'latency':>8} {'wall s':>7} {'N/rate':>7} "
-          f"{'ratio':>6} {'requests':>8} {'req/rate':>8} {'ratio':>6} {'429s':>5}")
+          f"{'GOAL':>6} {'requests':>8} {'req/rate':>8} {'(info)':>6} {'429s':>5}")
     started = time.perf_counter()
     for n, rate, latency in cells:
         got = cell(n, rate, latency)
         bound = n / rate
         ratio = got["wall"] / bound
-        # Every request counts against the limit: the plan's offer lookup, each
-        # create's POST and the GET that reads the new machine back.
+        # Information: how near the limit the requests sent ran (the offer
+        # lookup, the creates, the confirmations, any 429s).
         request_bound = got["requests"] / rate
         request_ratio = got["wall"] / request_bound
         worst = max(worst, ratio)
@@ -98,10 +101,10 @@ def main() -> int:
         print(f"{n:>6} {rate:>7g} {latency:>6g}ms {got['wall']:>7.2f} {bound:>7.2f} "
               f"{ratio:>6.3f} {got['requests']:>8} {request_bound:>8.2f} {request_ratio:>6.3f} "
               f"{got['refused']:>5}{flag}", flush=True)
-    print(f"worst wall / (N / rate) {worst:.3f}; worst wall / (requests / rate) "
-          f"{worst_requests:.3f} (goal <= {GOAL} in every cell); "
+    print(f"worst wall / (N / rate) {worst:.3f} (goal <= {GOAL} in every cell); "
+          f"worst wall / (requests / rate) {worst_requests:.3f} (information); "
           f"sweep took {time.perf_counter() - started:.0f} s")
-    return 0 if worst_requests <= GOAL else 1
+    return 0 if worst <= GOAL else 1
 
 
 if __name__ == "__main__":

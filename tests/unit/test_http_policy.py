@@ -6,7 +6,7 @@ import pytest
 from gpucloud.transport.http import RetryPolicy, run_flow, with_policy
 from gpucloud.providers.base import KIND_EXTENSION
 from gpucloud.errors import APITimeoutError
-from gpucloud.transport.ratelimit import Limiter, RateLimit
+from gpucloud.transport.ratelimit import MARGIN, Limiter, RateLimit
 
 
 def one_request(kind, method="POST"):
@@ -71,9 +71,10 @@ def test_rate_limiter_spaces_requests():
     limiter = Limiter({"launch": RateLimit.every(12.0), "*": RateLimit(1.0)},
                       clock=lambda: now[0])
     assert limiter.reserve("launch") == 0
-    assert limiter.reserve("launch") == 12.0
+    # Each slot is MARGIN (1%) wider than the declared interval (ratelimit.py).
+    assert limiter.reserve("launch") == pytest.approx(12.0 * (1 + MARGIN), abs=1e-3)
     # The second launch was booked at +12 s; any request keeps 1 s from it.
-    assert limiter.reserve("read") == 13.0
+    assert limiter.reserve("read") == pytest.approx(13.0 * (1 + MARGIN), abs=1e-3)
     now[0] += 60
     assert limiter.reserve("launch") == 0
 

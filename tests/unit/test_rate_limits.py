@@ -21,6 +21,7 @@ from gpucloud.config.credentials import Credential
 from gpucloud.transport.ratelimit import (
     DECREASE,
     FLOOR,
+    MARGIN,
     RECOVER,
     Limiter,
     LimiterRegistry,
@@ -39,18 +40,28 @@ class Clock:
 
 # -- the limiter ------------------------------------------------------------------------
 
+# Slots are booked MARGIN wider than the rate (ratelimit.py: requests sent on
+# exact slots can arrive closer than one interval): W times each interval.
+W = 1 + MARGIN
+
+
+def widened(*seconds: float) -> list[object]:
+    """The waits for slots `seconds` apart at the declared rate, as reserve
+    gives them (whole milliseconds)."""
+    return [pytest.approx(s * W, abs=1e-3) for s in seconds]
+
 
 def test_burst_then_steady_rate():
     limiter = Limiter({"*": RateLimit(10, burst=5)}, Clock())
-    assert [limiter.reserve("read") for _ in range(8)] == [0, 0, 0, 0, 0, 0.1, 0.2, 0.3]
+    assert [limiter.reserve("read") for _ in range(8)] == widened(0, 0, 0, 0, 0, 0.1, 0.2, 0.3)
 
 
 def test_idle_time_refills_the_burst_but_never_beyond_it():
     clock = Clock()
     limiter = Limiter({"*": RateLimit(10, burst=2)}, clock)
-    assert [limiter.reserve("read") for _ in range(3)] == [0, 0, 0.1]
+    assert [limiter.reserve("read") for _ in range(3)] == widened(0, 0, 0.1)
     clock.t += 60
-    assert [limiter.reserve("read") for _ in range(3)] == [0, 0, 0.1]
+    assert [limiter.reserve("read") for _ in range(3)] == widened(0, 0, 0.1)
 
 
 def test_a_429_pauses_every_kind_and_cuts_the_rate_once_per_pause():
@@ -62,7 +73,7 @@ def test_a_429_pauses_every_kind_and_cuts_the_rate_once_per_pause():
     assert limiter.factor == DECREASE and limiter.throttles == 2
     assert limiter.reserve("launch") == 5.0  # every kind waits out the pause
     # then one per 2 s / DECREASE, no longer one per 2 s
-    assert limiter.reserve("read") == pytest.approx(5 + 2 / DECREASE, abs=1e-3)
+    assert limiter.reserve("read") == pytest.approx(5 + 2 * W / DECREASE, abs=1e-3)
     clock.t = 1100
     limiter.throttled(1, told=True)  # the rate was still too high: cut again
     assert limiter.factor == pytest.approx(DECREASE ** 2)
@@ -75,7 +86,7 @@ def test_after_our_own_backoff_the_next_slot_keeps_the_lowered_interval():
     limiter.throttled(0.3)  # no Retry-After: a short backoff
     # One lowered interval after the 429, not merely after the 0.3 s pause: a
     # pause shorter than the real spacing would only earn another 429.
-    assert limiter.reserve("read") == pytest.approx(2 / DECREASE, abs=1e-3)
+    assert limiter.reserve("read") == pytest.approx(2 * W / DECREASE, abs=1e-3)
 
 
 def test_the_rate_recovers_slowly_and_never_falls_below_the_floor():
@@ -181,9 +192,10 @@ def test_a_429_pauses_the_flows_that_did_not_get_it():
 
     flows = [with_policy("test", one_request("read"), limiter) for _ in range(8)]
     assert simulate(flows, server, clock) == [200] * 8
-    assert len(sent) == 9 and sent[:3] == [1000, 1001, 1002]
-    # The flows booked for 1003 and 1004 were asleep when the 429 came: they wait too.
-    assert not [t for t in sent if 1002 < t < 1005]
+    assert len(sent) == 9 and sent[:3] == [1000, 1000 + W, pytest.approx(1000 + 2 * W)]
+    # The flows booked for the next two slots were asleep when the 429 came: they
+    # wait too, until the 3 s pause is over.
+    assert not [t for t in sent if sent[2] < t < sent[2] + 3]
     assert all(b - a >= 1 for a, b in zip(sent, sent[1:]))
     assert limiter.throttles == 1 and limiter.factor < 1
 
@@ -227,6 +239,34 @@ def test_lambda_launches_keep_12_s_apart_across_concurrent_creates():
              for kind in ["launch", "read", "launch", "read", "launch", "launch"]]
     simulate(flows, server, clock)
     launches = [t for t, kind in sent if kind == "launch"]
-    assert launches == [1000, 1012, 1024, 1036]
+    assert launches == pytest.approx([1000, 1000 + 12 * W, 1000 + 24 * W, 1000 + 36 * W])
     times = sorted(t for t, _ in sent)
     assert all(b - a >= 1 for a, b in zip(times, times[1:]))
+
+
+def test_a_millisecond_of_jitter_against_a_one_token_bucket_costs_no_429():
+    """Declared 1/s, and the provider's bucket holds one token (the sandbox's,
+    at 1/s). Each request reaches it a little after it was sent: 1 ms late, then
+    on time, alternately (a thread woken late, the next one not). Paced on exact
+    slots, the on-time request arrives 0.999 s after the late one: a 429, a
+    Retry-After pause and a cut rate. The pacing margin keeps every one apart."""
+    from gpucloud.providers.sandbox.transport import TokenBucket
+
+    clock = Clock()
+    arrival = {"t": clock.t}
+    bucket = TokenBucket(1.0, clock=lambda: arrival["t"])
+    limiter = Limiter({"*": RateLimit(1.0)}, clock)
+    statuses: list[int] = []
+
+    def server(request):
+        arrival["t"] = clock.t + (0.001 if len(statuses) % 2 == 0 else 0.0)
+        status = 429 if bucket.take() else 200
+        statuses.append(status)
+        headers = {"Retry-After": "1"} if status == 429 else {}
+        return httpx.Response(status, headers=headers, request=request)
+
+    n = 12
+    flows = [with_policy("test", one_request("read"), limiter) for _ in range(n)]
+    assert simulate(flows, server, clock) == [200] * n
+    assert statuses == [200] * n and limiter.factor == 1.0
+    assert clock.t - 1000 <= (n - 1) * W + 1e-6  # the margin is all it costs

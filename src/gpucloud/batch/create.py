@@ -8,7 +8,9 @@
   latencies call for (core/concurrency.py, Little's law); each goes through
   core/launch.py with its own attempts: failover on definite refusals, lookup
   by launch id after an ambiguous failure, never a blind re-send. The
-  provider's rate limit paces them (transport/http.py).
+  provider's rate limit paces them (transport/http.py). The machines of 8 or
+  more launches on a provider are confirmed by listing it, a pass per many
+  machines, not read back one by one (batch/confirm.py).
 * Every intent is journaled with the batch key and its slot (0..N-1). A
   batch run again with the same key first settles what an earlier run made:
   one listing per provider (looked at again after launcher.RECONCILE_DELAYS
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -41,7 +44,9 @@ from gpucloud.errors import (
     exit_code_for,
     option,
 )
-from gpucloud.core.launch import RECONCILE_DELAYS, launch
+from gpucloud.batch import confirm
+from gpucloud.batch.confirm import Confirmations
+from gpucloud.core.launch import RECONCILE_DELAYS, Answered, launch
 from gpucloud.models import Attempt, Instance, Plan
 from gpucloud.core.concurrency import launch_limit
 from gpucloud.core.instructions import Call, Concurrent, Gather, Op
@@ -194,7 +199,13 @@ class _Run:
         self.all_or_nothing = all_or_nothing
         self.progress = progress
         self.stopped = False
+        self.confirmations = Confirmations()
+        self.unsent = 0  # launches whose create is not sent yet (see confirm.listing)
         self._lock = threading.Lock()
+
+    def sent(self) -> None:
+        with self._lock:
+            self.unsent -= 1
 
     def settled(self, item: BatchItem) -> BatchItem:
         if not item.ok and item.status != "not_launched" and self.all_or_nothing:
@@ -217,6 +228,18 @@ def launch_batch(ctx: ClientContext, requests: list[CreateRequest], plans: list[
                         hint="or leave it out: the provider's rate and the latency observed "
                              "set it")
     ctx.created, ctx.in_flight, ctx.last_attempts = [], [], []
+    ctx.key_memo = {}  # every launch of the batch resolves its key once
+    try:
+        return (yield from _launch_all(ctx, requests, plans, concurrency=concurrency,
+                                       all_or_nothing=all_or_nothing, batch=batch,
+                                       progress=progress))
+    finally:
+        ctx.key_memo = None
+
+
+def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[Plan], *,
+                concurrency: int | None, all_or_nothing: bool, batch: str | None,
+                progress: Progress | None) -> Op:
     run = _Run(ctx, batch or "b-" + secrets.token_hex(5), all_or_nothing, progress,
                keyed=batch is not None)
     earlier: dict[int, BatchItem] = {}
@@ -228,14 +251,42 @@ def launch_batch(ctx: ClientContext, requests: list[CreateRequest], plans: list[
     # Not given: as many in flight as the providers' rates and latencies call for.
     limit = concurrency if concurrency is not None else launch_limit(
         ctx, (plans[i].offer.provider for i in todo))
-    results = yield Concurrent([_slot(run, i, requests[i], plans[i]) for i in todo],
-                               limit=limit)
+    # Many launches on a provider are confirmed by listing it (batch/confirm.py).
+    per_provider = Counter(plans[i].offer.provider for i in todo)
+    listed = {p for p, n in per_provider.items() if n >= confirm.FEWEST}
+
+    def finish(index: int, answered: Answered, made: Any) -> BatchItem:
+        return _item(run, index, requests[index].name, made, answered.attempts)
+
+    ops: list[Op] = []
+    slot_of: dict[int, int] = {}  # op position -> the slot it launches
+    for position, i in enumerate(todo):
+        if confirm.pass_at(position):
+            ops.append(confirm.confirm_pass(ctx, run.confirmations, finish, limit))
+        slot_of[len(ops)] = i
+        ops.append(_slot(run, i, requests[i], plans[i],
+                         plans[i].offer.provider in listed))
+    run.unsent = len(todo)
+    if listed:  # the last pass's listing, sent as the last creates are answered
+        ops.append(confirm.listing(ctx, sorted(listed), lambda: run.unsent <= 0))
+    results = yield Concurrent(ops, limit=limit)
+    prefetched = results[-1] if listed else None
+    if isinstance(prefetched, BaseException):
+        raise prefetched  # a bug: listing() hands a provider's failure back as its value
+    last = yield from confirm.confirm_pass(ctx, run.confirmations, finish, limit,
+                                           prefetched=prefetched)
     items = dict(earlier)
-    for index, result in zip(todo, results):
+    for position, result in enumerate([*results[:len(ops) - bool(listed)], last]):
         if isinstance(result, BaseException) and not isinstance(result, GpuCloudError):
             raise result  # a bug: never turned into a "failed machine"
-        items[index] = result if isinstance(result, BatchItem) else _failed(
-            index, requests[index].name, result, [])
+        index = slot_of.get(position)
+        if index is None:  # a pass: the launches it confirmed
+            items.update(result)
+        elif isinstance(result, BatchItem):
+            items[index] = result
+        elif isinstance(result, GpuCloudError):
+            items[index] = _failed(index, requests[index].name, result, [])
+        # else answered: its item came from a pass
     distinct = list({id(p): p for p in plans}.values())
     result_ = BatchResult(batch=run.key, items=tuple(items[i] for i in range(len(requests))),
                           plans=tuple(distinct))
@@ -244,33 +295,56 @@ def launch_batch(ctx: ClientContext, requests: list[CreateRequest], plans: list[
     return result_
 
 
-def _slot(run: _Run, index: int, request: CreateRequest, plan: Plan) -> Op:
+def _slot(run: _Run, index: int, request: CreateRequest, plan: Plan, listed: bool) -> Op:
     from gpucloud.batch.lock import pinned
 
     # A launch keeps its batch key held past an interrupted run (whose worker
     # threads go on): until it ends, a rerun would launch its slot again.
-    with pinned(run.ctx.journal.path.parent, run.key) as kept:
-        if run.keyed and not kept:  # the run was interrupted before this slot began
-            return run.settled(BatchItem(index=index, name=request.name,
-                                         status="not_launched"))
-        return (yield from _launch_slot(run, index, request, plan))
+    sent = [False]
+
+    def once() -> None:  # this slot's create is sent, or will never be
+        if not sent[0]:
+            sent[0] = True
+            run.sent()
+
+    try:
+        with pinned(run.ctx.journal.path.parent, run.key) as kept:
+            if run.keyed and not kept:  # the run was interrupted before this slot began
+                return run.settled(BatchItem(index=index, name=request.name,
+                                             status="not_launched"))
+            return (yield from _launch_slot(run, index, request, plan, listed, once))
+    finally:
+        once()
 
 
-def _launch_slot(run: _Run, index: int, request: CreateRequest, plan: Plan) -> Op:
+def _launch_slot(run: _Run, index: int, request: CreateRequest, plan: Plan,
+                 listed: bool, on_send: Callable[[], None]) -> Op:
+    """The slot's item; or, ``listed``, its launch ``Answered`` and waiting for a
+    pass to confirm it (batch/confirm.py)."""
     if run.stopped:  # an all-or-nothing batch has already failed
         return run.settled(BatchItem(index=index, name=request.name, status="not_launched"))
     attempts: list[Attempt] = []
     try:
-        instance = yield from launch(run.ctx, plan, name=request.name, image=request.image,
-                                     ssh_key=request.ssh_key, disk_gb=request.disk_gb,
-                                     attempts=attempts, slot=(run.key, index))
+        made = yield from launch(run.ctx, plan, name=request.name, image=request.image,
+                                 ssh_key=request.ssh_key, disk_gb=request.disk_gb,
+                                 attempts=attempts, slot=(run.key, index),
+                                 confirm_later=listed, on_send=on_send)
     except GpuCloudError as exc:
-        run.ctx.last_attempts.extend(attempts)
-        return run.settled(_failed(index, request.name, exc, attempts))
+        made = exc
+    if isinstance(made, Answered):
+        run.confirmations.add(index, made)
+        return made
+    return _item(run, index, request.name, made, attempts)
+
+
+def _item(run: _Run, index: int, name: str | None, made: Instance | GpuCloudError,
+          attempts: list[Attempt]) -> BatchItem:
+    """A concluded launch as its slot's item, recorded and reported."""
     run.ctx.last_attempts.extend(attempts)
-    return run.settled(BatchItem(index=index, name=instance.name, launch_id=instance.launch_id,
-                                 status="created", instance=instance,
-                                 attempts=tuple(attempts)))
+    if isinstance(made, GpuCloudError):
+        return run.settled(_failed(index, name, made, attempts))
+    return run.settled(BatchItem(index=index, name=made.name, launch_id=made.launch_id,
+                                 status="created", instance=made, attempts=tuple(attempts)))
 
 
 def _failed(index: int, name: str | None, exc: GpuCloudError,

@@ -100,6 +100,10 @@ class ClientContext:
         # that exist, and launches sent whose outcome is not known yet.
         self.created: list[Instance] = []
         self.in_flight: list[Attempt] = []
+        # SSH keys resolved once for a whole batch (its launches name the same
+        # key; looking for the default key files is file-system work each time):
+        # set by batch/create.py for its run, None otherwise.
+        self.key_memo: dict[str | None, tuple[str | None, str | None, str | None]] | None = None
         self._adapters: dict[str, Provider] = {}
         self._journal: Journal | None = None
 
@@ -227,6 +231,17 @@ class ClientContext:
         if self.on_attempt is not None:
             self.on_attempt(attempt)
 
+    def ssh_key(self, ssh_key: str | None) -> tuple[str | None, str | None, str | None]:
+        """(key name, public key text, key file journaled) for `ssh_key`: see
+        resolve_ssh_key and ssh_key_file; once per batch (key_memo)."""
+        memo = self.key_memo
+        if memo is not None and ssh_key in memo:
+            return memo[ssh_key]
+        resolved = (*resolve_ssh_key(ssh_key), ssh_key_file(ssh_key))
+        if memo is not None:
+            memo[ssh_key] = resolved
+        return resolved
+
     def instance_spec(self, offer: Offer, adapter: Provider, *, name: str | None,
                       image: str | None, ssh_key: str | None, disk_gb: int | None,
                       shutdown_at: Any, job: Any = None,
@@ -234,7 +249,7 @@ class ClientContext:
         from gpucloud.models import InstanceSpec
 
         launch_id = new_launch_id(job=job is not None)
-        key_name, public_key = resolve_ssh_key(ssh_key)
+        key_name, public_key, _ = self.ssh_key(ssh_key)
         if adapter.capabilities.needs_ssh_key and key_name is None:
             raise ConfigurationError(
                 f"{offer.provider} needs an SSH key to launch and none was found",

@@ -21,7 +21,9 @@ ambiguous failures, a journal entry for every attempt.
   APIResponseValidationError is raised with the launch id (reconcile repairs
   the journal later).
 * A well-formed id is read back (GET by id; Lambda, Vast and Verda do it
-  inside create) before the machine counts as created: a 404 means the reply
+  inside create; a batch confirms many with one listing, batch/confirm.py,
+  through ``confirm_later`` and ``conclude``) before the machine counts as
+  created: a 404 means the reply
   named a machine that is not there, which is handled like the wrong form
   above, and so is a machine read back that carries another launch id. Until
   the read answers, the journal holds the replied id (status ambiguous) and
@@ -38,16 +40,18 @@ ambiguous failures, a journal entry for every attempt.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpucloud.providers.base import Sleep
-from gpucloud.core.context import ssh_key_file
 from gpucloud.safety import budget, ledger_events
 from gpucloud.jobs import costs as job_costs
 from gpucloud.core.instructions import Call, Op
 from gpucloud.errors import (
     APIConnectionError, APIError, APIResponseValidationError, GpuCloudError,
-    InsufficientCapacityError, InternalServerError, QuotaExceededError, option,
+    InsufficientCapacityError, InternalServerError, QuotaExceededError, StateError, option,
 )
 from gpucloud.models import Attempt, Offer, Plan
 from gpucloud.safety.launch_deadline import deadline_for
@@ -55,12 +59,14 @@ from gpucloud.transport.redaction import register_secrets
 
 if TYPE_CHECKING:
     from gpucloud.core.context import ClientContext
+    from datetime import datetime
     from decimal import Decimal
 
-    from gpucloud.models import Instance, JobRun
+    from gpucloud.models import Instance, Job, JobRun
     from gpucloud.providers.base import Provider
 
 MAX_ATTEMPTS = 3
+_FLIGHT = threading.Lock()  # removals from a context's in_flight (a batch's threads)
 RECONCILE_DELAYS = (0.0, 2.0, 5.0)  # seconds before each look for an ambiguous launch
 
 
@@ -72,11 +78,16 @@ def machine_cap(plan: Plan) -> Decimal | None:
 
 def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | None,
            ssh_key: str | None, disk_gb: int | None, job: JobRun | None = None,
-           attempts: list[Attempt] | None = None, slot: tuple[str, int] | None = None) -> Op:
+           attempts: list[Attempt] | None = None, slot: tuple[str, int] | None = None,
+           confirm_later: bool = False, on_send: Callable[[], None] | None = None) -> Op:
     """One machine. ``attempts``: this launch's own list (a batch runs many at
     once on one context, so it passes one per slot); without it the list is
     also the context's ``last_attempts``. ``slot``: (batch key, slot index),
-    journaled with every intent so a restarted batch finds what it made."""
+    journaled with every intent so a restarted batch finds what it made.
+    ``confirm_later``: a create answered with a well-formed id returns its
+    ``Answered`` unconfirmed, for the caller to ``conclude`` (a batch confirms
+    many with one listing); otherwise it is read back here. ``on_send``: called
+    just before each create request is sent."""
     if attempts is None:
         attempts = []
         ctx.last_attempts = attempts
@@ -100,7 +111,7 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
         budget.admit(ctx, plan, offer, lambda committed: ctx.journal.record_intent(
             launch_id=spec.launch_id, provider=offer.provider, instance_type=offer.instance_type,
             region=offer.region, name=spec.name, price_per_hour=str(offer.price_per_hour),
-            shutdown_at=shutdown_at, ssh_key_path=ssh_key_file(ssh_key), committed=committed,
+            shutdown_at=shutdown_at, ssh_key_path=ctx.ssh_key(ssh_key)[2], committed=committed,
             batch_key=batch_key, slot=index),
             disk_gb=disk_gb)
         # In flight until its outcome is known: an interrupt (Ctrl-C) now
@@ -109,17 +120,17 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
         ctx.in_flight.append(launching)
         ctx.report(launching)
         try:
+            submitted = None
+            if on_send is not None:
+                on_send()
             if job is None:
                 instance = yield Call(offer.provider, adapter.create(spec))
                 if not adapter.create_reads_back:
                     adapter.check_reply_id(instance.id)  # before the journal names it
                     launching = _answered(ctx, launching, instance.id)
-                    instance = yield Call(offer.provider, adapter.read_back(instance))
-                _check_launch_id(adapter, spec.launch_id, instance)
             else:
                 submitted = yield Call(offer.provider, adapter.submit_job(spec))
                 instance = submitted.instance
-            outcome = "created"
         except (InsufficientCapacityError, QuotaExceededError) as exc:
             _settle(ctx, launching)
             _failed(ctx, attempts, spec.launch_id, offer, exc)
@@ -131,56 +142,19 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
             if isinstance(exc, APIConnectionError) and not exc.sent:
                 _settle(ctx, launching)
                 raise _failed(ctx, attempts, spec.launch_id, offer, exc) from exc
-            # Ambiguous: the machine may exist. Look for it; never re-send.
-            ctx.tolerant(f"launch {spec.launch_id} is not journaled as ambiguous",
-                         ctx.journal.mark, spec.launch_id, "ambiguous", error=exc.code)
-            found = yield from _find_launch(ctx, offer.provider, spec.launch_id, job is not None)
-            _settle(ctx, launching)
-            if found is None:
-                attempts.append(_attempt(offer, spec.launch_id, "failed", exc))
-                ctx.report(attempts[-1])
-                raise exc.with_details(
-                    attempts=attempts, launch_id=spec.launch_id,
-                    hint=(f"the machine may still appear: run `gpucloud list --provider "
-                          f"{offer.provider}` and look for launch id {spec.launch_id}; "
-                          "nothing was retried")) from exc
-            outcome = "adopted"
-            if job is None:
-                instance = found
-            else:
-                submitted, instance = found, found.instance
+            answered = Answered(offer, spec.launch_id, None, None, launching, attempts,
+                                shutdown_at, disk_gb, job is not None)
+            return (yield from _ambiguous(ctx, answered, exc))
         except GpuCloudError as exc:
             _settle(ctx, launching)
             raise _failed(ctx, attempts, spec.launch_id, offer, exc) from exc
-        _settle(ctx, launching)
-        made = instance if instance is not None else submitted  # a job without a machine
-        # The machine exists: a journal that fails now must not hide it.
-        # The ledger first: the budget counts the launch by its intent until its
-        # machine is in the ledger, so in this order it is never counted nowhere.
-        # Either failing (a full disk, a database gone read-only) is a warning
-        # that names the repair: reconcile finds the machine by its launch id.
-        if instance is not None:
-            ctx.tolerant(f"{instance.ref} is not in the cost ledger: once the state database "
-                         "is usable, run `gpucloud reconcile`, then `gpucloud list` (the "
-                         "listing records it for `gpucloud costs` and the monthly budget)",
-                         ledger_events.launched, ctx, instance, offer, disk_gb, shutdown_at,
-                         spec.launch_id)
-        else:  # a job without a machine (a Kubernetes Job): counted as itself
-            ctx.tolerant(f"{made.ref} is not in the cost ledger: `gpucloud costs` and the "
-                         "monthly budget do not count it", job_costs.launched, ctx, submitted,
-                         offer, disk_gb, shutdown_at, spec.launch_id)
-        ctx.tolerant(f"{made.ref} (launch id {spec.launch_id}) was created but is not "
-                     "journaled as delivered: once the state database is usable, run "
-                     "`gpucloud reconcile` to record it", ctx.journal.mark, spec.launch_id,
-                     "delivered", instance_id=made.id)
-        attempts.append(_attempt(offer, spec.launch_id, outcome, None))
-        ctx.report(attempts[-1])
-        if instance is not None and instance.shutdown_at is None and shutdown_at is not None:
-            instance = instance.model_copy(update={"shutdown_at": shutdown_at})
-        if job is None:
-            return instance
-        return submitted.model_copy(update={
-            "instance": instance, "shutdown_at": submitted.shutdown_at or shutdown_at})
+        answered = Answered(offer, spec.launch_id, instance, submitted, launching, attempts,
+                            shutdown_at, disk_gb, job is not None)
+        if job is None and not adapter.create_reads_back:
+            if confirm_later:
+                return answered
+            return (yield from conclude(ctx, answered, read_back(ctx, answered)))
+        return (yield from conclude(ctx, answered, given(instance)))
     assert last is not None
     hint = last.hint
     if queue:
@@ -188,6 +162,138 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
                 f"retry, or narrow {option('provider', '--provider')} or "
                 f"{option('region', '--region')}")
     raise last.with_details(attempts=attempts, launch_id=last_launch, hint=hint) from last
+
+
+@dataclass
+class Answered:
+    """A launch whose request was answered: ``instance`` as the create replied
+    (None when the answer was ambiguous), not yet confirmed. A batch holds
+    these until one listing confirms many (batch/confirm.py); a single create
+    concludes at once."""
+
+    offer: Offer
+    launch_id: str
+    instance: Instance | None
+    submitted: Job | None
+    launching: Attempt  # the attempt in flight, naming the replied id once known
+    attempts: list[Attempt]
+    shutdown_at: datetime | None
+    disk_gb: int | None
+    job: bool
+
+
+def read_back(ctx: ClientContext, answered: Answered) -> Op:
+    """The confirmation of a create on its own: a GET by the replied id."""
+    assert answered.instance is not None
+    provider = answered.offer.provider
+    return (yield Call(provider, ctx.adapter(provider).read_back(answered.instance)))
+
+
+def given(outcome: Any) -> Op:
+    """A confirmation already known: the machine, or the error that refutes it."""
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+    yield  # pragma: no cover - an operation
+
+
+def conclude(ctx: ClientContext, answered: Answered, confirm: Op, *,
+             recorded: bool = False) -> Op:
+    """The rest of a launch once its create was answered: ``confirm`` (an
+    operation giving the machine as read back) must agree with the reply, else
+    the machine is looked for by launch id; then it is recorded as delivered
+    (``recorded``: already, by ``record_delivered``)."""
+    adapter = ctx.adapter(answered.offer.provider)
+    try:
+        instance = yield from confirm
+        if not answered.job:
+            _check_launch_id(adapter, answered.launch_id, instance)
+    except (APIConnectionError, InternalServerError, APIResponseValidationError) as exc:
+        return (yield from _ambiguous(ctx, answered, exc))
+    except GpuCloudError as exc:
+        _settle(ctx, answered.launching)
+        raise _failed(ctx, answered.attempts, answered.launch_id, answered.offer, exc) from exc
+    return _delivered(ctx, answered, instance, answered.submitted, "created", recorded)
+
+
+def record_delivered(ctx: ClientContext,
+                     confirmed: Sequence[tuple[Answered, Instance]]) -> bool:
+    """Machines confirmed together (a batch's pass) recorded as ``_delivered``
+    records one, all in one transaction of the state database rather than two
+    commits each. False: the database could not take it, nothing of it is
+    recorded, and each launch then records itself (with its own warning)."""
+    from gpucloud.safety.ledger import SCHEMA as LEDGER_SCHEMA
+
+    try:
+        with ctx.journal.exclusive(LEDGER_SCHEMA):
+            for answered, instance in confirmed:
+                ledger_events.launched(ctx, instance, answered.offer, answered.disk_gb,
+                                       answered.shutdown_at, answered.launch_id)
+                ctx.journal.mark(answered.launch_id, "delivered", instance_id=instance.id)
+    except StateError:
+        return False
+    return True
+
+
+def _ambiguous(ctx: ClientContext, answered: Answered, exc: GpuCloudError) -> Op:
+    """The machine may exist: look for it by launch id; never re-send."""
+    launch_id, offer = answered.launch_id, answered.offer
+    ctx.tolerant(f"launch {launch_id} is not journaled as ambiguous",
+                 ctx.journal.mark, launch_id, "ambiguous", error=exc.code)
+    found = yield from _find_launch(ctx, offer.provider, launch_id, answered.job)
+    _settle(ctx, answered.launching)
+    if found is None:
+        answered.attempts.append(_attempt(offer, launch_id, "failed", exc))
+        ctx.report(answered.attempts[-1])
+        raise exc.with_details(
+            attempts=answered.attempts, launch_id=launch_id,
+            hint=(f"the machine may still appear: run `gpucloud list --provider "
+                  f"{offer.provider}` and look for launch id {launch_id}; "
+                  "nothing was retried")) from exc
+    if answered.job:
+        return _delivered(ctx, answered, found.instance, found, "adopted")
+    return _delivered(ctx, answered, found, None, "adopted")
+
+
+def _delivered(ctx: ClientContext, answered: Answered, instance: Instance | None,
+               submitted: Job | None, outcome: str, recorded: bool = False) -> Any:
+    """Record a machine (or job) that exists; the Instance, or the Job."""
+    offer, launch_id, disk_gb = answered.offer, answered.launch_id, answered.disk_gb
+    shutdown_at, attempts = answered.shutdown_at, answered.attempts
+    _settle(ctx, answered.launching)
+    made = instance if instance is not None else submitted  # a job without a machine
+    assert made is not None
+    # The machine exists: a journal that fails now must not hide it.
+    # The ledger first: the budget counts the launch by its intent until its
+    # machine is in the ledger, so in this order it is never counted nowhere.
+    # Either failing (a full disk, a database gone read-only) is a warning
+    # that names the repair: reconcile finds the machine by its launch id.
+    if recorded:
+        pass
+    elif instance is not None:
+        ctx.tolerant(f"{instance.ref} is not in the cost ledger: once the state database "
+                     "is usable, run `gpucloud reconcile`, then `gpucloud list` (the "
+                     "listing records it for `gpucloud costs` and the monthly budget)",
+                     ledger_events.launched, ctx, instance, offer, disk_gb, shutdown_at,
+                     launch_id)
+    else:  # a job without a machine (a Kubernetes Job): counted as itself
+        ctx.tolerant(f"{made.ref} is not in the cost ledger: `gpucloud costs` and the "
+                     "monthly budget do not count it", job_costs.launched, ctx, submitted,
+                     offer, disk_gb, shutdown_at, launch_id)
+    if not recorded:
+        ctx.tolerant(f"{made.ref} (launch id {launch_id}) was created but is not "
+                     "journaled as delivered: once the state database is usable, run "
+                     "`gpucloud reconcile` to record it", ctx.journal.mark, launch_id,
+                     "delivered", instance_id=made.id)
+    attempts.append(_attempt(offer, launch_id, outcome, None))
+    ctx.report(attempts[-1])
+    if instance is not None and instance.shutdown_at is None and shutdown_at is not None:
+        instance = instance.model_copy(update={"shutdown_at": shutdown_at})
+    if not answered.job:
+        return instance
+    assert submitted is not None
+    return submitted.model_copy(update={
+        "instance": instance, "shutdown_at": submitted.shutdown_at or shutdown_at})
 
 
 def _answered(ctx: ClientContext, launching: Attempt, instance_id: str) -> Attempt:
@@ -211,8 +317,16 @@ def _check_launch_id(adapter: Provider, launch_id: str, instance: Instance) -> N
 
 
 def _settle(ctx: ClientContext, launching: Attempt) -> None:
-    if launching in ctx.in_flight:
-        ctx.in_flight.remove(launching)
+    """This attempt is no longer in flight. Found by identity, under a lock:
+    ``list.remove`` compares with the models' Python ``__eq__``, during which
+    another launch's thread may remove its own and shift the list, so the scan
+    could step over this one; and comparing hundreds of models field by field
+    for each launch of a wide batch is CPU it does not need."""
+    with _FLIGHT:
+        for position, attempt in enumerate(ctx.in_flight):
+            if attempt is launching:
+                del ctx.in_flight[position]
+                return
 
 
 def _unreachable(ctx: ClientContext, offer: Offer) -> GpuCloudError:

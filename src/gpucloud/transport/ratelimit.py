@@ -54,6 +54,14 @@ FLOOR = 0.05  # the lowest share of a declared rate that 429s can push it to
 # for a few more 429s (8 / 4 in 100): the gentler cut stays nearer the limit.
 DECREASE = 0.7
 RECOVER = 0.01  # per answer that is not a 429: from 0.7 back to full in 30
+# Slots are booked this much wider than the rate in force. Requests sent on
+# exact slots reach the provider with the jitter of their journey (a thread
+# waking a millisecond late, then the next one on time), so two of them can
+# arrive closer than one interval: against a bucket with no spare token (a
+# limit of 1/s holding one) that is a 429, which costs a Retry-After pause
+# and a cut rate. 1% is 10 ms at 1/s, far above a thread's wake-up jitter,
+# and costs 1% of the rate.
+MARGIN = 0.01
 
 
 @dataclass(frozen=True)
@@ -92,13 +100,18 @@ class Limiter:
             start = max(now, self.paused_until)
             for k in keys:
                 limit = self.limits[k]
-                interval = 1.0 / (limit.rate * self.factor)
+                interval = self._interval(limit)
                 tat = self._tat.get(k, now)
                 start = max(start, tat - (limit.burst - 1) * interval)
             for k in keys:
-                interval = 1.0 / (self.limits[k].rate * self.factor)
+                interval = self._interval(self.limits[k])
                 self._tat[k] = max(self._tat.get(k, start), start) + interval
             return _whole_ms(start - now)
+
+    def _interval(self, limit: RateLimit) -> float:
+        """Seconds between two slots of this limit now: the rate in force, with
+        the pacing margin."""
+        return (1.0 + MARGIN) / (limit.rate * self.factor)
 
     def throttled(self, delay: float, *, told: bool = False) -> None:
         """A 429: pause every flow for ``delay`` seconds; lower the rate once per
@@ -115,7 +128,7 @@ class Limiter:
             # backoff, the first slot is at least one lowered interval after the
             # 429, as a pause shorter than the real spacing only earns another.
             for k, limit in self.limits.items():
-                interval = 1.0 / (limit.rate * self.factor)
+                interval = self._interval(limit)
                 first = self.paused_until if told else max(self.paused_until, now + interval)
                 self._tat[k] = first + (limit.burst - 1) * interval
             self.pauses += 1

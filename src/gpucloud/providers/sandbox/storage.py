@@ -62,7 +62,7 @@ class Storage:
     """Mixed into SandboxCloud: its file and the queries that must stay indexed."""
 
     db_path: Path
-    _pool: tuple[int, list[sqlite3.Connection]]
+    _pool: tuple[int, list[tuple[sqlite3.Connection, tuple[int, int] | None]]]
 
     def _open_storage(self) -> None:
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
@@ -94,10 +94,17 @@ class Storage:
         after use, out of any transaction; one that failed is closed instead.
         Never one a parent process opened (a fork)."""
         idle = self._idle()
-        try:
-            db = idle.pop()
-        except IndexError:
-            db = self._connect()
+        stamp = _stamp(self.db_path)
+        db = None
+        while db is None:
+            try:
+                db, was = idle.pop()
+            except IndexError:
+                db = self._connect()
+                break
+            if was != stamp:  # the file was replaced or removed since: read it afresh
+                db.close()
+                db = None
         healthy = False
         try:
             yield db
@@ -114,11 +121,11 @@ class Storage:
                 except sqlite3.Error:
                     healthy = False
             if healthy and len(idle) < KEPT_IDLE and self._idle() is idle:
-                idle.append(db)
+                idle.append((db, _stamp(self.db_path)))
             else:
                 db.close()
 
-    def _idle(self) -> list[sqlite3.Connection]:
+    def _idle(self) -> list[tuple[sqlite3.Connection, tuple[int, int] | None]]:
         """This process's idle connections (list.pop and append are atomic),
         closed when the cloud is collected or the process exits."""
         pid = os.getpid()
@@ -180,14 +187,25 @@ def _writers(path: Path) -> threading.RLock:
         return found
 
 
-def _close_idle(pid: int, idle: list[sqlite3.Connection]) -> None:
+def _close_idle(pid: int,
+                idle: list[tuple[sqlite3.Connection, tuple[int, int] | None]]) -> None:
     if pid != os.getpid():
         return  # a forked child's exit: the connections are its parent's
     while idle:
         try:
-            idle.pop().close()
+            idle.pop()[0].close()
         except (IndexError, sqlite3.Error):
             pass
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """Which file `path` is now (device, inode): a kept connection to a file
+    since replaced would read the old one."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def live_count(db: sqlite3.Connection, type_name: str, region: str, now: int,

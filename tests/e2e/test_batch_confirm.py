@@ -1,0 +1,309 @@
+"""A batch confirms the machines it made with a listing per pass, not a read
+by id per machine, and keeps every check a read back makes: a machine the
+listing does not show is read back by id, a replied id that names no machine
+(404) or someone else's machine (another launch id) is looked for by launch
+id, and is adopted only when found under it. Against the in-process sandbox;
+requests are counted at its transport. Where a test counts them exactly it
+launches one at a time: the last listing then starts after every create was
+answered (with several in flight, a create the cloud answers at once can
+still be on its way when that listing is read)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import httpx
+import pytest
+
+from gpucloud import Client
+from gpucloud.batch import confirm
+from gpucloud.providers.sandbox.adapter import LAUNCH_LABEL
+from gpucloud.providers.sandbox.server import SandboxTransport
+
+
+@pytest.fixture(autouse=True)
+def room(monkeypatch):
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_CAPACITY", "300")
+
+
+def counting(monkeypatch, rewrite=None) -> dict[str, int]:
+    """Counts the simulated cloud's requests by kind; ``rewrite(kind, n, response)``
+    may replace the nth answer of a kind (n from 1)."""
+    original = SandboxTransport.handle_request
+    counts = {"create": 0, "list": 0, "get": 0, "other": 0}
+    lock = threading.Lock()
+
+    def handle(self, request):
+        path = request.url.path.rstrip("/")
+        kind = ("create" if request.method == "POST" and path == "/v1/instances" else
+                "list" if request.method == "GET" and path == "/v1/instances" else
+                "get" if request.method == "GET" and path.startswith("/v1/instances/") else
+                "other")
+        with lock:
+            counts[kind] += 1
+            n = counts[kind]
+        response = original(self, request)
+        if rewrite is not None:
+            response.read()
+            response = rewrite(kind, n, response) or response
+        return response
+
+    monkeypatch.setattr(SandboxTransport, "handle_request", handle)
+    return counts
+
+
+def answer(response: httpx.Response, body) -> httpx.Response:
+    return httpx.Response(response.status_code, json=body)
+
+
+def test_a_batch_makes_one_request_per_machine_and_a_listing_per_pass(monkeypatch):
+    """N creates, a listing per pass, and reads by id only for the machines the
+    last listing missed: it is sent once the last create is, while the last
+    creates are answered, so at most the launches then in flight (here the
+    cloud answers at once, so a create can be answered after a listing sent
+    after it). Never a read per machine (2N)."""
+    counts = counting(monkeypatch)
+    n, wide = 40, 4
+    result = Client().create_many(gpu="h100", count=8, n=n, provider="sandbox",
+                                  auto_shutdown="1h", concurrency=wide)
+    assert result.ok and len(result.instances) == n
+    assert counts["create"] == n
+    assert counts["get"] <= wide
+    assert 1 <= counts["list"] <= 2 + n // confirm.EVERY
+    assert {i.launch_id for i in result.instances} == {i.launch_id for i in result.items}
+    listed = {i.ref: i.launch_id for i in Client().list(provider="sandbox")}
+    assert all(listed[i.ref] == i.launch_id for i in result.instances)
+
+
+def test_a_small_batch_reads_each_machine_back(monkeypatch):
+    counts = counting(monkeypatch)
+    n = confirm.FEWEST - 1
+    result = Client().create_many(gpu="h100", count=8, n=n, provider="sandbox",
+                                  auto_shutdown="1h")
+    assert result.ok and counts["get"] == n and counts["list"] == 0
+
+
+def test_machines_the_listing_does_not_show_yet_are_read_back_by_id(monkeypatch):
+    """Eventual consistency: a listing that lags the creates confirms nothing,
+    and each machine is then read back by its id."""
+    def lagging(kind, n, response):
+        if kind == "list" and n == 1:
+            return answer(response, {"data": []})
+        return None
+
+    counts = counting(monkeypatch, lagging)
+    result = Client().create_many(gpu="h100", count=8, n=10, provider="sandbox",
+                                  auto_shutdown="1h", concurrency=1)
+    assert result.ok and len(result.instances) == 10
+    assert counts["get"] == 10
+    assert all(item.status == "created" for item in result.items)
+
+
+def test_a_listed_machine_with_another_launch_id_is_not_taken(monkeypatch):
+    """The listing shows the replied id carrying someone else's launch id: that
+    launch is looked for by its own launch id (a listing) and adopted there."""
+    foreign = {}
+
+    def relabel(kind, n, response):
+        if kind == "list" and n == 1:
+            body = json.loads(response.content)
+            first = body["data"][0]
+            foreign["id"] = first["id"]
+            first["labels"] = {**first["labels"], LAUNCH_LABEL: "gc-0123456789"}
+            return answer(response, body)
+        return None
+
+    counts = counting(monkeypatch, relabel)
+    result = Client().create_many(gpu="h100", count=8, n=10, provider="sandbox",
+                                  auto_shutdown="1h", concurrency=1)
+    assert result.ok and len(result.instances) == 10
+    [adopted] = [i for i in result.items if i.attempts[-1].outcome == "adopted"]
+    assert adopted.instance.id == foreign["id"] and adopted.launch_id != "gc-0123456789"
+    assert counts["list"] == 2 and counts["get"] == 0
+
+
+def test_a_replied_id_that_names_no_machine_is_looked_for_by_launch_id(monkeypatch):
+    """A create reply naming an id of the right form that does not exist: the
+    listing does not show it, the read by id answers 404, and the machine is
+    found under its launch id (with its real id), never taken as replied."""
+    lie = "sbx-0000000000ff"
+
+    def lying(kind, n, response):
+        if kind == "create" and n == 3:
+            return answer(response, {**json.loads(response.content), "id": lie})
+        return None
+
+    counts = counting(monkeypatch, lying)
+    result = Client().create_many(gpu="h100", count=8, n=10, provider="sandbox",
+                                  auto_shutdown="1h", concurrency=1)
+    assert result.ok and len(result.instances) == 10
+    assert lie not in {i.id for i in result.instances}
+    [adopted] = [i for i in result.items if i.attempts[-1].outcome == "adopted"]
+    assert adopted.instance.launch_id == adopted.launch_id
+    assert counts["get"] == 1  # the lie alone is read by id
+
+
+def test_a_lie_not_found_by_launch_id_fails_keeping_the_launch_id(monkeypatch):
+    """The machine a lying reply stood for is nowhere under its launch id: that
+    slot fails with its launch id kept (reconcile can settle it later); the
+    others are made."""
+    monkeypatch.setattr("gpucloud.core.launch.RECONCILE_DELAYS", (0.0,))
+    lie = "sbx-0000000000ff"
+    hidden = {}
+
+    def lying(kind, n, response):
+        if kind == "create" and n == 3:
+            body = json.loads(response.content)
+            hidden["id"] = body["id"]
+            return answer(response, {**body, "id": lie})
+        if kind == "list":  # the real machine never shows up
+            body = json.loads(response.content)
+            body["data"] = [m for m in body["data"] if m["id"] != hidden.get("id")]
+            return answer(response, body)
+        return None
+
+    counting(monkeypatch, lying)
+    result = Client().create_many(gpu="h100", count=8, n=10, provider="sandbox",
+                                  auto_shutdown="1h", concurrency=1)
+    [failed] = [i for i in result.items if i.status == "failed"]
+    assert failed.launch_id and failed.launch_id.startswith("gc-")
+    assert failed.error_code == "invalid_response"
+    assert len(result.instances) == 9
+    from gpucloud.config.settings import state_db_path
+    from gpucloud.safety.journal import Journal
+
+    [record] = [r for r in Journal(state_db_path()).all() if r.launch_id == failed.launch_id]
+    assert record.status == "ambiguous"  # left for reconcile, never called made or failed
+
+
+def journaled_and_billed(instances) -> None:
+    from gpucloud.config.settings import state_db_path
+    from gpucloud.safety.journal import Journal
+    from gpucloud.safety.ledger import Ledger
+
+    journal = Journal(state_db_path())
+    delivered = {r.launch_id: r.instance_id for r in journal.all() if r.status == "delivered"}
+    assert delivered == {i.launch_id: i.id for i in instances}
+    started = {r.instance_id for r in Ledger(journal).rows() if r.event == "started"}
+    assert started == {i.id for i in instances}
+
+
+def test_a_pass_records_every_machine_in_the_journal_and_the_ledger(monkeypatch):
+    result = Client().create_many(gpu="h100", count=8, n=12, provider="sandbox",
+                                  auto_shutdown="1h")
+    assert result.ok
+    journaled_and_billed(result.instances)
+
+
+def test_a_pass_the_database_refuses_as_one_transaction_records_each_on_its_own(monkeypatch):
+    """The grouped write fails (the database busy past its timeout, say): nothing
+    of it is kept, and each machine is then recorded by itself."""
+    from contextlib import contextmanager
+
+    from gpucloud.errors import StateError
+    from gpucloud.safety.journal import Journal
+
+    @contextmanager
+    def refused(self, schema=()):
+        raise StateError("state database is unusable: database is locked (test)",
+                         path=self.path)
+        yield
+
+    monkeypatch.setattr(Journal, "exclusive", refused)
+    result = Client().create_many(gpu="h100", count=8, n=12, provider="sandbox",
+                                  auto_shutdown="1h")
+    assert result.ok and len(result.instances) == 12
+    journaled_and_billed(result.instances)
+
+
+def test_a_batch_looks_for_its_ssh_key_once_and_journals_it_for_every_launch(monkeypatch,
+                                                                          tmp_path):
+    """The default key is found once for the batch, not once per launch (each
+    look is file-system work on the launch path); every launch still journals
+    it, for `gpucloud ssh` to offer its private half later."""
+    import os
+
+    from gpucloud.config.settings import state_db_path
+    from gpucloud.core import context
+    from gpucloud.safety.journal import Journal
+
+    key = tmp_path / "home" / ".ssh" / "id_ed25519.pub"
+    key.parent.mkdir(parents=True)
+    # Constructed: any well-formed public key line will do.
+    key.write_text("ssh-ed25519 "
+                   "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+                   " test@example\n")
+    looks = []
+    real = context.resolve_ssh_key
+    monkeypatch.setattr(context, "resolve_ssh_key", lambda k: looks.append(k) or real(k))
+    result = Client().create_many(gpu="h100", count=8, n=10, provider="sandbox",
+                                  auto_shutdown="1h", concurrency=1)
+    assert result.ok and looks == [None]
+    paths = {r.ssh_key_path for r in Journal(state_db_path()).all()}
+    assert paths == {os.path.abspath(key)}
+
+
+def test_an_interrupt_before_the_pass_names_each_machine_by_its_replied_id(monkeypatch):
+    """Ctrl-C while the listing that would confirm a batch is in flight: every
+    machine is named as one that may exist, under the id its create reply
+    named and its launch id; the journal holds both (ambiguous), and
+    reconcile adopts them all."""
+    from typer.testing import CliRunner
+
+    from gpucloud.cli import app
+    from gpucloud.config.settings import state_db_path
+    from gpucloud.safety.journal import Journal
+
+    original = SandboxTransport.handle_request
+
+    def handle(self, request):
+        if request.method == "GET" and request.url.path.rstrip("/") == "/v1/instances":
+            raise KeyboardInterrupt
+        return original(self, request)
+
+    monkeypatch.setattr(SandboxTransport, "handle_request", handle)
+    result = CliRunner().invoke(app, ["create", "--gpu", "h100", "--count", "8", "--provider",
+                                      "sandbox", "--instances", "10", "--yes"])
+    assert result.exit_code == 130
+    monkeypatch.setattr(SandboxTransport, "handle_request", original)
+    records = Journal(state_db_path()).all()
+    assert len(records) == 10 and {r.status for r in records} == {"ambiguous"}
+    for record in records:
+        assert (f"(sandbox/{record.instance_id}, the id the create reply named"
+                in result.stderr)
+        assert f"launch id {record.launch_id}" in result.stderr
+    assert "exists:" not in result.stderr  # none is claimed made before it is confirmed
+    doc = json.loads(CliRunner().invoke(app, ["reconcile", "--json"]).stdout)
+    assert sorted(i["ref"] for i in doc["adopted"]) == sorted(
+        f"sandbox/{r.instance_id}" for r in records)
+
+
+def test_the_last_listing_is_on_its_way_while_the_last_create_is_answered(monkeypatch):
+    """The last pass's listing does not wait for the last creates' answers (a
+    round trip): the cloud here holds the answer to the last create until a
+    listing arrives (3 s at most), and the listing comes."""
+    original = SandboxTransport.handle_request
+    n = 10
+    listed = threading.Event()
+    seen = {"creates": 0}
+    lock = threading.Lock()
+
+    def handle(self, request):
+        path = request.url.path.rstrip("/")
+        if request.method == "GET" and path == "/v1/instances":
+            listed.set()
+        response = original(self, request)
+        if request.method == "POST" and path == "/v1/instances":
+            with lock:
+                seen["creates"] += 1
+                last = seen["creates"] == n
+            if last:
+                seen["released by the listing"] = listed.wait(3)
+        return response
+
+    monkeypatch.setattr(SandboxTransport, "handle_request", handle)
+    result = Client().create_many(gpu="h100", count=8, n=n, provider="sandbox",
+                                  auto_shutdown="1h", concurrency=3)
+    assert result.ok and len(result.instances) == n
+    assert seen["released by the listing"] is True
