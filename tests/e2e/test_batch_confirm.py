@@ -11,6 +11,7 @@ still be on its way when that listing is read)."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 
 import httpx
@@ -263,16 +264,27 @@ def test_an_interrupt_before_the_pass_names_each_machine_by_its_replied_id(monke
         return original(self, request)
 
     monkeypatch.setattr(SandboxTransport, "handle_request", handle)
+    before = set(threading.enumerate())
     result = CliRunner().invoke(app, ["create", "--gpu", "h100", "--count", "8", "--provider",
                                       "sandbox", "--instances", "10", "--yes"])
     assert result.exit_code == 130
+    # A process would exit here; in this one, creates answered after the
+    # interrupt still finish recording (what reconcile then reads).
+    for thread in set(threading.enumerate()) - before:
+        thread.join(10)
     monkeypatch.setattr(SandboxTransport, "handle_request", original)
     records = Journal(state_db_path()).all()
     assert len(records) == 10 and {r.status for r in records} == {"ambiguous"}
+    # The listing goes out once the last create is sent, not answered: a create
+    # still unanswered at the interrupt is named by its launch id alone (its
+    # thread may record the id it is then told after the report).
+    named = dict((launch, ref) for ref, launch in re.findall(
+        r"\(sandbox/(\S+), the id the create reply named, not yet read back; "
+        r"launch id (gc-[0-9a-f]+)\)", result.stderr))
+    assert named  # those answered before the interrupt are named by their replied id
     for record in records:
-        assert (f"(sandbox/{record.instance_id}, the id the create reply named"
-                in result.stderr)
         assert f"launch id {record.launch_id}" in result.stderr
+        assert named.get(record.launch_id, record.instance_id) == record.instance_id
     assert "exists:" not in result.stderr  # none is claimed made before it is confirmed
     doc = json.loads(CliRunner().invoke(app, ["reconcile", "--json"]).stdout)
     assert sorted(i["ref"] for i in doc["adopted"]) == sorted(
