@@ -9,6 +9,7 @@ forget the memo (``forget``). Accessed under the journal's lock.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -24,23 +25,60 @@ _MEMO: dict[str, tuple[int, int, dict[tuple[str, str], Row], set[tuple[str, str]
                        frozenset[str]]] = {}
 
 
-def remembered(journal: Journal, db: sqlite3.Connection, machines: set[tuple[str, str]],
-                providers: set[str]) -> dict[tuple[str, str], Row] | None:
+def _valid(journal: Journal, db: sqlite3.Connection) -> tuple[Any, ...] | None:
     memo = _MEMO.get(str(journal.path))
+    if memo is None or memo[0] != id(db) \
+            or db.execute("PRAGMA data_version").fetchone()[0] != memo[1]:
+        return None
+    return memo
+
+
+def remembered(journal: Journal, db: sqlite3.Connection, machines: set[tuple[str, str]],
+               providers: set[str]) -> dict[tuple[str, str], Row] | None:
+    """The latest rows of `machines` and of the open machines of `providers`,
+    when the last listing covered them all and nothing was committed since."""
+    memo = _valid(journal, db)
+    if memo is None or not machines <= memo[3] or not providers <= memo[4]:
+        return None
+    return {k: v for k, v in memo[2].items() if k in machines or k[0] in providers}
+
+
+def remembered_rows(journal: Journal, db: sqlite3.Connection,
+                    machines: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Row] | None:
+    """The latest rows of `machines` (one page of a listing), when the last
+    listing covered each of them and nothing was committed since; a machine it
+    covered without a row has none."""
+    memo = _valid(journal, db)
     if memo is None:
         return None
-    conn, version, latest, covered, listed = memo
-    if conn != id(db) or not machines <= covered or not providers <= listed \
-            or db.execute("PRAGMA data_version").fetchone()[0] != version:
+    latest, covered = memo[2], memo[3]
+    found = {}
+    for key in machines:
+        if key not in covered:
+            return None
+        if key in latest:
+            found[key] = latest[key]
+    return found
+
+
+def remembered_open(journal: Journal, db: sqlite3.Connection, providers: set[str],
+                    seen: set[tuple[str, str]]) -> dict[tuple[str, str], Row] | None:
+    """The latest rows of the machines of `providers` the last listing had
+    open and this one has not `seen`, when it listed those providers in full
+    and nothing was committed since."""
+    memo = _valid(journal, db)
+    if memo is None or not providers <= memo[4]:
         return None
-    return {k: v for k, v in latest.items() if k in machines or k[0] in providers}
+    return {k: v for k, v in memo[2].items() if k[0] in providers and k not in seen}
 
 
 def remember(journal: Journal, db: sqlite3.Connection, latest: dict[tuple[str, str], Row],
-              machines: set[tuple[str, str]], providers: set[str]) -> None:
+             machines: set[tuple[str, str]], providers: set[str]) -> None:
+    """Keep `latest` and `machines` as they are (the caller hands them over and
+    changes them no more: a copy of a listing's ten thousand rows would double
+    what the listing holds)."""
     version = db.execute("PRAGMA data_version").fetchone()[0]
-    _MEMO[str(journal.path)] = (id(db), version, dict(latest), set(machines),
-                                frozenset(providers))
+    _MEMO[str(journal.path)] = (id(db), version, latest, machines, frozenset(providers))
 
 
 def forget(journal: Journal) -> None:
@@ -48,4 +86,4 @@ def forget(journal: Journal) -> None:
     _MEMO.pop(str(journal.path), None)
 
 
-__all__ = ["forget", "remember", "remembered"]
+__all__ = ["forget", "remember", "remembered", "remembered_open", "remembered_rows"]

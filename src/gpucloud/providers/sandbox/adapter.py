@@ -7,9 +7,9 @@ the SQLite-backed SandboxCloud instead of the network. No account is needed.
 
 from __future__ import annotations
 
-import re
-
+import functools
 import os
+import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
@@ -35,6 +35,17 @@ if TYPE_CHECKING:
     from gpucloud.config.credentials import Credential
 
 LAUNCH_LABEL = "gpucloud-launch-id"
+# Machines per page of a listing: enough that a page's request costs little
+# beside its machines, few enough that a page is a small part of a big listing.
+PAGE = 500
+
+
+@functools.cache
+def _api_connection() -> Connection:
+    """How every running sandbox machine is reached (the cloud's exec API, no
+    SSH): one frozen Connection shared by all, not one validated per machine.
+    Made on first use: a command that lists nothing never builds its validator."""
+    return Connection(method="api")
 
 
 class SandboxProvider(Provider):
@@ -203,9 +214,26 @@ class SandboxProvider(Provider):
         return "".join(f"{line}\n" for line in lines)
 
     def list_instances(self) -> Flow[list[Instance]]:
-        response = yield self.request("GET", "/v1/instances")
+        out: list[Instance] = []
+        cursor: str | None = None
+        while True:
+            page, cursor = yield from self.list_page(cursor)
+            out.extend(page)
+            if cursor is None:
+                return out
+
+    def list_page(self, cursor: str | None = None) -> Flow[tuple[list[Instance], str | None]]:
+        params = {"limit": str(PAGE)} if cursor is None else {"limit": str(PAGE),
+                                                                "cursor": cursor}
+        response = yield self.request("GET", "/v1/instances", params=params)
         self.raise_for_error(response)
-        return [self._instance(response, item) for item in self._data(response)]
+        body = self.json(response)
+        if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+            raise self.invalid(response, 'expected {"data": [...], "next_cursor": ...}')
+        following = body.get("next_cursor")
+        if following is not None and (not isinstance(following, str) or following == cursor):
+            raise self.invalid(response, "next_cursor does not advance")
+        return [self._instance(response, item) for item in body["data"]], following
 
     def get(self, instance_id: str) -> Flow[Instance]:
         response = yield self.request("GET", f"/v1/instances/{quote(instance_id, safe='')}")
@@ -298,8 +326,7 @@ class SandboxProvider(Provider):
                 shutdown_at=_parse(item.get("shutdown_at")),
                 launch_id=labels.get(LAUNCH_LABEL), simulated=True,
                 # commands go through the simulated cloud's exec API, no SSH
-                connection=Connection(method="api")
-                if status is InstanceStatus.RUNNING else None,
+                connection=_api_connection() if status is InstanceStatus.RUNNING else None,
             )
         except (KeyError, TypeError, ValueError, InvalidOperation, AttributeError) as exc:
             raise self.invalid(response, f"bad instance: {exc!r}") from exc

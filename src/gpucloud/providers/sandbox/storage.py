@@ -114,3 +114,14 @@ def visible_rows(db: sqlite3.Connection, since: int, native_timer: bool) -> list
         else (END_NO_TIMER, "instances_end")
     return db.execute(f"SELECT * FROM instances INDEXED BY {index} WHERE {end} > ?"
                       " ORDER BY rowid", (since,)).fetchall()
+
+
+def rows_after(db: sqlite3.Connection, after: int, limit: int, since: int,
+               native_timer: bool) -> list[sqlite3.Row]:
+    """Up to `limit` machines after rowid `after`, in creation order, not ended
+    before `since`; each with its rowid (the next page's cursor). Read along the
+    rowid: a page costs its own rows (and any ended ones between them), not a
+    sort of every visible machine."""
+    end = END_BY_TIMER if native_timer else END_NO_TIMER
+    return db.execute(f"SELECT rowid AS page_seq, * FROM instances WHERE rowid > ?"
+                      f" AND {end} > ? ORDER BY rowid LIMIT ?", (after, since, limit)).fetchall()
