@@ -107,7 +107,7 @@ def test_a_listing_closes_a_machine_ended_elsewhere_in_one_write(clock, monkeypa
     original = Observation.finish
 
     def counted(self, listed=()):
-        writes.append(len(self.seen))
+        writes.append(listed)
         return original(self, listed)
 
     # Observed page by page, written once: the listing's one write transaction.

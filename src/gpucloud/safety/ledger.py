@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -261,20 +261,29 @@ class Ledger:
 
 class Observation:
     """A listing recorded as its pages come: each page is compared with the
-    latest rows of its machines as it arrives, and only what changed is kept
-    (a row per changed machine, the key of every machine seen), so a listing of
-    ten thousand machines never holds them all. Nothing is written before
-    ``finish``: one transaction, the same rows ``Ledger.observe`` writes for the
-    whole listing at once. A provider whose listing broke off is ``dropped``:
-    what its pages showed is not recorded, and none of its machines is taken
-    as ended (the listing did not see them all)."""
+    latest rows of its machines as it arrives, and only what changed is kept,
+    so a listing of ten thousand machines never holds them all. Nothing is
+    written before ``finish``: one transaction, the same rows
+    ``Ledger.observe`` writes for the whole listing at once. A provider whose
+    listing broke off is ``dropped``: what its pages showed is not recorded,
+    and none of its machines is taken as ended (the listing did not see them
+    all).
+
+    What it keeps per machine seen is the latest row (the memo's, afterwards:
+    listing_memo.py), keyed by the row's own strings: the listing's copies of
+    them are let go with each page."""
 
     def __init__(self, ledger: Ledger, now: datetime) -> None:
         self.ledger, self.now = ledger, now
         self.latest: dict[tuple[str, str], Row] = {}
-        self.seen: set[tuple[str, str]] = set()
-        # Per provider: the rows to write, each with the latest row it follows.
-        self.pending: dict[str, dict[tuple[str, str], tuple[Row | None, Row]]] = {}
+        # Machines seen that the ledger has no row of (never seen running): with
+        # the keys of `latest`, every machine the listing showed.
+        self.unrecorded: set[tuple[str, str]] = set()
+        # Per provider: the machines whose row this listing writes.
+        self.pending: dict[str, dict[tuple[str, str], Row]] = {}
+
+    def empty(self) -> bool:
+        return not self.latest and not self.unrecorded
 
     def page(self, instances: Iterable[Instance]) -> None:
         machines = list(instances)
@@ -286,28 +295,27 @@ class Observation:
             found = listing_memo.remembered_rows(journal, db, keys)
             if found is None:
                 found = _latest(db, set(keys))
-        self.latest.update(found)
-        self.seen.update(keys)
+        for row in found.values():
+            self.latest.setdefault((row.provider, row.instance_id), row)
+        del found
         for instance, key in zip(machines, keys):
             before = self.latest.get(key)
             row = _observed(instance, before, self.now)
             if row is not None:
-                self.pending.setdefault(key[0], {})[key] = (before, _carry(row, self.latest))
+                self.pending.setdefault(key[0], {})[key] = _carry(row, self.latest)
+            elif before is None:
+                self.unrecorded.add(key)
 
     def written(self, provider: str, instance_id: str) -> Row | None:
         """The row this listing will write for the machine, if any."""
-        key = (provider, instance_id)
-        pending = self.pending.get(provider, {}).get(key)
-        return pending[1] if pending is not None else None
+        return self.pending.get(provider, {}).get((provider, instance_id))
 
     def drop(self, provider: str) -> None:
         """The provider's listing broke off: forget what its pages showed."""
-        for key, (before, _) in self.pending.pop(provider, {}).items():
-            if before is None:
-                self.latest.pop(key, None)
-            else:
-                self.latest[key] = before
-        self.seen = {k for k in self.seen if k[0] != provider}
+        self.pending.pop(provider, None)
+        for key in [k for k in self.latest if k[0] == provider]:
+            del self.latest[key]
+        self.unrecorded = {k for k in self.unrecorded if k[0] != provider}
 
     def finish(self, listed: Iterable[str] = ()) -> None:
         """Write the listing: the changed machines of every provider not dropped,
@@ -315,15 +323,16 @@ class Observation:
         that no page showed."""
         complete = set(listed)
         journal = self.ledger.journal
+        seen = _Seen(self.latest, self.unrecorded)
         with self.ledger._db() as db:
-            unseen = listing_memo.remembered_open(journal, db, complete, self.seen)
+            unseen = listing_memo.remembered_open(journal, db, complete, seen)
             if unseen is None:
-                unseen = _latest(db, set(), complete, self.seen)
-            rows = [r for changed in self.pending.values() for _, r in changed.values()]
+                unseen = _latest(db, set(), complete, seen)
+            rows = [r for changed in self.pending.values() for r in changed.values()]
             for key, last in unseen.items():
                 self.latest.setdefault(key, last)
                 # A launch may take a moment to show in its provider's list.
-                if key not in self.seen and last.state != ENDED and last.source != JOB \
+                if last.state != ENDED and last.source != JOB \
                         and self.now - last.at > APPEAR_GRACE:
                     rows.append(_carry(Row(at=self.now, provider=key[0], instance_id=key[1],
                                            event="observed", source="list", state=ENDED),
@@ -332,7 +341,19 @@ class Observation:
                 db.executemany(
                     f"INSERT INTO ledger ({', '.join(_COLUMNS)}) VALUES "
                     f"({', '.join('?' for _ in _COLUMNS)})", [_values(r) for r in rows])
-            listing_memo.remember(journal, db, self.latest, self.seen, complete)
+            listing_memo.remember(journal, db, self.latest, self.unrecorded, complete)
+
+
+class _Seen:
+    """The machines a listing showed, as sets answer `in`: those with a row in
+    `latest` and those `unrecorded` (asked before unseen rows join `latest`)."""
+
+    def __init__(self, latest: dict[tuple[str, str], Row],
+                 unrecorded: set[tuple[str, str]]) -> None:
+        self.latest, self.unrecorded = latest, unrecorded
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.latest or key in self.unrecorded
 
 
 def _observed(instance: Instance, last: Row | None, now: datetime) -> Row | None:
@@ -364,8 +385,7 @@ def _listed(instance: Instance, price: Decimal | None, **what: Any) -> Row:
 
 def _latest(db: sqlite3.Connection, machines: set[tuple[str, str]],
             providers: frozenset[str] | set[str] = frozenset(),
-            besides: set[tuple[str, str]] = frozenset()  # type: ignore[assignment]
-            ) -> dict[tuple[str, str], Row]:
+            besides: Container[tuple[str, str]] = frozenset()) -> dict[tuple[str, str], Row]:
     """The latest row of each of `machines`, and of every machine of `providers`
     still open (not ended, per ledger_live) but not in `besides`. Through the
     (provider, instance_id, seq) index: the rows of other machines are never read."""

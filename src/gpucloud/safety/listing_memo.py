@@ -9,7 +9,7 @@ forget the memo (``forget``). Accessed under the journal's lock.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 # and keeps the rows as given).
 Row = Any
 
-# journal path -> (connection id, data_version, latest rows, machines covered,
-# providers listed in full)
+# journal path -> (connection id, data_version, latest rows, machines seen
+# without a row, providers listed in full). The machines it covers are those
+# of the two: each row is the latest there is, each of the others has none.
 _MEMO: dict[str, tuple[int, int, dict[tuple[str, str], Row], set[tuple[str, str]],
                        frozenset[str]]] = {}
 
@@ -38,7 +39,8 @@ def remembered(journal: Journal, db: sqlite3.Connection, machines: set[tuple[str
     """The latest rows of `machines` and of the open machines of `providers`,
     when the last listing covered them all and nothing was committed since."""
     memo = _valid(journal, db)
-    if memo is None or not machines <= memo[3] or not providers <= memo[4]:
+    if memo is None or not providers <= memo[4] \
+            or any(k not in memo[2] and k not in memo[3] for k in machines):
         return None
     return {k: v for k, v in memo[2].items() if k in machines or k[0] in providers}
 
@@ -51,18 +53,19 @@ def remembered_rows(journal: Journal, db: sqlite3.Connection,
     memo = _valid(journal, db)
     if memo is None:
         return None
-    latest, covered = memo[2], memo[3]
+    latest, unrecorded = memo[2], memo[3]
     found = {}
     for key in machines:
-        if key not in covered:
+        row = latest.get(key)
+        if row is not None:
+            found[key] = row
+        elif key not in unrecorded:
             return None
-        if key in latest:
-            found[key] = latest[key]
     return found
 
 
 def remembered_open(journal: Journal, db: sqlite3.Connection, providers: set[str],
-                    seen: set[tuple[str, str]]) -> dict[tuple[str, str], Row] | None:
+                    seen: Container[tuple[str, str]]) -> dict[tuple[str, str], Row] | None:
     """The latest rows of the machines of `providers` the last listing had
     open and this one has not `seen`, when it listed those providers in full
     and nothing was committed since."""
@@ -73,12 +76,13 @@ def remembered_open(journal: Journal, db: sqlite3.Connection, providers: set[str
 
 
 def remember(journal: Journal, db: sqlite3.Connection, latest: dict[tuple[str, str], Row],
-             machines: set[tuple[str, str]], providers: set[str]) -> None:
-    """Keep `latest` and `machines` as they are (the caller hands them over and
-    changes them no more: a copy of a listing's ten thousand rows would double
-    what the listing holds)."""
+             unrecorded: set[tuple[str, str]], providers: set[str]) -> None:
+    """`latest`: the latest row of every machine the listing read or wrote;
+    `unrecorded`: those it saw that have none. Kept as they are (the caller
+    hands them over and changes them no more: a copy of a listing's ten
+    thousand rows would double what the listing holds)."""
     version = db.execute("PRAGMA data_version").fetchone()[0]
-    _MEMO[str(journal.path)] = (id(db), version, latest, machines, frozenset(providers))
+    _MEMO[str(journal.path)] = (id(db), version, latest, unrecorded, frozenset(providers))
 
 
 def forget(journal: Journal) -> None:
