@@ -155,10 +155,12 @@ class SandboxCloud(Storage):
         op = table.get(method)
         if op is None:
             raise ApiError(405, "method_not_allowed", f"{method} not allowed on {request.url.path}")
+        if op == "list" and "cursor" in request.url.params:
+            op = "list_more"  # FAIL_ON=list_more breaks a listing off part way
         ambiguous = self._roll_failure(op)
         if op == "types":
             return 200, {"data": self._types()}
-        if op == "list":
+        if op in ("list", "list_more"):
             params = request.url.params
             if "limit" not in params and "cursor" not in params:
                 return 200, {"data": self._list(params.get_list("label"))}
