@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 LAUNCH_LABEL = "gpucloud-launch-id"
 # Machines per page of a listing: enough that a page's request costs little
 # beside its machines, few enough that a page is a small part of a big listing.
-PAGE = 500
+PAGE = 250
 
 
 @functools.cache
@@ -318,10 +318,10 @@ class SandboxProvider(Provider):
             return Instance(
                 provider=self.name, id=str(item["id"]), name=item.get("name"),
                 status=status, provider_status=raw_status,
-                gpu=normalize_gpu(item["gpu"]) if item.get("gpu") else None,
+                gpu=_gpu(item["gpu"]) if item.get("gpu") else None,
                 gpu_count=item.get("gpu_count"), instance_type=item.get("instance_type"),
                 region=item.get("region"),
-                price_per_hour=Decimal(str(price)) if price is not None else None,
+                price_per_hour=_price(str(price)) if price is not None else None,
                 ip=item.get("ip"), created_at=_parse(item.get("created_at")),
                 shutdown_at=_parse(item.get("shutdown_at")),
                 launch_id=labels.get(LAUNCH_LABEL), simulated=True,
@@ -353,6 +353,12 @@ class SandboxProvider(Provider):
                 message=item.get("message"), simulated=True)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise self.invalid(response, f"bad job: {exc!r}") from exc
+
+
+# A listing's machines repeat a few GPU names and prices: each is worked out
+# once (a Decimal is immutable, so one object serves them all).
+_gpu = functools.lru_cache(maxsize=256)(normalize_gpu)
+_price = functools.lru_cache(maxsize=256)(Decimal)
 
 
 def _iso(when: datetime) -> str:
