@@ -325,7 +325,8 @@ class Observation:
         journal = self.ledger.journal
         seen = _Seen(self.latest, self.unrecorded)
         with self.ledger._db() as db:
-            unseen = listing_memo.remembered_open(journal, db, complete, seen)
+            unseen = listing_memo.remembered_open(journal, db, complete, self.latest,
+                                                  self.unrecorded)
             if unseen is None:
                 unseen = _latest(db, set(), complete, seen)
             rows = [r for changed in self.pending.values() for r in changed.values()]

@@ -65,14 +65,16 @@ def remembered_rows(journal: Journal, db: sqlite3.Connection,
 
 
 def remembered_open(journal: Journal, db: sqlite3.Connection, providers: set[str],
-                    seen: Container[tuple[str, str]]) -> dict[tuple[str, str], Row] | None:
+                    seen: Container[tuple[str, str]],
+                    seen_too: Container[tuple[str, str]] = ()) -> dict[tuple[str, str], Row] | None:
     """The latest rows of the machines of `providers` the last listing had
-    open and this one has not `seen`, when it listed those providers in full
-    and nothing was committed since."""
+    open and this one has not seen (in neither `seen` nor `seen_too`), when it
+    listed those providers in full and nothing was committed since."""
     memo = _valid(journal, db)
     if memo is None or not providers <= memo[4]:
         return None
-    return {k: v for k, v in memo[2].items() if k[0] in providers and k not in seen}
+    return {k: v for k, v in memo[2].items()
+            if k[0] in providers and k not in seen and k not in seen_too}
 
 
 def remember(journal: Journal, db: sqlite3.Connection, latest: dict[tuple[str, str], Row],

@@ -309,10 +309,7 @@ class SandboxProvider(Provider):
     def _instance(self, response: httpx.Response, item: Any) -> Instance:
         try:
             raw_status = str(item["status"])
-            try:
-                status = InstanceStatus(raw_status)
-            except ValueError:
-                status = InstanceStatus.UNKNOWN
+            status = _STATUSES.get(raw_status, InstanceStatus.UNKNOWN)
             labels = item.get("labels") or {}
             price = item.get("price_per_hour")
             return Instance(
@@ -355,6 +352,7 @@ class SandboxProvider(Provider):
             raise self.invalid(response, f"bad job: {exc!r}") from exc
 
 
+_STATUSES = {s.value: s for s in InstanceStatus}  # the enum's own lookup, without its call
 # A listing's machines repeat a few GPU names and prices: each is worked out
 # once (a Decimal is immutable, so one object serves them all).
 _gpu = functools.lru_cache(maxsize=256)(normalize_gpu)
@@ -370,4 +368,7 @@ def _iso(when: datetime) -> str:
 def _parse(value: Any) -> datetime | None:
     if value is None:
         return None
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(timezone.utc)
+    when = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    # The cloud answers in UTC: converting what already is costs a listing
+    # a new datetime per machine for nothing.
+    return when if when.tzinfo is timezone.utc else when.astimezone(timezone.utc)
