@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 LAUNCH_LABEL = "gpucloud-launch-id"
 # Machines per page of a listing: enough that a page's request costs little
 # beside its machines, few enough that a page is a small part of a big listing.
-PAGE = 250
+PAGE = 500
 
 
 @functools.cache
