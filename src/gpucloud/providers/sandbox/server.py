@@ -80,7 +80,7 @@ from gpucloud.providers.sandbox._wire import (
 )
 from gpucloud.providers.sandbox.job_sim import JobSimulation
 from gpucloud.providers.sandbox.knobs import Knobs
-from gpucloud.providers.sandbox.storage import Storage, live_count, rows_after, visible_rows
+from gpucloud.providers.sandbox.storage import Storage, live_count, visible_rows
 
 if TYPE_CHECKING:
     from gpucloud.catalog.bundled import ProviderCatalog
@@ -285,9 +285,8 @@ class SandboxCloud(Storage):
         if cursor is not None and not cursor.isdigit():
             raise ApiError(400, "invalid_request", f"bad cursor {cursor!r}")
         size, now = int(limit), self._now()
-        with self._read() as db:
-            rows = rows_after(db, int(cursor or 0), size,
-                              now - int(self.knobs.retain_seconds * US), self.knobs.native_timer)
+        rows = self._page_rows(int(cursor or 0), size,
+                               now - int(self.knobs.retain_seconds * US), self.knobs.native_timer)
         out = []
         for row in rows:
             labels = json.loads(row["labels"])

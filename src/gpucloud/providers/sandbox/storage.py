@@ -15,6 +15,7 @@ listing reads only the machines still visible, however many have ended.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -74,6 +75,27 @@ class Storage:
         # (GPUCLOUD_SANDBOX_LATENCY_MS says that) in what a client measures.
         db.execute("PRAGMA synchronous = NORMAL")
         return db
+
+    def _page_rows(self, after: int, limit: int, since: int,
+                   native_timer: bool) -> list[sqlite3.Row]:
+        """rows_after, through one connection kept from a listing's first page
+        to its last (per thread): opening and closing the file for each page
+        (closing the last connection checkpoints the log and removes it) cost
+        a listing of many pages more than its reads."""
+        local = self.__dict__.setdefault("_pages", threading.local())
+        db = getattr(local, "db", None)
+        if db is None:
+            db = local.db = self._connect()
+        try:
+            rows = rows_after(db, after, limit, since, native_timer)
+        except BaseException:
+            local.db = None
+            db.close()
+            raise
+        if len(rows) < limit:  # the last page: let the file go
+            local.db = None
+            db.close()
+        return rows
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
