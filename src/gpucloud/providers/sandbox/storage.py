@@ -86,6 +86,9 @@ class Storage:
         db = getattr(local, "db", None)
         if db is None:
             db = local.db = self._connect()
+            # Pages are read once, in order: a page cache kept across them would
+            # only grow (to SQLite's default 2 MiB) with pages never read again.
+            db.execute("PRAGMA cache_size = -128")
         try:
             rows = rows_after(db, after, limit, since, native_timer)
         except BaseException:
