@@ -225,8 +225,8 @@ def test_knobs_env_wins_and_bad_values_are_refused():
     knobs = Knobs.load({"capacity": 2, "BOOT_SECONDS": 0.5, "exhaust": ["a", "b"]},
                        environ={"GPUCLOUD_SANDBOX_CAPACITY": "9", "GPUCLOUD_SANDBOX_SEED": "3"})
     assert (knobs.capacity, knobs.boot_seconds, knobs.seed) == (9, 0.5, 3)
-    assert knobs.exhaust == {"a", "b"} and knobs.fail_on == {"types", "list", "get", "create",
-                                                              "update", "delete"}
+    assert knobs.exhaust == {"a", "b"} and knobs.fail_on == {"types", "list", "list_more", "get",
+                                                              "create", "update", "delete"}
     assert Knobs.load({}, environ={}) == Knobs()
     for config, environ in [({"fail_429": 2}, {}), ({}, {"GPUCLOUD_SANDBOX_CAPACITY": "many"}),
                         ({"capacty": 3}, {}), ({"fail_on": "create,boot"}, {}),

@@ -15,7 +15,7 @@ from gpucloud.providers.sandbox import SandboxProvider
 from gpucloud.providers.sandbox.server import SandboxCloud
 from gpucloud.catalog.bundled import load_catalogs
 from gpucloud.config.settings import sandbox_db_path, state_db_path
-from gpucloud.safety.ledger import Ledger
+from gpucloud.safety.ledger import Ledger, Observation
 from gpucloud.safety.journal import Journal
 from tests.adapters._sandbox_support import Clock
 
@@ -104,13 +104,14 @@ def test_a_listing_closes_a_machine_ended_elsewhere_in_one_write(clock, monkeypa
     listed = {m.id: m.status.value for m in client._run(_raw_list(client))}
     assert listed.get(gone.id) == ("terminated" if later < HOUR else None)
     writes = []
-    original = Ledger.observe
+    original = Observation.finish
 
-    def counted(self, instances, now, listed=()):
-        writes.append(len(list(instances)))
-        return original(self, instances, now, listed)
+    def counted(self, listed=()):
+        writes.append(listed)
+        return original(self, listed)
 
-    monkeypatch.setattr(Ledger, "observe", counted)
+    # Observed page by page, written once: the listing's one write transaction.
+    monkeypatch.setattr(Observation, "finish", counted)
     client.list()
     assert len(writes) == 1  # one batched write for the whole listing
     assert [r.state for r in rows_of(gone.ref)] == ["running", "ended"]

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
@@ -33,6 +33,57 @@ def clean(value: Any) -> str:
 
 def emit_json(payload: Any) -> None:
     sys.stdout.write(json.dumps(payload, default=_default) + "\n")
+
+
+def emit_json_stream(key: str, items: Iterable[Any], rest: Callable[[], dict[str, Any]]) -> None:
+    """The document emit_json({key: [dump(i) for i in items], **rest()}) prints,
+    byte for byte, written item by item as `items` come: nothing holds them all,
+    nor the whole text. `rest` is asked once the items are done (a listing's
+    warnings are known then).
+
+    Should `items` fail part way, what was written is closed as a document
+    still: the items so far and the error beside them (`{"KEY": [...], "error":
+    {...}}`, the shape of an error that leaves something behind), then the
+    exit code of that error."""
+    encode = json.JSONEncoder(default=_default).encode  # as json.dumps(..., default=)
+    write = sys.stdout.write
+    write("{" + encode(key) + ": [")
+    separator = ""
+    try:
+        for item in items:
+            write(separator + encode(dump(item)))
+            separator = ", "
+    except BaseException as exc:
+        _close_with_error(exc)
+        raise
+    tail = rest()
+    write("]" + "".join(f", {encode(k)}: {encode(v)}" for k, v in tail.items()) + "}\n")
+
+
+def _close_with_error(exc: BaseException) -> None:
+    """End a streamed document with the error that cut it short, and exit with
+    its code (as the CLI's one error handler would, had nothing been written)."""
+    from gpucloud.errors import GpuCloudError, exit_code_for
+
+    if isinstance(exc, BrokenPipeError):
+        return  # the reader went away: nothing to close (the handler exits 141)
+    if isinstance(exc, GpuCloudError):
+        code, name, message, hint = exit_code_for(exc), exc.code, exc.message, exc.hint
+    elif isinstance(exc, KeyboardInterrupt):
+        code, name, message, hint = 130, "interrupted", "interrupted", None
+    else:  # a bug
+        import logging
+
+        if logging.getLogger("gpucloud").isEnabledFor(logging.DEBUG):
+            return  # the handler lets its traceback through
+        code, name, message = 1, "internal", f"internal error: {type(exc).__name__}: {exc}"
+        hint = "this is a bug in gpucloud; rerun with --debug for the traceback"
+    error = {"code": name, "message": message, "hint": hint, "exit_code": code}
+    sys.stdout.write("], " + json.dumps("error") + ": " + json.dumps(error) + "}\n")
+    sys.stdout.flush()
+    import typer
+
+    raise typer.Exit(code) from exc
 
 
 def _default(value: Any) -> Any:

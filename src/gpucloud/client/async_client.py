@@ -187,6 +187,15 @@ class AsyncClient:
             listing(self._ctx, provider, all, status))
         return result
 
+    async def iter_list(self, provider: str | None = None, *, all: bool = False,
+                        status: StatusFilter | None = None) -> AsyncIterator[Instance]:
+        """As Client.iter_list: machine by machine as the pages come."""
+        from gpucloud.core.housekeeping import listing_pages
+
+        async for instance in self._runner.iterate(
+                listing_pages(self._ctx, provider, all, status)):
+            yield instance
+
     async def get(self, ref: Ref) -> Instance:
         return cast("Instance", await self._run(instances.get(self._ctx, ref)))
 

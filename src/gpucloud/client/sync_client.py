@@ -229,6 +229,17 @@ class Client:
 
         return cast("builtins.list[Instance]", self._run(listing(self._ctx, provider, all, status)))
 
+    def iter_list(self, provider: str | None = None, *, all: bool = False,
+                  status: StatusFilter | None = None) -> Iterator[Instance]:
+        """As `list`, machine by machine as the providers' pages come, so a
+        listing of thousands is never held at once (what `gpucloud list --json`
+        prints from). `warnings` and the cost ledger's record of the listing
+        are complete once the iterator is exhausted; one stopped early records
+        nothing."""
+        from gpucloud.core.housekeeping import listing_pages
+
+        return self._runner.iterate(listing_pages(self._ctx, provider, all, status))
+
     def get(self, ref: Ref) -> Instance:
         return cast("Instance", self._run(instances.get(self._ctx, ref)))
 

@@ -21,8 +21,8 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from gpucloud.core.instances import list_instances
-from gpucloud.core.instructions import Call, Gather, Op
+from gpucloud.core.instances import list_instances, list_pages
+from gpucloud.core.instructions import Call, Gather, Op, collect
 from gpucloud.errors import GpuCloudError, SpecError
 from gpucloud.safety.journal import utcnow
 
@@ -31,6 +31,7 @@ from gpucloud.safety.journal import utcnow
 if TYPE_CHECKING:
     from gpucloud.core.context import ClientContext
     from gpucloud.models import Instance, InstanceStatus
+    from gpucloud.safety.ledger_events import ListingRecord
     from gpucloud.types import StatusFilter
 
 RECENT_END = timedelta(minutes=10)
@@ -71,17 +72,24 @@ def listing(ctx: ClientContext, provider: str | None = None, all: bool = False,
     """The machines in scope, terminated ones with their end and cost, filtered:
     by `status` when given, else without those that ended over RECENT_END ago
     unless `all`."""
+    return (yield from collect(listing_pages(ctx, provider, all, status, now)))
+
+
+def listing_pages(ctx: ClientContext, provider: str | None = None, all: bool = False,
+                  status: StatusFilter | None = None, now: datetime | None = None) -> Op:
+    """listing as it comes, page by page (``Emit``; core/instances.list_pages)."""
     wanted = statuses(status)  # a bad status fails before anything is listed
-    machines: list[Instance] = yield from list_instances(ctx, provider)
-    if not machines:
-        return machines  # nothing to filter (nor a model class to load for it)
-    machines = _with_ends(ctx, machines)
-    if wanted is not None:
-        return [m for m in machines if m.status in wanted]
-    if all:
-        return machines
-    now = now or utcnow()
-    return [m for m in machines if not _long_gone(m, now)]
+
+    def shape(page: list[Instance], record: ListingRecord | None) -> list[Instance]:
+        machines = _with_ends(ctx, page, record)
+        if wanted is not None:
+            return [m for m in machines if m.status in wanted]
+        if all:
+            return machines
+        moment = now or utcnow()
+        return [m for m in machines if not _long_gone(m, moment)]
+
+    yield from list_pages(ctx, provider, shape)
 
 
 def _long_gone(machine: Instance, now: datetime) -> bool:
@@ -93,7 +101,10 @@ def _long_gone(machine: Instance, now: datetime) -> bool:
     return ended is None or now - ended > RECENT_END
 
 
-def _with_ends(ctx: ClientContext, machines: list[Instance]) -> list[Instance]:
+def _with_ends(ctx: ClientContext, machines: list[Instance],
+               record: ListingRecord | None = None) -> list[Instance]:
+    """Each terminated machine with its end and cost from the ledger: its rows
+    there and the one this listing (`record`) is about to write."""
     from gpucloud.models import InstanceStatus
 
     ended = [(m.provider, m.id) for m in machines if m.status == InstanceStatus.TERMINATED]
@@ -106,8 +117,14 @@ def _with_ends(ctx: ClientContext, machines: list[Instance]) -> list[Instance]:
                            Ledger(ctx.journal).history, ended) or {}
     out = []
     for machine in machines:
-        rows = history.get((machine.provider, machine.id))
-        if machine.status == InstanceStatus.TERMINATED and rows and rows[-1].state == ENDED:
+        if machine.status != InstanceStatus.TERMINATED:
+            out.append(machine)
+            continue
+        rows = history.get((machine.provider, machine.id)) or []
+        written = record.written(machine.provider, machine.id) if record is not None else None
+        if written is not None:
+            rows = [*rows, written]
+        if rows and rows[-1].state == ENDED:
             end = rows[-1].at
             spent = machine_month(rows, _EPOCH, end, end).spent
             machine = machine.model_copy(update={
@@ -177,4 +194,5 @@ def delete_all(ctx: ClientContext, provider: str | None = None,
     return deleted
 
 
-__all__ = ["RECENT_END", "delete_all", "deletable", "in_scope", "listing", "statuses"]
+__all__ = ["RECENT_END", "delete_all", "deletable", "in_scope", "listing", "listing_pages",
+           "statuses"]

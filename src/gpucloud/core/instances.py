@@ -9,10 +9,11 @@ the local journal, so every machine read here shows the one the reaper uses.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from gpucloud.core.flow import Sleep
-from gpucloud.core.instructions import Call, Gather, Op
+from gpucloud.core.instructions import Call, Emit, Gather, Op, collect
 from gpucloud.errors import (
     GpuCloudError, InstanceFailedError, NotFoundError, SpecError, WaitTimeoutError,
 )
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # pydantic: a catalog-only `gpucloud offers` never needs it
 
     from gpucloud.core.context import ClientContext
     from gpucloud.models import Instance
+    from gpucloud.safety.ledger_events import ListingRecord
     from gpucloud.types import Ref
 
 # The ledger and the journal checks are imported by the operations that use
@@ -32,32 +34,72 @@ if TYPE_CHECKING:  # pydantic: a catalog-only `gpucloud offers` never needs it
 def list_instances(ctx: ClientContext, provider: str | None = None) -> Op:
     """Every machine on the providers in scope (one provider's failure is a
     warning, unless it was the one asked for or every one failed)."""
+    return (yield from collect(list_pages(ctx, provider)))
+
+
+# What each page of a listing becomes before it is handed on (housekeeping:
+# the ends the ledger knows, the filters); given the listing's ledger record.
+Shape = Callable[["list[Instance]", "ListingRecord | None"], "list[Instance]"]
+
+
+def list_pages(ctx: ClientContext, provider: str | None = None,
+               shape: Shape | None = None) -> Op:
+    """list_instances as it comes: each page is handed on (``Emit``) once the
+    journal's deadlines are filled in and the ledger has compared it with what
+    it knows, so a listing of thousands never holds them all.
+
+    The first page of every provider is asked at once and before anything is
+    handed on: a failure then is what it always was (a warning, or raised when
+    it was the provider asked or every one failed). A provider that fails on a
+    later page is dropped from the ledger's record (nothing of it is written,
+    none of its machines taken as ended) and is a warning, or raised on the
+    same terms, after the machines already handed on."""
     from gpucloud.safety.unresolved import warn_unresolved
 
     names = [n for n in ctx.scope(provider, listing=True) if ctx.can_call(n)]
     if provider is not None and not names:
         raise ctx.missing_credentials([provider])
-    results = yield Gather([Call(n, ctx.adapter(n).list_instances()) for n in names])
-    out: list[Instance] = []
+    firsts = yield Gather([Call(n, ctx.adapter(n).list_page()) for n in names])
     ctx.warnings.clear()
     warn_unresolved(ctx)
-    failed = [r for r in results if isinstance(r, BaseException)]
-    if failed and (provider is not None or len(failed) == len(names)):
-        raise failed[0]  # "no machines" must never mean "could not look"
-    for name, result in zip(names, results):
-        if isinstance(result, BaseException):
-            if not isinstance(result, GpuCloudError):
-                raise result
-            ctx.warnings.append(f"{name}: could not list instances ({result})")
-            continue
-        out.extend(known_deadlines(ctx, name, result))
-    whole = [n for n, r in zip(names, results) if isinstance(r, list)]
-    if out or ctx.journal.path.exists():  # else nothing to record, nor a ledger to load
-        from gpucloud.safety import ledger_events
+    if not names:
+        return  # nothing listed: nothing for the ledger to record, nor a ledger to load
+    from gpucloud.safety import ledger_events
 
-        ctx.tolerant("the cost ledger did not record this listing", ledger_events.observed,
-                     ctx, out, whole)
-    return out
+    failures = [r for r in firsts if isinstance(r, BaseException)]
+    if failures and (provider is not None or len(failures) == len(names)):
+        raise failures[0]  # "no machines" must never mean "could not look"
+    record = ledger_events.ListingRecord(ctx)
+    whole: list[str] = []
+    for name, first in zip(names, firsts):
+        if isinstance(first, BaseException):
+            if not isinstance(first, GpuCloudError):
+                raise first
+            ctx.warnings.append(f"{name}: could not list instances ({first})")
+            continue
+        page, cursor = first
+        while True:
+            page = known_deadlines(ctx, name, page)
+            record.page(page)
+            shown = shape(page, record) if shape is not None else page
+            del page  # the reader may hold what it was handed; this op holds nothing
+            if shown:
+                yield Emit(shown)
+            del shown
+            if cursor is None:
+                whole.append(name)
+                break
+            try:
+                page, cursor = yield Call(name, ctx.adapter(name).list_page(cursor))
+            except GpuCloudError as exc:
+                record.drop(name)
+                failures.append(exc)
+                if provider is not None or len(failures) == len(names):
+                    raise
+                ctx.warnings.append(f"{name}: could not list instances part way ({exc}); "
+                                    "the machines shown may not be all")
+                break
+    record.finish(whole)
 
 
 def _with_deadline(instance: Instance, shutdown_at: datetime | None) -> Instance:
@@ -172,5 +214,5 @@ def wait(ctx: ClientContext, ref: Ref, until: str = "running", timeout: float = 
         delay = min(max_poll, delay * 1.5)
 
 
-__all__ = ["delete", "get", "known_deadline", "known_deadlines", "list_instances", "lookup",
-           "power", "wait"]
+__all__ = ["delete", "get", "known_deadline", "known_deadlines", "list_instances", "list_pages",
+           "lookup", "power", "wait"]

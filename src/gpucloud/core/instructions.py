@@ -1,7 +1,7 @@
 """The primitives operations are made of, below every operation module (so
 none of them imports another for these): the instructions an
-operation yields (``Call``, ``Gather``, ``Concurrent``; ``Sleep`` from
-core/flow.py), and the small pure helpers every operation shares."""
+operation yields (``Call``, ``Gather``, ``Concurrent``, ``Emit``; ``Sleep``
+from core/flow.py), and the small pure helpers every operation shares."""
 
 from __future__ import annotations
 
@@ -56,6 +56,38 @@ class Concurrent:
         return max(1, self.limit() if callable(self.limit) else self.limit)
 
 
+@dataclass
+class Emit:
+    """Machines (or any items) an operation hands on as it goes, before it
+    ends: a listing, page by page. The runners' ``iterate`` yields them to the
+    reader one by one; ``collect`` gathers them into the operation's answer."""
+    items: list[Any] = field(default_factory=list)
+
+
+def collect(op: Op) -> Op:
+    """Run `op` as part of this operation; its answer is the list of every item
+    it emitted, in order (its other instructions pass through unchanged)."""
+    out: list[Any] = []
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            item = op.throw(error) if error is not None else op.send(value)
+        except StopIteration:
+            return out
+        value, error = None, None
+        if isinstance(item, Emit):
+            out.extend(item.items)
+            continue
+        try:
+            value = yield item
+        except Exception as exc:  # noqa: BLE001 - thrown into `op`, as drive does
+            error = exc
+        except BaseException:
+            op.close()  # an interrupt: `op` cleans up now, not when collected
+            raise
+
+
 def check_count(count: int) -> int:
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise SpecError(f"count must be a positive number of GPUs, got {count!r}",
@@ -77,5 +109,5 @@ def sort_offers(offers: list[_O]) -> list[_O]:
     return sorted(offers, key=key)
 
 
-__all__ = ["Call", "Concurrent", "DEFAULT_CONCURRENCY", "Gather", "MAX_FALLBACKS", "Op", "Sleep",
-           "check_count", "sort_offers", "split_ref"]
+__all__ = ["Call", "Concurrent", "DEFAULT_CONCURRENCY", "Emit", "Gather", "MAX_FALLBACKS", "Op",
+           "Sleep", "check_count", "collect", "sort_offers", "split_ref"]

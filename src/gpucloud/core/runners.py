@@ -9,12 +9,12 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from gpucloud.core.drive import adrive, drive
+from gpucloud.core.drive import _abandon, adrive, drive
 from gpucloud.core.flow import Sleep
-from gpucloud.core.instructions import Call, Concurrent, Gather, Op
+from gpucloud.core.instructions import Call, Concurrent, Emit, Gather, Op
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
     from gpucloud.transport.http import AsyncSession, Session
     from gpucloud.core.context import ClientContext
@@ -122,6 +122,33 @@ class ThreadedRunner:
     def run(self, op: Op) -> Any:
         return drive(op, self._perform)
 
+    def iterate(self, op: Op) -> Iterator[Any]:
+        """What `op` emits, item by item, as it comes (drive's loop, with each
+        ``Emit`` handed to the reader). A reader that stops early closes `op`:
+        it ends there, and what it does after the last item (a record of the
+        whole listing) is not done."""
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                item = op.throw(error) if error is not None else op.send(value)
+            except StopIteration:
+                return
+            value, error = None, None
+            try:
+                if isinstance(item, Emit):
+                    yield from item.items
+                    continue
+                value = self._perform(item)
+            except Exception as exc:  # thrown into `op`, as drive does
+                if isinstance(item, Emit):
+                    _abandon(op)
+                    raise
+                error = exc
+            except BaseException:  # an interrupt, or the reader closed this iterator
+                _abandon(op)
+                raise
+
     def close(self) -> None:
         for session in self._sessions.values():
             session.close()
@@ -191,6 +218,31 @@ class AsyncRunner:
 
     async def run(self, op: Op) -> Any:
         return await adrive(op, self._perform)
+
+    async def iterate(self, op: Op) -> AsyncIterator[Any]:
+        """ThreadedRunner.iterate, with calls as tasks."""
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                item = op.throw(error) if error is not None else op.send(value)
+            except StopIteration:
+                return
+            value, error = None, None
+            try:
+                if isinstance(item, Emit):
+                    for one in item.items:
+                        yield one
+                    continue
+                value = await self._perform(item)
+            except Exception as exc:  # thrown into `op`, as adrive does
+                if isinstance(item, Emit):
+                    _abandon(op)
+                    raise
+                error = exc
+            except BaseException:  # cancelled, or the reader closed this iterator
+                _abandon(op)
+                raise
 
     async def aclose(self) -> None:
         for session in self._sessions.values():

@@ -266,6 +266,13 @@ class Provider:
     def list_instances(self) -> Flow[list[Instance]]:
         raise NotImplementedError
 
+    def list_page(self, cursor: str | None = None) -> Flow[tuple[list[Instance], str | None]]:
+        """One page of ``list_instances`` and the next page's cursor (None: the
+        last), so a listing shows and records machines as they come. By default
+        the whole list is one page; an adapter whose API pages overrides it."""
+        machines = yield from self.list_instances()
+        return machines, None
+
     def get(self, instance_id: str) -> Flow[Instance]:
         raise NotImplementedError
 

@@ -21,12 +21,14 @@ apart: its disk rate; otherwise unknown, None). Unknown is None, never 0.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
+from sys import intern
 from typing import TYPE_CHECKING, Any
 
 from gpucloud.models import Instance, InstanceStatus
@@ -137,7 +139,9 @@ def state_of(status: InstanceStatus) -> str | None:
     return _STATES.get(status)
 
 
-@dataclass(frozen=True)
+# Slots: a listing's memo keeps a Row per machine (ten thousand of them in a
+# big listing), and a row without a __dict__ is half the size.
+@dataclass(frozen=True, slots=True)
 class Row:
     at: datetime
     provider: str
@@ -250,30 +254,107 @@ class Ledger:
         """A listing: one transaction, a row only for what changed. A machine of a
         provider in `listed` (listed in full) that the listing no longer shows has
         ended (providers drop terminated machines from their lists)."""
+        observation = Observation(self, now)
+        observation.page(instances)
+        observation.finish(listed)
+
+
+class Observation:
+    """A listing recorded as its pages come: each page is compared with the
+    latest rows of its machines as it arrives, and only what changed is kept,
+    so a listing of ten thousand machines never holds them all. Nothing is
+    written before ``finish``: one transaction, the same rows
+    ``Ledger.observe`` writes for the whole listing at once. A provider whose
+    listing broke off is ``dropped``: what its pages showed is not recorded,
+    and none of its machines is taken as ended (the listing did not see them
+    all).
+
+    What it keeps per machine seen is the latest row (the memo's, afterwards:
+    listing_memo.py), keyed by the row's own strings: the listing's copies of
+    them are let go with each page."""
+
+    def __init__(self, ledger: Ledger, now: datetime) -> None:
+        self.ledger, self.now = ledger, now
+        self.latest: dict[tuple[str, str], Row] = {}
+        # Machines seen that the ledger has no row of (never seen running): with
+        # the keys of `latest`, every machine the listing showed.
+        self.unrecorded: set[tuple[str, str]] = set()
+        # Per provider: the machines whose row this listing writes.
+        self.pending: dict[str, dict[tuple[str, str], Row]] = {}
+
+    def empty(self) -> bool:
+        return not self.latest and not self.unrecorded
+
+    def page(self, instances: Iterable[Instance]) -> None:
         machines = list(instances)
+        if not machines:
+            return
+        keys = [(i.provider, i.id) for i in machines]
+        journal = self.ledger.journal
+        with self.ledger._db() as db:
+            found = listing_memo.remembered_rows(journal, db, keys)
+            if found is None:
+                found = _latest(db, set(keys))
+        for row in found.values():
+            self.latest.setdefault((row.provider, row.instance_id), row)
+        del found
+        for instance, key in zip(machines, keys):
+            before = self.latest.get(key)
+            row = _observed(instance, before, self.now)
+            if row is not None:
+                self.pending.setdefault(key[0], {})[key] = _carry(row, self.latest)
+            elif before is None:
+                self.unrecorded.add(key)
+
+    def written(self, provider: str, instance_id: str) -> Row | None:
+        """The row this listing will write for the machine, if any."""
+        return self.pending.get(provider, {}).get((provider, instance_id))
+
+    def drop(self, provider: str) -> None:
+        """The provider's listing broke off: forget what its pages showed."""
+        self.pending.pop(provider, None)
+        for key in [k for k in self.latest if k[0] == provider]:
+            del self.latest[key]
+        self.unrecorded = {k for k in self.unrecorded if k[0] != provider}
+
+    def finish(self, listed: Iterable[str] = ()) -> None:
+        """Write the listing: the changed machines of every provider not dropped,
+        and the end of each open machine of `listed` (providers listed in full)
+        that no page showed."""
         complete = set(listed)
-        with self._db() as db:
-            seen = {(i.provider, i.id) for i in machines}
-            latest = listing_memo.remembered(self.journal, db, seen, complete)
-            if latest is None:
-                latest = _latest(db, seen, complete)
-            rows = []
-            for instance in machines:
-                row = _observed(instance, latest.get((instance.provider, instance.id)), now)
-                if row is not None:
-                    rows.append(_carry(row, latest))
-            for key, last in list(latest.items()):
+        journal = self.ledger.journal
+        seen = _Seen(self.latest, self.unrecorded)
+        with self.ledger._db() as db:
+            unseen = listing_memo.remembered_open(journal, db, complete, self.latest,
+                                                  self.unrecorded)
+            if unseen is None:
+                unseen = _latest(db, set(), complete, seen)
+            rows = [r for changed in self.pending.values() for r in changed.values()]
+            for key, last in unseen.items():
+                self.latest.setdefault(key, last)
                 # A launch may take a moment to show in its provider's list.
-                if key not in seen and last.state != ENDED and last.source != JOB \
-                        and now - last.at > APPEAR_GRACE:
-                    rows.append(_carry(Row(at=now, provider=key[0], instance_id=key[1],
+                if last.state != ENDED and last.source != JOB \
+                        and self.now - last.at > APPEAR_GRACE:
+                    rows.append(_carry(Row(at=self.now, provider=key[0], instance_id=key[1],
                                            event="observed", source="list", state=ENDED),
-                                       latest))
+                                       self.latest))
             if rows:
                 db.executemany(
                     f"INSERT INTO ledger ({', '.join(_COLUMNS)}) VALUES "
                     f"({', '.join('?' for _ in _COLUMNS)})", [_values(r) for r in rows])
-            listing_memo.remember(self.journal, db, latest, seen, complete)
+            listing_memo.remember(journal, db, self.latest, self.unrecorded, complete)
+
+
+class _Seen:
+    """The machines a listing showed, as sets answer `in`: those with a row in
+    `latest` and those `unrecorded` (asked before unseen rows join `latest`)."""
+
+    def __init__(self, latest: dict[tuple[str, str], Row],
+                 unrecorded: set[tuple[str, str]]) -> None:
+        self.latest, self.unrecorded = latest, unrecorded
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.latest or key in self.unrecorded
 
 
 def _observed(instance: Instance, last: Row | None, now: datetime) -> Row | None:
@@ -304,10 +385,11 @@ def _listed(instance: Instance, price: Decimal | None, **what: Any) -> Row:
 
 
 def _latest(db: sqlite3.Connection, machines: set[tuple[str, str]],
-            providers: frozenset[str] | set[str] = frozenset()) -> dict[tuple[str, str], Row]:
+            providers: frozenset[str] | set[str] = frozenset(),
+            besides: Container[tuple[str, str]] = frozenset()) -> dict[tuple[str, str], Row]:
     """The latest row of each of `machines`, and of every machine of `providers`
-    still open (not ended, per ledger_live). Through the (provider, instance_id,
-    seq) index: the rows of other machines are never read."""
+    still open (not ended, per ledger_live) but not in `besides`. Through the
+    (provider, instance_id, seq) index: the rows of other machines are never read."""
     wanted: dict[str, list[str]] = {}  # latest rows wanted whatever their state
     live: dict[str, list[str]] = {}  # latest rows wanted only while not ended
     for provider, instance_id in machines:
@@ -315,7 +397,8 @@ def _latest(db: sqlite3.Connection, machines: set[tuple[str, str]],
     for provider in providers:  # the live ones only: ledger_live, never all history
         for (instance_id,) in db.execute("SELECT instance_id FROM ledger_live"
                                          " WHERE provider = ?", (provider,)):
-            if (provider, instance_id) not in machines:
+            if (provider, instance_id) not in machines \
+                    and (provider, instance_id) not in besides:
                 live.setdefault(provider, []).append(instance_id)
     found = _by_seq(db, _max_seqs(db, wanted), "") \
         + _by_seq(db, _max_seqs(db, live), f" AND state != '{ENDED}'")
@@ -368,17 +451,25 @@ def _values(row: Row) -> tuple[Any, ...]:
 
 
 def _row(values: tuple[Any, ...]) -> Row:
-    # Positional, in _COLUMNS order: a listing parses a row per machine.
+    # Positional, in _COLUMNS order: a listing parses a row per machine. The
+    # words every machine repeats (its provider, type, region, the event) are
+    # shared, not one copy per row, and so are the few prices.
     (at, provider, instance_id, event, source, state, price, stopped_price, shutdown_at, name,
      instance_type, region, launch_id, simulated) = values
-    return Row(at=datetime.fromisoformat(at), provider=provider, instance_id=instance_id,
-               event=event, source=source, state=state,
-               price_per_hour=Decimal(price) if price is not None else None,
-               stopped_price_per_hour=Decimal(stopped_price) if stopped_price is not None
+    return Row(at=datetime.fromisoformat(at), provider=intern(provider), instance_id=instance_id,
+               event=intern(event), source=intern(source), state=intern(state),
+               price_per_hour=_price(price) if price is not None else None,
+               stopped_price_per_hour=_price(stopped_price) if stopped_price is not None
                else None,
                shutdown_at=datetime.fromisoformat(shutdown_at) if shutdown_at else None,
-               name=name, instance_type=instance_type, region=region, launch_id=launch_id,
+               name=name, instance_type=intern(instance_type) if instance_type else instance_type,
+               region=intern(region) if region else region, launch_id=launch_id,
                simulated=bool(simulated))
 
 
-__all__ = ["ENDED", "JOB", "Ledger", "RUNNING", "Row", "STOPPED", "state_of"]
+@functools.lru_cache(maxsize=1024)
+def _price(text: str) -> Decimal:
+    return Decimal(text)  # immutable: one object serves every row at this price
+
+
+__all__ = ["ENDED", "JOB", "Ledger", "Observation", "RUNNING", "Row", "STOPPED", "state_of"]

@@ -95,10 +95,51 @@ def powered(ctx: ClientContext, instance: Instance, action: str) -> None:
 
 def observed(ctx: ClientContext, instances: Iterable[Instance], listed: Iterable[str] = ()) -> None:
     """A listing of `instances`; `listed`: the providers whose list came back whole."""
-    machines = list(instances)
-    if not machines and not ctx.journal.path.exists():
-        return  # nothing to record: an empty listing never creates the state file
-    Ledger(ctx.journal).observe(machines, ledger.utcnow(), listed)
+    record = ListingRecord(ctx)
+    record.page(list(instances))
+    record.finish(listed)
 
 
-__all__ = ["ended", "ended_all", "launched", "observed", "powered", "record_ends"]
+UNRECORDED = "the cost ledger did not record this listing"
+
+
+class ListingRecord:
+    """The ledger's record of one listing, taken page by page as it comes
+    (ledger.Observation). A damaged state file is one warning, and then no
+    record: the listing itself goes on."""
+
+    def __init__(self, ctx: ClientContext) -> None:
+        self.ctx = ctx
+        self.observation: ledger.Observation | None = ledger.Observation(
+            Ledger(ctx.journal), ledger.utcnow())
+
+    def _try(self, fn: Any, *args: Any) -> None:
+        if self.observation is not None and self.ctx.tolerant(
+                UNRECORDED, lambda: fn(*args) or True) is None:
+            self.observation = None
+
+    def page(self, machines: list[Instance]) -> None:
+        if self.observation is not None:
+            self._try(self.observation.page, machines)
+
+    def drop(self, provider: str) -> None:
+        if self.observation is not None:
+            self.observation.drop(provider)
+
+    def written(self, provider: str, instance_id: str) -> Row | None:
+        """The row this listing writes for the machine, if it writes one."""
+        if self.observation is None:
+            return None
+        return self.observation.written(provider, instance_id)
+
+    def finish(self, listed: Iterable[str] = ()) -> None:
+        observation = self.observation
+        if observation is None:
+            return
+        if observation.empty() and not self.ctx.journal.path.exists():
+            return  # nothing to record: an empty listing never creates the state file
+        self._try(observation.finish, listed)
+
+
+__all__ = ["ListingRecord", "ended", "ended_all", "launched", "observed", "powered",
+           "record_ends"]

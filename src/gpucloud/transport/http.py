@@ -266,10 +266,20 @@ def watched(provider: str, send: Callable[[httpx.Request], httpx.Response],
     def send_watched(request: httpx.Request) -> httpx.Response:
         token = _WATCHDOG.watch(after, _log_waiting, provider, request, after)
         try:
-            return send(request)
+            return _unbound(send(request))
         finally:
             _WATCHDOG.cancel(token)
     return send_watched
+
+
+def _unbound(response: httpx.Response) -> httpx.Response:
+    """The response with its body read and its stream no longer bound to it:
+    httpx binds the two into a reference cycle, which keeps every body (a
+    listing's page, hundreds of kilobytes) alive until the cyclic collector
+    runs, not until the flow that read it is done."""
+    if response.is_stream_consumed and not isinstance(response.stream, httpx.ByteStream):
+        response.stream = httpx.ByteStream(response.content)
+    return response
 
 
 def awatched(provider: str, send: Callable[[httpx.Request], Awaitable[httpx.Response]],
@@ -281,7 +291,7 @@ def awatched(provider: str, send: Callable[[httpx.Request], Awaitable[httpx.Resp
         handle = asyncio.get_running_loop().call_later(after, _log_waiting, provider,
                                                        request, after)
         try:
-            return await send(request)
+            return _unbound(await send(request))
         finally:
             handle.cancel()
     return send_watched

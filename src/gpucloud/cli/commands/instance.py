@@ -168,11 +168,12 @@ def list_(
     from gpucloud.client import Client
 
     client = Client()
-    instances = client.list(provider=provider, all=show_all, status=status)
     if json_output:
-        output.emit_json({"instances": [output.dump(i) for i in instances],
-                          "warnings": client.warnings})
+        output.emit_json_stream("instances", client.iter_list(provider=provider, all=show_all,
+                                                              status=status),
+                                lambda: {"warnings": client.warnings})
         return
+    instances = client.list(provider=provider, all=show_all, status=status)
     for warning in client.warnings:
         output.warn(warning)
     if instances:

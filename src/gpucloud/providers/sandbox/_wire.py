@@ -107,3 +107,18 @@ def iso(us: int | None) -> str | None:
 def fake_ip(instance_id: str) -> str:
     digest = hashlib.sha256(instance_id.encode()).digest()
     return f"100.64.{digest[0]}.{1 + digest[1] % 254}"
+
+
+# The most machines one page of GET /v1/instances?limit= holds.
+MAX_PAGE = 1000
+
+
+def wanted_labels(filters: list[str]) -> list[tuple[str, str]]:
+    """?label=key=value filters of a listing, as (key, value) pairs."""
+    wanted = []
+    for f in filters:
+        key, sep, value = f.partition("=")
+        if not sep:
+            raise ApiError(400, "invalid_request", f"label filter must be key=value: {f!r}")
+        wanted.append((key, value))
+    return wanted

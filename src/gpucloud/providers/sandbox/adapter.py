@@ -7,9 +7,9 @@ the SQLite-backed SandboxCloud instead of the network. No account is needed.
 
 from __future__ import annotations
 
-import re
-
+import functools
 import os
+import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
@@ -35,6 +35,17 @@ if TYPE_CHECKING:
     from gpucloud.config.credentials import Credential
 
 LAUNCH_LABEL = "gpucloud-launch-id"
+# Machines per page of a listing: enough that a page's request costs little
+# beside its machines, few enough that a page is a small part of a big listing.
+PAGE = 500
+
+
+@functools.cache
+def _api_connection() -> Connection:
+    """How every running sandbox machine is reached (the cloud's exec API, no
+    SSH): one frozen Connection shared by all, not one validated per machine.
+    Made on first use: a command that lists nothing never builds its validator."""
+    return Connection(method="api")
 
 
 class SandboxProvider(Provider):
@@ -203,9 +214,26 @@ class SandboxProvider(Provider):
         return "".join(f"{line}\n" for line in lines)
 
     def list_instances(self) -> Flow[list[Instance]]:
-        response = yield self.request("GET", "/v1/instances")
+        out: list[Instance] = []
+        cursor: str | None = None
+        while True:
+            page, cursor = yield from self.list_page(cursor)
+            out.extend(page)
+            if cursor is None:
+                return out
+
+    def list_page(self, cursor: str | None = None) -> Flow[tuple[list[Instance], str | None]]:
+        params = {"limit": str(PAGE)} if cursor is None else {"limit": str(PAGE),
+                                                                "cursor": cursor}
+        response = yield self.request("GET", "/v1/instances", params=params)
         self.raise_for_error(response)
-        return [self._instance(response, item) for item in self._data(response)]
+        body = self.json(response)
+        if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+            raise self.invalid(response, 'expected {"data": [...], "next_cursor": ...}')
+        following = body.get("next_cursor")
+        if following is not None and (not isinstance(following, str) or following == cursor):
+            raise self.invalid(response, "next_cursor does not advance")
+        return [self._instance(response, item) for item in body["data"]], following
 
     def get(self, instance_id: str) -> Flow[Instance]:
         response = yield self.request("GET", f"/v1/instances/{quote(instance_id, safe='')}")
@@ -281,25 +309,21 @@ class SandboxProvider(Provider):
     def _instance(self, response: httpx.Response, item: Any) -> Instance:
         try:
             raw_status = str(item["status"])
-            try:
-                status = InstanceStatus(raw_status)
-            except ValueError:
-                status = InstanceStatus.UNKNOWN
+            status = _STATUSES.get(raw_status, InstanceStatus.UNKNOWN)
             labels = item.get("labels") or {}
             price = item.get("price_per_hour")
             return Instance(
                 provider=self.name, id=str(item["id"]), name=item.get("name"),
                 status=status, provider_status=raw_status,
-                gpu=normalize_gpu(item["gpu"]) if item.get("gpu") else None,
+                gpu=_gpu(item["gpu"]) if item.get("gpu") else None,
                 gpu_count=item.get("gpu_count"), instance_type=item.get("instance_type"),
                 region=item.get("region"),
-                price_per_hour=Decimal(str(price)) if price is not None else None,
+                price_per_hour=_price(str(price)) if price is not None else None,
                 ip=item.get("ip"), created_at=_parse(item.get("created_at")),
                 shutdown_at=_parse(item.get("shutdown_at")),
                 launch_id=labels.get(LAUNCH_LABEL), simulated=True,
                 # commands go through the simulated cloud's exec API, no SSH
-                connection=Connection(method="api")
-                if status is InstanceStatus.RUNNING else None,
+                connection=_api_connection() if status is InstanceStatus.RUNNING else None,
             )
         except (KeyError, TypeError, ValueError, InvalidOperation, AttributeError) as exc:
             raise self.invalid(response, f"bad instance: {exc!r}") from exc
@@ -328,6 +352,13 @@ class SandboxProvider(Provider):
             raise self.invalid(response, f"bad job: {exc!r}") from exc
 
 
+_STATUSES = {s.value: s for s in InstanceStatus}  # the enum's own lookup, without its call
+# A listing's machines repeat a few GPU names and prices: each is worked out
+# once (a Decimal is immutable, so one object serves them all).
+_gpu = functools.lru_cache(maxsize=256)(normalize_gpu)
+_price = functools.lru_cache(maxsize=256)(Decimal)
+
+
 def _iso(when: datetime) -> str:
     if when.tzinfo is None:  # the models promise aware UTC; be lenient with naive input
         when = when.replace(tzinfo=timezone.utc)
@@ -337,4 +368,7 @@ def _iso(when: datetime) -> str:
 def _parse(value: Any) -> datetime | None:
     if value is None:
         return None
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(timezone.utc)
+    when = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    # The cloud answers in UTC: converting what already is costs a listing
+    # a new datetime per machine for nothing.
+    return when if when.tzinfo is timezone.utc else when.astimezone(timezone.utc)

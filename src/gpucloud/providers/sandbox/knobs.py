@@ -14,8 +14,9 @@ given (the ``[sandbox]`` section of config.toml, lower-case names):
                        machine and then answers 503 anyway: the ambiguous
                        failure that reconcile-by-launch-id exists for (0)
     FAIL_ON            operations subject to the three above, comma-separated
-                       from types, list, get, create, update (PATCH, stop,
-                       start), delete (all)
+                       from types, list (a listing's first page), list_more
+                       (its later pages: a listing broken off part way), get,
+                       create, update (PATCH, stop, start), delete (all)
     SEED               seeds the failure dice: same seed, same failures
     EXHAUST            instance types with zero capacity, comma-separated, or "all"
     NATIVE_TIMER       0: keep shutdown_at but never act on it, like the real
@@ -64,7 +65,7 @@ from typing import Any
 from gpucloud.errors import ConfigurationError
 
 ENV_PREFIX = "GPUCLOUD_SANDBOX_"
-OPERATIONS = frozenset({"types", "list", "get", "create", "update", "delete"})
+OPERATIONS = frozenset({"types", "list", "list_more", "get", "create", "update", "delete"})
 
 
 @dataclass(frozen=True)

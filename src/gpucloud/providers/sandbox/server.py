@@ -15,7 +15,10 @@ API (JSON; base ``https://sandbox.gpucloud.invalid``; every response carries
     POST   /v1/instances           body {instance_type, region, name, labels?,
                                     image?, disk_gb?, ssh_public_key?, shutdown_at?}
                                     -> 201 instance
-    GET    /v1/instances           {"data": [instance]}; ?label=key=value filters
+    GET    /v1/instances           {"data": [instance]}; ?label=key=value filters;
+                                    ?limit=N (1-1000) answers a page and
+                                    "next_cursor" (null on the last page), passed
+                                    back as ?cursor= for the next
     GET    /v1/instances/{id}      instance
     PATCH  /v1/instances/{id}      body {shutdown_at: ISO-8601 | null} -> instance
                                     (moves the native timer, for `extend`)
@@ -73,7 +76,7 @@ import httpx
 
 from gpucloud.providers.sandbox.transport import SandboxTransport  # noqa: F401 (re-exported: tests, adapter)
 from gpucloud.providers.sandbox._wire import (
-    US, ApiError, fake_ip, iso, json_body, parse_time, validate_create,
+    MAX_PAGE, US, ApiError, fake_ip, iso, json_body, parse_time, validate_create, wanted_labels,
 )
 from gpucloud.providers.sandbox.job_sim import JobSimulation
 from gpucloud.providers.sandbox.knobs import Knobs
@@ -155,11 +158,18 @@ class SandboxCloud(Storage):
         op = table.get(method)
         if op is None:
             raise ApiError(405, "method_not_allowed", f"{method} not allowed on {request.url.path}")
+        if op == "list" and "cursor" in request.url.params:
+            op = "list_more"  # FAIL_ON=list_more breaks a listing off part way
         ambiguous = self._roll_failure(op)
         if op == "types":
             return 200, {"data": self._types()}
-        if op == "list":
-            return 200, {"data": self._list(request.url.params.get_list("label"))}
+        if op in ("list", "list_more"):
+            params = request.url.params
+            if "limit" not in params and "cursor" not in params:
+                return 200, {"data": self._list(params.get_list("label"))}
+            data, following = self._page(params.get_list("label"), params.get("limit"),
+                                         params.get("cursor"))
+            return 200, {"data": data, "next_cursor": following}
         if op == "create":
             created = self._create(json_body(request))
             if self.knobs.hang_after_create:
@@ -256,12 +266,7 @@ class SandboxCloud(Storage):
             } for t in self.types.values() if t.price is not None]
 
     def _list(self, label_filters: list[str]) -> list[dict[str, Any]]:
-        wanted = []
-        for f in label_filters:
-            key, sep, value = f.partition("=")
-            if not sep:
-                raise ApiError(400, "invalid_request", f"label filter must be key=value: {f!r}")
-            wanted.append((key, value))
+        wanted = wanted_labels(label_filters)
         now = self._now()
         with self._read() as db:
             rows = visible_rows(db, now - int(self.knobs.retain_seconds * US),
@@ -272,6 +277,26 @@ class SandboxCloud(Storage):
             if self._visible(row, now) and all(labels.get(k) == v for k, v in wanted):
                 out.append(self._render(row, now))
         return out
+
+    def _page(self, label_filters: list[str], limit: str | None,
+              cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of the listing: up to `limit` machines after `cursor` (a
+        rowid), and the cursor of the next page (None: this was the last). A
+        page the label filters empty still carries the cursor on."""
+        wanted = wanted_labels(label_filters)
+        if limit is None or not limit.isdigit() or not 1 <= int(limit) <= MAX_PAGE:
+            raise ApiError(400, "invalid_request", f"limit must be 1-{MAX_PAGE}, got {limit!r}")
+        if cursor is not None and not cursor.isdigit():
+            raise ApiError(400, "invalid_request", f"bad cursor {cursor!r}")
+        size, now = int(limit), self._now()
+        rows = self._page_rows(int(cursor or 0), size,
+                               now - int(self.knobs.retain_seconds * US), self.knobs.native_timer)
+        out = []
+        for row in rows:
+            labels = json.loads(row["labels"])
+            if self._visible(row, now) and all(labels.get(k) == v for k, v in wanted):
+                out.append(self._render(row, now))
+        return out, str(rows[-1]["page_seq"]) if len(rows) == size else None
 
     def _row(self, db: sqlite3.Connection, instance_id: str, now: int) -> sqlite3.Row:
         row = db.execute("SELECT * FROM instances WHERE id = ?", (instance_id,)).fetchone()

@@ -88,6 +88,13 @@ class Storage:
         db.execute("PRAGMA synchronous = NORMAL")
         return db
 
+    def _page_rows(self, after: int, limit: int, since: int,
+                   native_timer: bool) -> list[sqlite3.Row]:
+        """rows_after, through a kept connection of the pool (opening the file
+        for each page of a long listing cost more than its reads)."""
+        with self._read() as db:
+            return rows_after(db, after, limit, since, native_timer)
+
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
         """A connection of the pool (a new one when none is idle), given back
@@ -225,3 +232,14 @@ def visible_rows(db: sqlite3.Connection, since: int, native_timer: bool) -> list
         else (END_NO_TIMER, "instances_end")
     return db.execute(f"SELECT * FROM instances INDEXED BY {index} WHERE {end} > ?"
                       " ORDER BY rowid", (since,)).fetchall()
+
+
+def rows_after(db: sqlite3.Connection, after: int, limit: int, since: int,
+               native_timer: bool) -> list[sqlite3.Row]:
+    """Up to `limit` machines after rowid `after`, in creation order, not ended
+    before `since`; each with its rowid (the next page's cursor). Read along the
+    rowid: a page costs its own rows (and any ended ones between them), not a
+    sort of every visible machine."""
+    end = END_BY_TIMER if native_timer else END_NO_TIMER
+    return db.execute(f"SELECT rowid AS page_seq, * FROM instances WHERE rowid > ?"
+                      f" AND {end} > ? ORDER BY rowid LIMIT ?", (after, since, limit)).fetchall()
