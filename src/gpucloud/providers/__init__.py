@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gpucloud.core.flow import Flow, OfferQuery, Sleep
-    from gpucloud.providers.base import Capabilities, Provider, RequestKind
+    from gpucloud.providers.base import Provider, RequestKind
+    from gpucloud.providers.capabilities import Capabilities
 
 __all__ = ["Capabilities", "Flow", "OfferQuery", "Provider", "RequestKind", "Sleep"]
 
 # Where each name is defined; base.py re-exports the flow types as well.
-_HOMES = {"Capabilities": "gpucloud.providers.base", "Provider": "gpucloud.providers.base",
+_HOMES = {"Capabilities": "gpucloud.providers.capabilities", "Provider": "gpucloud.providers.base",
           "RequestKind": "gpucloud.providers.base", "Flow": "gpucloud.core.flow",
           "OfferQuery": "gpucloud.core.flow", "Sleep": "gpucloud.core.flow"}
 # gpucloud 0.1.0 kept the registry here (as gpucloud.adapters): its names still

@@ -18,13 +18,13 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 import re
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from gpucloud.errors import APIError, APIResponseValidationError, APIStatusError, NotFoundError
 from gpucloud.core.flow import JOB_PREFIX, Flow, OfferQuery, Sleep, T  # noqa: F401 - re-exported
+from gpucloud.providers.capabilities import Capabilities
 from gpucloud.providers.error_table import ErrorFields, ErrorRule
 from gpucloud.transport.ratelimit import RateLimit, account_digest
 # The marker for values a request carries that must never be shown (a job's
@@ -47,18 +47,6 @@ if TYPE_CHECKING:
 #   unsafe      any other write: re-sent only when it provably never left
 RequestKind = Literal["read", "idempotent", "launch", "unsafe"]
 KIND_EXTENSION = "gpucloud_kind"
-
-@dataclass(frozen=True)
-class Capabilities:
-    spot: bool = False
-    stop_start: bool = False
-    custom_disk: bool = False  # disk size can be chosen at create
-    needs_ssh_key: bool = False  # launch fails without a registered key
-    native_shutdown: bool = False  # the provider enforces a deadline itself
-    # A start-up guard on the machine ends it at its deadline (plus grace) with a
-    # credential the provider scopes to that one machine; never an account key.
-    self_guard: bool = False
-
 
 class Provider:
     """Base class of the adapters. Subclasses set ``name`` and implement the flows."""

@@ -1,0 +1,22 @@
+"""What an adapter declares it can do: plain data, read by `gpucloud providers`,
+the planner (spot, disks, ssh keys) and the deadline logic (who holds a
+deadline). Kept apart from the Provider class so it can be read as data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an adapter can do; every flag defaults to False (cannot)."""
+
+    spot: bool = False
+    stop_start: bool = False
+    custom_disk: bool = False  # disk size can be chosen at create
+    needs_ssh_key: bool = False  # launch fails without a registered key
+    native_shutdown: bool = False  # the provider enforces a deadline itself
+    # A start-up guard on the machine ends it at its deadline (plus grace) with a
+    # credential the provider scopes to that one machine; never an account key.
+    self_guard: bool = False
+
