@@ -1,6 +1,7 @@
-"""The httpx.Auth for a long-lived bearer token (an API key, a service-account
-token). Its own module so that resolving credentials never imports httpx: a
-catalog-only command finds keys without building a request."""
+"""The httpx.Auths for a long-lived key: a bearer token (an API key, a
+service-account token), or a key in a header the provider names. Their own
+module so that resolving credentials never imports httpx: a catalog-only
+command finds keys without building a request."""
 
 from __future__ import annotations
 
@@ -21,4 +22,20 @@ class BearerAuth(httpx.Auth):
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         request.headers["Authorization"] = f"Bearer {self._secret.get_secret_value()}"
+        yield request
+
+
+class HeaderKeyAuth(httpx.Auth):
+    """A long-lived API key in a header the provider names (``X-API-KEY``,
+    ``api_key``), as its OpenAPI security scheme of type apiKey says."""
+
+    def __init__(self, secret: SecretStr, header: str) -> None:
+        self._secret = secret
+        self._header = header
+
+    def __repr__(self) -> str:
+        return f"HeaderKeyAuth({self._header}: [secure])"
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers[self._header] = self._secret.get_secret_value()
         yield request

@@ -8,12 +8,10 @@ from the official SDK NexGenCloud/hyperstack-sdk-go, api/openapi.yaml).
 from __future__ import annotations
 
 import re
-from collections.abc import Generator
 from datetime import datetime
 from typing import Any
 
 import httpx
-from pydantic import SecretStr
 
 from gpucloud.errors import InsufficientCapacityError, QuotaExceededError, RateLimitError
 from gpucloud.models import Connection, InstanceStatus
@@ -71,19 +69,6 @@ def error_fields(response: httpx.Response) -> ErrorFields:
     words = " ".join(w for w in (message, reason) if w) or None
     return ErrorFields(code=reason, message=message or reason, text=words)
 
-
-class ApiKeyAuth(httpx.Auth):
-    """Hyperstack's security scheme: the key in an ``api_key`` header, not a bearer."""
-
-    def __init__(self, secret: SecretStr) -> None:
-        self._secret = secret
-
-    def __repr__(self) -> str:
-        return "ApiKeyAuth([secure])"
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers["api_key"] = self._secret.get_secret_value()
-        yield request
 
 
 def label(key: str, value: str) -> str:

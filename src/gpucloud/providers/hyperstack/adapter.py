@@ -41,6 +41,7 @@ from gpucloud.providers import _batch_mark as batch_mark
 from gpucloud.providers._fields import integer, is_int, is_number
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider, format_utc
 from gpucloud.providers.hyperstack import _wire as wire
+from gpucloud.transport.bearer_auth import HeaderKeyAuth
 
 PAGE_SIZE = 100
 MAX_PAGES = 1000  # a server that never ends its list must not keep us forever
@@ -59,7 +60,7 @@ class HyperstackProvider(Provider):
     def auth(self) -> httpx.Auth | None:
         if self.credential is None:
             return None
-        return wire.ApiKeyAuth(self.credential.secret)
+        return HeaderKeyAuth(self.credential.secret, "api_key")
 
     # -- flows -----------------------------------------------------------------
 

@@ -8,13 +8,11 @@ document as vendored by brevdev/cloud for its Shadeform provider.
 from __future__ import annotations
 
 import re
-from collections.abc import Generator
 from datetime import datetime
 from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
 import httpx
-from pydantic import SecretStr
 
 from gpucloud.errors import (
     AuthenticationError,
@@ -87,19 +85,6 @@ def error_fields(response: httpx.Response) -> ErrorFields:
         message = response.text.strip()[:300] or None
     return ErrorFields(code=code, message=message, text=message or "")
 
-
-class ApiKeyAuth(httpx.Auth):
-    """The contract's ApiKeyAuth: the key in the X-API-KEY header."""
-
-    def __init__(self, secret: SecretStr) -> None:
-        self._secret = secret
-
-    def __repr__(self) -> str:
-        return "ApiKeyAuth([secure])"
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers["X-API-KEY"] = self._secret.get_secret_value()
-        yield request
 
 
 def text(value: Any) -> str | None:

@@ -45,6 +45,7 @@ from gpucloud.errors import ConfigurationError, SpecError
 from gpucloud.models import Instance, InstanceSpec, InstanceStatus, Offer
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
 from gpucloud.providers.shadeform import _wire as wire
+from gpucloud.transport.bearer_auth import HeaderKeyAuth
 
 NAME_MAX = 64  # kept short: upstream clouds cap instance names (Lambda: 64)
 
@@ -63,7 +64,9 @@ class ShadeformProvider(Provider):
     error_fields = staticmethod(wire.error_fields)
 
     def auth(self) -> httpx.Auth | None:
-        return wire.ApiKeyAuth(self.credential.secret) if self.credential is not None else None
+        if self.credential is None:
+            return None
+        return HeaderKeyAuth(self.credential.secret, "X-API-KEY")
 
     # -- flows -----------------------------------------------------------------
 
