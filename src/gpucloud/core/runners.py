@@ -135,13 +135,18 @@ class ThreadedRunner:
             except StopIteration:
                 return
             value, error = None, None
+            emitting = isinstance(item, Emit)
             try:
-                if isinstance(item, Emit):
-                    yield from item.items
+                if emitting:
+                    # Let go of the page before `op` is sent on to build the
+                    # next: two pages of a long listing are never held at once.
+                    page, item = item.items, None
+                    yield from page
+                    del page
                     continue
                 value = self._perform(item)
             except Exception as exc:  # thrown into `op`, as drive does
-                if isinstance(item, Emit):
+                if emitting:
                     _abandon(op)
                     raise
                 error = exc
@@ -229,14 +234,17 @@ class AsyncRunner:
             except StopIteration:
                 return
             value, error = None, None
+            emitting = isinstance(item, Emit)
             try:
-                if isinstance(item, Emit):
-                    for one in item.items:
+                if emitting:
+                    page, item = item.items, None  # as ThreadedRunner.iterate
+                    for one in page:
                         yield one
+                    page = one = None  # nothing of this page held either
                     continue
                 value = await self._perform(item)
             except Exception as exc:  # thrown into `op`, as adrive does
-                if isinstance(item, Emit):
+                if emitting:
                     _abandon(op)
                     raise
                 error = exc

@@ -312,7 +312,7 @@ class Observation:
         keys = [(i.provider, i.id) for i in machines]
         journal = self.ledger.journal
         changed: list[tuple[tuple[str, str], Row]] = []
-        with self.ledger._db() as db:
+        with self.ledger._db() as db, _read_once(db):
             lasts = listing_memo.remembered(journal, db, keys)
             rows: dict[tuple[str, str], Row] = {}
             if lasts is None:
@@ -354,7 +354,7 @@ class Observation:
         complete = set(listed)
         journal = self.ledger.journal
         seen = _Seen(self.seen)
-        with self.ledger._db() as db:
+        with self.ledger._db() as db, _read_once(db):
             remembered = listing_memo.remembered_open(journal, db, complete, seen)
             if remembered is None:
                 unseen = _latest(db, set(), complete, seen)
@@ -380,6 +380,25 @@ class Observation:
                     f"INSERT INTO ledger ({', '.join(_COLUMNS)}) VALUES "
                     f"({', '.join('?' for _ in _COLUMNS)})", [_values(r) for r in rows])
             listing_memo.remember(journal, db, self.seen, still_open, complete)
+
+
+# The page cache of a listing's reads (a negative cache_size is KiB).
+LISTING_CACHE_KIB = -128
+
+
+@contextmanager
+def _read_once(db: sqlite3.Connection) -> Iterator[None]:
+    """A listing's reads of the ledger with a small page cache: each page of a
+    listing reads the rows of its own machines, once, so a cache kept across
+    pages only grows (to SQLite's default 2 MiB, about what ten thousand
+    machines' rows fill) with pages not read again. The connection gets its
+    cache back afterwards for the process's other reads."""
+    (kept,) = db.execute("PRAGMA cache_size").fetchone()
+    db.execute(f"PRAGMA cache_size = {LISTING_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        db.execute(f"PRAGMA cache_size = {int(kept)}")
 
 
 class _Seen:
