@@ -89,6 +89,34 @@ def test_iter_list_hands_on_a_page_before_asking_for_the_next():
     assert len(rest) == 2 * sandbox_adapter.PAGE
 
 
+def live_instances() -> int:
+    import gc
+
+    return sum(1 for o in gc.get_objects() if isinstance(o, Instance))
+
+
+def test_iter_list_lets_a_page_go_before_the_next_is_read(monkeypatch):
+    """When the cloud reads a later page, nothing of the pages before is held
+    but the machine the reader holds: the first page was kept until the
+    provider's listing ended (a second page in flight at the peak)."""
+    fill(3 * sandbox_adapter.PAGE)
+    held: list[int] = []
+    read = SandboxCloud._page_rows
+
+    def page_rows(self, after, *args):
+        if after:  # a later page: what the listing holds as it asks for it
+            held.append(live_instances())
+        return read(self, after, *args)
+
+    monkeypatch.setattr(SandboxCloud, "_page_rows", page_rows)
+    machine = None
+    count = 0
+    for machine in Client(["sandbox"]).iter_list():
+        count += 1
+    assert count == 3 * sandbox_adapter.PAGE and machine is not None
+    assert len(held) >= 2 and max(held) < 10, held
+
+
 def test_async_iter_list_answers_as_list_does():
     import asyncio
 

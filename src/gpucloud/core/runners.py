@@ -135,18 +135,13 @@ class ThreadedRunner:
             except StopIteration:
                 return
             value, error = None, None
-            emitting = isinstance(item, Emit)
             try:
-                if emitting:
-                    # Let go of the page before `op` is sent on to build the
-                    # next: two pages of a long listing are never held at once.
-                    page, item = item.items, None
-                    yield from page
-                    del page
+                if isinstance(item, Emit):
+                    yield from item.items
                     continue
                 value = self._perform(item)
             except Exception as exc:  # thrown into `op`, as drive does
-                if emitting:
+                if isinstance(item, Emit):
                     _abandon(op)
                     raise
                 error = exc
@@ -234,17 +229,14 @@ class AsyncRunner:
             except StopIteration:
                 return
             value, error = None, None
-            emitting = isinstance(item, Emit)
             try:
-                if emitting:
-                    page, item = item.items, None  # as ThreadedRunner.iterate
-                    for one in page:
+                if isinstance(item, Emit):
+                    for one in item.items:
                         yield one
-                    page = one = None  # nothing of this page held either
                     continue
                 value = await self._perform(item)
             except Exception as exc:  # thrown into `op`, as adrive does
-                if emitting:
+                if isinstance(item, Emit):
                     _abandon(op)
                     raise
                 error = exc
