@@ -359,8 +359,9 @@ class Observation:
             if remembered is None:
                 unseen = _latest(db, set(), complete, seen)
             else:
-                unseen, gone = remembered
-                gone = {key for key, last in gone if last is not None and last.state != ENDED}
+                unseen, shown_before = remembered
+                gone = {key for key, last in shown_before
+                        if last is not None and last.state != ENDED}
                 if gone:  # shown by the last listing, not by this one: read whole
                     unseen = {**unseen, **_latest(db, gone)}
             rows = [r for changed in self.pending.values() for r in changed.values()]
@@ -408,9 +409,10 @@ class _Seen:
         self.seen = seen
 
     def __contains__(self, key: object) -> bool:
-        provider, instance_id = key  # type: ignore[misc]
-        shown = self.seen.get(provider)
-        return shown is not None and instance_id in shown
+        if not isinstance(key, tuple):
+            return False
+        shown = self.seen.get(key[0])
+        return shown is not None and key[1] in shown
 
 
 def _observed(instance: Instance, last: Last | None, now: datetime) -> Row | None:
