@@ -161,3 +161,23 @@ def test_a_machine_gone_since_the_last_listing_ends_with_its_latest_row(traced):
     book.observe(machines(2), later + timedelta(seconds=5), ["sandbox"])
     assert ledger_reads(statements) == []
     assert len(book.rows()) == 4  # three launches and one end
+
+
+def test_a_connection_opened_afresh_never_takes_the_last_ones_memo():
+    """Another process's commit, checkpointed into the file, makes this process
+    open the file afresh (its stamp changed). SQLite's data_version of a new
+    connection starts over, and a new connection may well sit where the last
+    one did (the same id()): the memo must not take it for the connection it
+    was made on, or the stop recorded elsewhere is never read."""
+    book = Ledger(Journal(state_db_path()))
+    book.observe(machines(3), T, ["sandbox"])
+    other = sqlite3.connect(state_db_path())
+    with other:
+        other.execute("INSERT INTO ledger (at, provider, instance_id, event, source, state,"
+                      " simulated) VALUES (?, 'sandbox', 'i-1', 'stopped', 'power',"
+                      " 'stopped', 1)", ((T + timedelta(seconds=1)).isoformat(),))
+    other.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # into the file: its stamp moves
+    other.close()
+    book.observe(machines(3), T + timedelta(seconds=2), ["sandbox"])
+    rows = [r for r in book.rows() if r.instance_id == "i-1"]
+    assert [r.state for r in rows][-2:] == ["stopped", "running"]

@@ -24,16 +24,19 @@ Last = Any
 Row = Any
 Key = tuple[str, str]
 
-# journal path -> (connection id, data_version, provider -> instance id -> Last
-# of every machine the listing showed, the latest rows of the open machines of
-# the providers listed in full that it did not show, those providers).
-_MEMO: dict[str, tuple[int, int, dict[str, dict[str, Last]], dict[Key, Row],
-                       frozenset[str]]] = {}
+# journal path -> (the connection, its data_version, provider -> instance id ->
+# Last of every machine the listing showed, the latest rows of the open
+# machines of the providers listed in full that it did not show, those
+# providers). The connection itself, not its id(): data_version is only
+# comparable on one connection (a new one starts over), and a connection
+# opened afresh (the file's stamp moved) may sit where the last one did.
+_MEMO: dict[str, tuple[sqlite3.Connection, int, dict[str, dict[str, Last]],
+                       dict[Key, Row], frozenset[str]]] = {}
 
 
 def _valid(journal: Journal, db: sqlite3.Connection) -> tuple[Any, ...] | None:
     memo = _MEMO.get(str(journal.path))
-    if memo is None or memo[0] != id(db) \
+    if memo is None or memo[0] is not db \
             or db.execute("PRAGMA data_version").fetchone()[0] != memo[1]:
         return None
     return memo
@@ -83,7 +86,7 @@ def remember(journal: Journal, db: sqlite3.Connection, shown: dict[str, dict[str
     full) it did not show. Kept as they are (the caller hands them over and
     changes them no more)."""
     version = db.execute("PRAGMA data_version").fetchone()[0]
-    _MEMO[str(journal.path)] = (id(db), version, shown, unshown, frozenset(providers))
+    _MEMO[str(journal.path)] = (db, version, shown, unshown, frozenset(providers))
 
 
 def forget(journal: Journal) -> None:
