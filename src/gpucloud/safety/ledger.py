@@ -139,8 +139,9 @@ def state_of(status: InstanceStatus) -> str | None:
     return _STATES.get(status)
 
 
-# Slots: a listing's memo keeps a Row per machine (ten thousand of them in a
-# big listing), and a row without a __dict__ is half the size.
+# Slots: a listing holds a Row per machine whose row it writes until it ends
+# (every machine of a first listing: ten thousand in a big one), and a row
+# without a __dict__ is half the size.
 @dataclass(frozen=True, slots=True)
 class Row:
     at: datetime
