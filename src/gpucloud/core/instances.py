@@ -71,13 +71,18 @@ def list_pages(ctx: ClientContext, provider: str | None = None,
         raise failures[0]  # "no machines" must never mean "could not look"
     record = ledger_events.ListingRecord(ctx)
     whole: list[str] = []
-    for name, first in zip(names, firsts):
+    firsts = list(firsts)
+    for index, name in enumerate(names):
+        # Taken out of `firsts`: a provider's first page is let go with the
+        # page, not held until its listing (or every provider's) is done.
+        first, firsts[index] = firsts[index], None
         if isinstance(first, BaseException):
             if not isinstance(first, GpuCloudError):
                 raise first
             ctx.warnings.append(f"{name}: could not list instances ({first})")
             continue
         page, cursor = first
+        del first
         while True:
             page = known_deadlines(ctx, name, page)
             record.page(page)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from sys import intern
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gpucloud.models import Instance, InstanceStatus
 from gpucloud.safety import listing_memo
@@ -139,8 +139,9 @@ def state_of(status: InstanceStatus) -> str | None:
     return _STATES.get(status)
 
 
-# Slots: a listing's memo keeps a Row per machine (ten thousand of them in a
-# big listing), and a row without a __dict__ is half the size.
+# Slots: a listing holds a Row per machine whose row it writes until it ends
+# (every machine of a first listing: ten thousand in a big one), and a row
+# without a __dict__ is half the size.
 @dataclass(frozen=True, slots=True)
 class Row:
     at: datetime
@@ -259,6 +260,24 @@ class Ledger:
         observation.finish(listed)
 
 
+class Last(NamedTuple):
+    """What a listing compares of a machine's latest row (``_observed``): its
+    state, price and deadline. A listing keeps this, not the row, for every
+    machine it showed (and the memo keeps it for the next listing of the
+    process): most machines of a listing share one, so a machine costs its
+    id and a slot, not a row of fourteen fields. The rest of a row (what a
+    new row carries forward) is read from the ledger for the machines whose
+    row a listing writes, and only for those."""
+
+    state: str
+    price_per_hour: Decimal | None
+    shutdown_at: datetime | None
+
+
+def _last(row: Row) -> Last:
+    return Last(row.state, row.price_per_hour, row.shutdown_at)
+
+
 class Observation:
     """A listing recorded as its pages come: each page is compared with the
     latest rows of its machines as it arrives, and only what changed is kept,
@@ -269,21 +288,23 @@ class Observation:
     and none of its machines is taken as ended (the listing did not see them
     all).
 
-    What it keeps per machine seen is the latest row (the memo's, afterwards:
-    listing_memo.py), keyed by the row's own strings: the listing's copies of
-    them are let go with each page."""
+    What it keeps per machine seen is its ``Last`` (None: the ledger has no
+    row of it), under its provider and id (listing_memo.py keeps the same for
+    the next listing); whole rows only of the machines whose row it writes."""
 
     def __init__(self, ledger: Ledger, now: datetime) -> None:
         self.ledger, self.now = ledger, now
-        self.latest: dict[tuple[str, str], Row] = {}
-        # Machines seen that the ledger has no row of (never seen running): with
-        # the keys of `latest`, every machine the listing showed.
-        self.unrecorded: set[tuple[str, str]] = set()
+        # provider -> instance id -> Last of every machine the listing showed.
+        self.seen: dict[str, dict[str, Last | None]] = {}
         # Per provider: the machines whose row this listing writes.
         self.pending: dict[str, dict[tuple[str, str], Row]] = {}
+        self._shared: dict[Last, Last] = {}  # one tuple per distinct Last
 
     def empty(self) -> bool:
-        return not self.latest and not self.unrecorded
+        return not any(self.seen.values())
+
+    def _share(self, last: Last | None) -> Last | None:
+        return None if last is None else self._shared.setdefault(last, last)
 
     def page(self, instances: Iterable[Instance]) -> None:
         machines = list(instances)
@@ -291,20 +312,32 @@ class Observation:
             return
         keys = [(i.provider, i.id) for i in machines]
         journal = self.ledger.journal
-        with self.ledger._db() as db:
-            found = listing_memo.remembered_rows(journal, db, keys)
-            if found is None:
-                found = _latest(db, set(keys))
-        for row in found.values():
-            self.latest.setdefault((row.provider, row.instance_id), row)
-        del found
-        for instance, key in zip(machines, keys):
-            before = self.latest.get(key)
-            row = _observed(instance, before, self.now)
-            if row is not None:
-                self.pending.setdefault(key[0], {})[key] = _carry(row, self.latest)
-            elif before is None:
-                self.unrecorded.add(key)
+        changed: list[tuple[tuple[str, str], Row]] = []
+        with self.ledger._db() as db, _read_once(db):
+            lasts = listing_memo.remembered(journal, db, keys)
+            rows: dict[tuple[str, str], Row] = {}
+            if lasts is None:
+                rows = _latest(db, set(keys))
+                lasts = {key: _last(row) for key, row in rows.items()}
+            for instance, key in zip(machines, keys):
+                shown = self.seen.setdefault(key[0], {})
+                # A machine shown twice is compared with what this listing made of it.
+                last = shown[key[1]] if key[1] in shown else lasts.get(key)
+                row = _observed(instance, last, self.now)
+                if row is None:
+                    shown[key[1]] = self._share(last)
+                else:
+                    changed.append((key, row))
+            # The whole rows the changed machines' new rows carry forward from.
+            unread = {key for key, _ in changed if key not in rows
+                      and key not in self.pending.get(key[0], {}) and lasts.get(key) is not None}
+            if unread:
+                rows.update(_latest(db, unread))
+        for key, row in changed:
+            pending = self.pending.setdefault(key[0], {})
+            row = _carried(row, pending.get(key) or rows.get(key))
+            pending[key] = row
+            self.seen[key[0]][key[1]] = self._share(_last(row))
 
     def written(self, provider: str, instance_id: str) -> Row | None:
         """The row this listing will write for the machine, if any."""
@@ -313,9 +346,7 @@ class Observation:
     def drop(self, provider: str) -> None:
         """The provider's listing broke off: forget what its pages showed."""
         self.pending.pop(provider, None)
-        for key in [k for k in self.latest if k[0] == provider]:
-            del self.latest[key]
-        self.unrecorded = {k for k in self.unrecorded if k[0] != provider}
+        self.seen.pop(provider, None)
 
     def finish(self, listed: Iterable[str] = ()) -> None:
         """Write the listing: the changed machines of every provider not dropped,
@@ -323,41 +354,69 @@ class Observation:
         that no page showed."""
         complete = set(listed)
         journal = self.ledger.journal
-        seen = _Seen(self.latest, self.unrecorded)
-        with self.ledger._db() as db:
-            unseen = listing_memo.remembered_open(journal, db, complete, self.latest,
-                                                  self.unrecorded)
-            if unseen is None:
+        seen = _Seen(self.seen)
+        with self.ledger._db() as db, _read_once(db):
+            remembered = listing_memo.remembered_open(journal, db, complete, seen)
+            if remembered is None:
                 unseen = _latest(db, set(), complete, seen)
+            else:
+                unseen, shown_before = remembered
+                gone = {key for key, last in shown_before
+                        if last is not None and last.state != ENDED}
+                if gone:  # shown by the last listing, not by this one: read whole
+                    unseen = {**unseen, **_latest(db, gone)}
             rows = [r for changed in self.pending.values() for r in changed.values()]
+            still_open: dict[tuple[str, str], Row] = {}
             for key, last in unseen.items():
-                self.latest.setdefault(key, last)
+                if last.state == ENDED:
+                    continue
                 # A launch may take a moment to show in its provider's list.
-                if last.state != ENDED and last.source != JOB \
-                        and self.now - last.at > APPEAR_GRACE:
-                    rows.append(_carry(Row(at=self.now, provider=key[0], instance_id=key[1],
-                                           event="observed", source="list", state=ENDED),
-                                       self.latest))
+                if last.source != JOB and self.now - last.at > APPEAR_GRACE:
+                    rows.append(_carried(Row(at=self.now, provider=key[0], instance_id=key[1],
+                                             event="observed", source="list", state=ENDED),
+                                         last))
+                else:
+                    still_open[key] = last
             if rows:
                 db.executemany(
                     f"INSERT INTO ledger ({', '.join(_COLUMNS)}) VALUES "
                     f"({', '.join('?' for _ in _COLUMNS)})", [_values(r) for r in rows])
-            listing_memo.remember(journal, db, self.latest, self.unrecorded, complete)
+            listing_memo.remember(journal, db, self.seen, still_open, complete)
+
+
+# The page cache of a listing's reads (a negative cache_size is KiB).
+LISTING_CACHE_KIB = -128
+
+
+@contextmanager
+def _read_once(db: sqlite3.Connection) -> Iterator[None]:
+    """A listing's reads of the ledger with a small page cache: each page of a
+    listing reads the rows of its own machines, once, so a cache kept across
+    pages only grows (to SQLite's default 2 MiB, about what ten thousand
+    machines' rows fill) with pages not read again. The connection gets its
+    cache back afterwards for the process's other reads."""
+    (kept,) = db.execute("PRAGMA cache_size").fetchone()
+    db.execute(f"PRAGMA cache_size = {LISTING_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        db.execute(f"PRAGMA cache_size = {int(kept)}")
 
 
 class _Seen:
-    """The machines a listing showed, as sets answer `in`: those with a row in
-    `latest` and those `unrecorded` (asked before unseen rows join `latest`)."""
+    """The machines a listing showed (Observation.seen), as a set answers `in`."""
 
-    def __init__(self, latest: dict[tuple[str, str], Row],
-                 unrecorded: set[tuple[str, str]]) -> None:
-        self.latest, self.unrecorded = latest, unrecorded
+    def __init__(self, seen: dict[str, dict[str, Last | None]]) -> None:
+        self.seen = seen
 
     def __contains__(self, key: object) -> bool:
-        return key in self.latest or key in self.unrecorded
+        if not isinstance(key, tuple):
+            return False
+        shown = self.seen.get(key[0])
+        return shown is not None and key[1] in shown
 
 
-def _observed(instance: Instance, last: Row | None, now: datetime) -> Row | None:
+def _observed(instance: Instance, last: Last | None, now: datetime) -> Row | None:
     state = state_of(instance.status)
     price = instance.price_per_hour if instance.price_per_hour else None  # 0: did not say
     if last is None:
@@ -429,11 +488,15 @@ def _by_seq(db: sqlite3.Connection, seqs: list[int], more: str) -> list[tuple[An
 def _carry(row: Row, latest: dict[tuple[str, str], Row]) -> Row:
     """Fill what the row does not say from the previous one, and make it the latest."""
     key = (row.provider, row.instance_id)
-    last = latest.get(key)
-    if last is not None:
-        row = replace(row, **{f: getattr(last, f) for f in _CARRIED if getattr(row, f) is None})
-    latest[key] = row
+    row = latest[key] = _carried(row, latest.get(key))
     return row
+
+
+def _carried(row: Row, last: Row | None) -> Row:
+    """The row with what it does not say taken from `last`, the machine's previous row."""
+    if last is None:
+        return row
+    return replace(row, **{f: getattr(last, f) for f in _CARRIED if getattr(row, f) is None})
 
 
 def _values(row: Row) -> tuple[Any, ...]:
@@ -472,4 +535,4 @@ def _price(text: str) -> Decimal:
     return Decimal(text)  # immutable: one object serves every row at this price
 
 
-__all__ = ["ENDED", "JOB", "Ledger", "Observation", "RUNNING", "Row", "STOPPED", "state_of"]
+__all__ = ["ENDED", "JOB", "Last", "Ledger", "Observation", "RUNNING", "Row", "STOPPED", "state_of"]

@@ -1,9 +1,13 @@
-"""What the last listing of this process read or wrote of the ledger, per
-journal file, so that a script or `reap --watch` listing every few seconds
-reads the latest rows again only when another connection committed since.
+"""What the last listing of this process made of the ledger, per journal
+file, so that a script or `reap --watch` listing every few seconds reads the
+latest rows again only when another connection committed since.
 
 SQLite's data_version moves then, and only then; this process's own appends
 forget the memo (``forget``). Accessed under the journal's lock.
+
+Per machine the listing showed it keeps what the listing compares of its
+latest row (ledger.Last, as given: this module sits below the ledger), not
+the row: a listing of ten thousand machines leaves about their ids behind.
 """
 
 from __future__ import annotations
@@ -15,76 +19,74 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from gpucloud.safety.journal import Journal
 
-# A machine's latest ledger row (ledger.Row: this module sits below the ledger
-# and keeps the rows as given).
+# ledger.Last of a machine's latest row, None when it has none; ledger.Row.
+Last = Any
 Row = Any
+Key = tuple[str, str]
 
-# journal path -> (connection id, data_version, latest rows, machines seen
-# without a row, providers listed in full). The machines it covers are those
-# of the two: each row is the latest there is, each of the others has none.
-_MEMO: dict[str, tuple[int, int, dict[tuple[str, str], Row], set[tuple[str, str]],
-                       frozenset[str]]] = {}
+# journal path -> (the connection, its data_version, provider -> instance id ->
+# Last of every machine the listing showed, the latest rows of the open
+# machines of the providers listed in full that it did not show, those
+# providers). The connection itself, not its id(): data_version is only
+# comparable on one connection (a new one starts over), and a connection
+# opened afresh (the file's stamp moved) may sit where the last one did.
+_MEMO: dict[str, tuple[sqlite3.Connection, int, dict[str, dict[str, Last]],
+                       dict[Key, Row], frozenset[str]]] = {}
 
 
 def _valid(journal: Journal, db: sqlite3.Connection) -> tuple[Any, ...] | None:
     memo = _MEMO.get(str(journal.path))
-    if memo is None or memo[0] != id(db) \
+    if memo is None or memo[0] is not db \
             or db.execute("PRAGMA data_version").fetchone()[0] != memo[1]:
         return None
     return memo
 
 
-def remembered(journal: Journal, db: sqlite3.Connection, machines: set[tuple[str, str]],
-               providers: set[str]) -> dict[tuple[str, str], Row] | None:
-    """The latest rows of `machines` and of the open machines of `providers`,
-    when the last listing covered them all and nothing was committed since."""
-    memo = _valid(journal, db)
-    if memo is None or not providers <= memo[4] \
-            or any(k not in memo[2] and k not in memo[3] for k in machines):
-        return None
-    return {k: v for k, v in memo[2].items() if k in machines or k[0] in providers}
-
-
-def remembered_rows(journal: Journal, db: sqlite3.Connection,
-                    machines: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Row] | None:
-    """The latest rows of `machines` (one page of a listing), when the last
-    listing covered each of them and nothing was committed since; a machine it
-    covered without a row has none."""
+def remembered(journal: Journal, db: sqlite3.Connection,
+               machines: Iterable[Key]) -> dict[Key, Last] | None:
+    """The Last of each of `machines` (one page of a listing) that has a
+    row, when the last listing showed each of them and nothing was committed
+    since."""
     memo = _valid(journal, db)
     if memo is None:
         return None
-    latest, unrecorded = memo[2], memo[3]
+    shown = memo[2]
     found = {}
     for key in machines:
-        row = latest.get(key)
-        if row is not None:
-            found[key] = row
-        elif key not in unrecorded:
+        ids = shown.get(key[0])
+        if ids is None or key[1] not in ids:
             return None
+        last = ids[key[1]]
+        if last is not None:
+            found[key] = last
     return found
 
 
 def remembered_open(journal: Journal, db: sqlite3.Connection, providers: set[str],
-                    seen: Container[tuple[str, str]],
-                    seen_too: Container[tuple[str, str]] = ()) -> dict[tuple[str, str], Row] | None:
-    """The latest rows of the machines of `providers` the last listing had
-    open and this one has not seen (in neither `seen` nor `seen_too`), when it
-    listed those providers in full and nothing was committed since."""
+                    seen: Container[Key]) -> tuple[dict[Key, Row], list[tuple[Key, Last]]] | None:
+    """What the last listing knew of the machines of `providers` this one has
+    not seen (in `seen`), when it listed those providers in full and nothing
+    was committed since: the latest rows of the open ones it did not show
+    either, and the Last of each it showed (the caller reads the rows of
+    those still open)."""
     memo = _valid(journal, db)
     if memo is None or not providers <= memo[4]:
         return None
-    return {k: v for k, v in memo[2].items()
-            if k[0] in providers and k not in seen and k not in seen_too}
+    rows = {k: v for k, v in memo[3].items() if k[0] in providers and k not in seen}
+    shown = [((provider, ident), last) for provider in providers
+             for ident, last in memo[2].get(provider, {}).items()
+             if (provider, ident) not in seen]
+    return rows, shown
 
 
-def remember(journal: Journal, db: sqlite3.Connection, latest: dict[tuple[str, str], Row],
-             unrecorded: set[tuple[str, str]], providers: set[str]) -> None:
-    """`latest`: the latest row of every machine the listing read or wrote;
-    `unrecorded`: those it saw that have none. Kept as they are (the caller
-    hands them over and changes them no more: a copy of a listing's ten
-    thousand rows would double what the listing holds)."""
+def remember(journal: Journal, db: sqlite3.Connection, shown: dict[str, dict[str, Last]],
+             unshown: dict[Key, Row], providers: set[str]) -> None:
+    """`shown`: the Last of every machine the listing showed (None: no row);
+    `unshown`: the latest rows of the open machines of `providers` (listed in
+    full) it did not show. Kept as they are (the caller hands them over and
+    changes them no more)."""
     version = db.execute("PRAGMA data_version").fetchone()[0]
-    _MEMO[str(journal.path)] = (id(db), version, latest, unrecorded, frozenset(providers))
+    _MEMO[str(journal.path)] = (db, version, shown, unshown, frozenset(providers))
 
 
 def forget(journal: Journal) -> None:
@@ -92,4 +94,4 @@ def forget(journal: Journal) -> None:
     _MEMO.pop(str(journal.path), None)
 
 
-__all__ = ["forget", "remember", "remembered", "remembered_open", "remembered_rows"]
+__all__ = ["forget", "remember", "remembered", "remembered_open"]

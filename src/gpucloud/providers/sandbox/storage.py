@@ -53,6 +53,8 @@ CREATE INDEX IF NOT EXISTS instances_end ON instances ({END_NO_TIMER});
 # Idle connections a cloud keeps for the next requests (one per thread at once
 # is what a client's concurrency needs; more are opened and closed as asked).
 KEPT_IDLE = 16
+# The page cache of a listing's read (a negative cache_size is KiB).
+LISTING_CACHE_KIB = -128
 # Columns added after the first release: databases made before get them on open.
 _ADDED_COLUMNS = {"stopped_us": "INTEGER",
                   "stopped_total_us": "INTEGER NOT NULL DEFAULT 0"}
@@ -93,7 +95,16 @@ class Storage:
         """rows_after, through a kept connection of the pool (opening the file
         for each page of a long listing cost more than its reads)."""
         with self._read() as db:
-            return rows_after(db, after, limit, since, native_timer)
+            # A listing's pages are read once, in order: a page cache kept
+            # across them only grows (to SQLite's default 2 MiB, in the process
+            # that runs the cloud) with pages never read again. The pooled
+            # connection gets its cache back for the requests that reuse it.
+            (kept,) = db.execute("PRAGMA cache_size").fetchone()
+            db.execute(f"PRAGMA cache_size = {LISTING_CACHE_KIB}")
+            try:
+                return rows_after(db, after, limit, since, native_timer)
+            finally:
+                db.execute(f"PRAGMA cache_size = {int(kept)}")
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
