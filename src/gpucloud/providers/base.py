@@ -150,9 +150,10 @@ class Provider:
         if kind is None:
             kind = "read" if method in ("GET", "HEAD") else (
                 "idempotent" if method in ("PUT", "DELETE") else "unsafe")
+        url = self.base_url + path
         return httpx.Request(
             method,
-            self.base_url + path,
+            _parsed(url) if params is None else url,
             json=json,
             params=params,
             headers={"Accept": "application/json", "User-Agent": _user_agent()},
@@ -353,6 +354,18 @@ class Provider:
 
 
 @functools.cache  # the same on every request
+@functools.lru_cache(maxsize=64)
+def _parsed(url: str) -> httpx.URL:
+    """A URL as httpx parses it (the better part of building a request),
+    parsed once while it is asked again and again: the reaper reads a machine
+    and then deletes it, extend reads then writes it, a wait polls it. An
+    httpx.URL is immutable, so one serves every request for it. Kept for the
+    few latest: each machine's two requests follow each other."""
+    import httpx
+
+    return httpx.URL(url)
+
+
 def _user_agent() -> str:
     from gpucloud import __version__
 
