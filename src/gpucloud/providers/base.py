@@ -27,6 +27,7 @@ from gpucloud.errors import APIError, APIResponseValidationError, APIStatusError
 from gpucloud.core.flow import JOB_PREFIX, Flow, OfferQuery, Sleep, T  # noqa: F401 - re-exported
 from gpucloud.providers.error_table import ErrorFields, ErrorRule
 from gpucloud.transport.ratelimit import RateLimit, account_digest
+from gpucloud.transport.urls import parsed  # a URL asked again is parsed once
 # The marker for values a request carries that must never be shown (a job's
 # secret env): redaction hides them from logs, --debug and exceptions.
 from gpucloud.transport.redaction import SECRETS_EXTENSION
@@ -150,15 +151,11 @@ class Provider:
         if kind is None:
             kind = "read" if method in ("GET", "HEAD") else (
                 "idempotent" if method in ("PUT", "DELETE") else "unsafe")
-        url = self.base_url + path
-        return httpx.Request(
-            method,
-            _parsed(url) if params is None else url,
-            json=json,
-            params=params,
-            headers={"Accept": "application/json", "User-Agent": _user_agent()},
-            extensions={KIND_EXTENSION: kind, SECRETS_EXTENSION: tuple(v for v in secrets if v)},
-        )
+        return httpx.Request(method, parsed(self.base_url + path) if params is None
+                             else self.base_url + path, json=json, params=params,
+                             headers={"Accept": "application/json", "User-Agent": _user_agent()},
+                             extensions={KIND_EXTENSION: kind,
+                                         SECRETS_EXTENSION: tuple(v for v in secrets if v)})
 
     # -- errors --------------------------------------------------------------
 
@@ -354,18 +351,6 @@ class Provider:
 
 
 @functools.cache  # the same on every request
-@functools.lru_cache(maxsize=64)
-def _parsed(url: str) -> httpx.URL:
-    """A URL as httpx parses it (the better part of building a request),
-    parsed once while it is asked again and again: the reaper reads a machine
-    and then deletes it, extend reads then writes it, a wait polls it. An
-    httpx.URL is immutable, so one serves every request for it. Kept for the
-    few latest: each machine's two requests follow each other."""
-    import httpx
-
-    return httpx.URL(url)
-
-
 def _user_agent() -> str:
     from gpucloud import __version__
 

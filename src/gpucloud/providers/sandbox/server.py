@@ -75,7 +75,8 @@ import httpx
 
 from gpucloud.providers.sandbox.transport import SandboxTransport  # noqa: F401 (re-exported: tests, adapter)
 from gpucloud.providers.sandbox._wire import (
-    MAX_PAGE, US, ApiError, fake_ip, iso, json_body, parse_time, validate_create, wanted_labels,
+    MAX_PAGE, US, ApiError, fake_ip, iso, json_body, json_reply, parse_time, validate_create,
+    wanted_labels,
 )
 from gpucloud.providers.sandbox.job_sim import JobSimulation
 from gpucloud.providers.sandbox.knobs import Knobs
@@ -86,8 +87,6 @@ if TYPE_CHECKING:
 
 # A machine's row: as read (sqlite3.Row), or as read and then written (a dict).
 Record = Union[sqlite3.Row, Mapping[str, Any]]
-# JSON as httpx's json= writes it (compact, UTF-8, no NaN).
-_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 class SandboxCloud(Storage):
@@ -129,10 +128,7 @@ class SandboxCloud(Storage):
         except sqlite3.OperationalError as exc:  # e.g. the file stayed locked for 30 s
             status, body = 503, {"error": {"code": "unavailable", "message": f"database: {exc}"}}
         self.log.append((request.method, path, status))
-        # The body encoded by one encoder made once (json.dumps with options
-        # builds an encoder per call), with the headers httpx's json= gives.
-        headers.append(("Content-Type", "application/json"))
-        return httpx.Response(status, content=_JSON.encode(body).encode(), headers=headers)
+        return json_reply(status, body, headers)
 
     def _route(self, request: httpx.Request, path: str) -> tuple[int, Any]:
         parts = path.strip("/").split("/")
