@@ -27,6 +27,7 @@ from gpucloud.core.flow import JOB_PREFIX, Flow, OfferQuery, Sleep, T  # noqa: F
 from gpucloud.providers.capabilities import Capabilities
 from gpucloud.providers.error_table import ErrorFields, ErrorRule
 from gpucloud.transport.ratelimit import RateLimit, account_digest
+from gpucloud.transport.urls import parsed  # a URL asked again is parsed once
 # The marker for values a request carries that must never be shown (a job's
 # secret env): redaction hides them from logs, --debug and exceptions.
 from gpucloud.transport.redaction import SECRETS_EXTENSION
@@ -138,14 +139,11 @@ class Provider:
         if kind is None:
             kind = "read" if method in ("GET", "HEAD") else (
                 "idempotent" if method in ("PUT", "DELETE") else "unsafe")
-        return httpx.Request(
-            method,
-            self.base_url + path,
-            json=json,
-            params=params,
-            headers={"Accept": "application/json", "User-Agent": _user_agent()},
-            extensions={KIND_EXTENSION: kind, SECRETS_EXTENSION: tuple(v for v in secrets if v)},
-        )
+        return httpx.Request(method, parsed(self.base_url + path) if params is None
+                             else self.base_url + path, json=json, params=params,
+                             headers={"Accept": "application/json", "User-Agent": _user_agent()},
+                             extensions={KIND_EXTENSION: kind,
+                                         SECRETS_EXTENSION: tuple(v for v in secrets if v)})
 
     # -- errors --------------------------------------------------------------
 

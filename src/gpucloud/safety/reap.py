@@ -30,6 +30,7 @@ from gpucloud.errors import (
 )
 from gpucloud.providers.launch_ids import is_gpucloud
 from gpucloud.models import Instance, ReapAction, ReapReport
+from gpucloud.core.flow import Flow
 from gpucloud.core.instructions import Call, Gather, Op
 from gpucloud.safety import unclaimed as unclaimed_mod
 from gpucloud.safety.journal import utcnow
@@ -37,6 +38,7 @@ from gpucloud.safety.unresolved import warn_unresolved
 
 if TYPE_CHECKING:
     from gpucloud.core.context import ClientContext
+    from gpucloud.providers.base import Provider
 
 from gpucloud.safety.deadlines import GONE, overdue
 
@@ -65,55 +67,79 @@ def reap(ctx: ClientContext, dry_run: bool = False, provider: str | None = None,
     if names and not ok:
         raise next(r for r in listed if isinstance(r, BaseException))
     now = utcnow()
-    due = [m for m in machines if overdue(m, now)]
-    # A fresh read of each: the deadline may have moved since the listing.
-    fresh = yield Gather([Call(m.provider, ctx.adapter(m.provider).get(m.id)) for m in due])
-    actions: list[ReapAction] = []
-    doomed: list[Instance] = []
-    for listed_machine, again in zip(due, fresh):
-        if isinstance(again, NotFoundError):
-            actions.append(_action(listed_machine, "gone", now))
-            continue
-        if isinstance(again, GpuCloudError):
-            actions.append(_action(listed_machine, "failed", now, f"could not re-read: {again}"))
-            continue
-        if isinstance(again, BaseException):
-            raise again
-        if again.status in GONE:
-            continue
-        if not overdue(again, now):
-            actions.append(_action(again, "extended", now))
-            continue
-        doomed.append(again)
-    if dry_run:
-        actions.extend(_action(m, "would_terminate", now) for m in doomed)
-    else:
-        results = yield Gather([Call(m.provider, ctx.adapter(m.provider).delete_expired(m))
-                                for m in doomed])
-        # Recorded together, in one transaction, before anything is raised: the
-        # machines terminated are gone whatever follows.
-        ended = [(m.provider, m.id) for m, r in zip(doomed, results)
-                 if r is not False and not isinstance(r, BaseException)]
-        ledger_events.record_ends(ctx, ended, "reap", "reaped")
-        for machine, result in zip(doomed, results):
-            if result is False:  # the provider's own check: the deadline moved since the read
-                actions.append(_action(machine, "extended", now))
-            elif isinstance(result, NotFoundError):
-                actions.append(_action(machine, "gone", now))
+    steps = [_Step(m) for m in machines if overdue(m, now)]
+    # Each overdue machine in one flow: its fresh read, then at once its
+    # delete, rather than every machine's read before any delete.
+    results = yield Gather([Call(s.listed.provider,
+                                 _settle(ctx.adapter(s.listed.provider), s, now, dry_run))
+                            for s in steps])
+    ended = [(s.listed.provider, s.listed.id) for s, r in zip(steps, results)
+             if s.deleting and r is not False and not isinstance(r, BaseException)]
+    # Recorded together, in one transaction, before anything is raised: the
+    # machines terminated are gone whatever follows.
+    ledger_events.record_ends(ctx, ended, "reap", "reaped")
+    read: list[ReapAction] = []  # what the fresh reads found, then what the deletes did
+    done: list[ReapAction] = []
+    for step, result in zip(steps, results):
+        if isinstance(result, BaseException) and not isinstance(result, GpuCloudError):
+            raise result
+        if not step.deleting:
+            if isinstance(result, NotFoundError):
+                read.append(_action(step.listed, "gone", now))
             elif isinstance(result, GpuCloudError):
-                actions.append(_action(machine, "failed", now, str(result)))
-            elif isinstance(result, BaseException):
-                raise result
-            else:
-                actions.append(_action(machine, "terminated", now))
+                read.append(_action(step.listed, "failed", now, f"could not re-read: {result}"))
+            elif step.read is None or step.read.status in GONE:
+                continue
+            elif not overdue(step.read, now):
+                read.append(_action(step.read, "extended", now))
+            else:  # a dry run
+                done.append(_action(step.read, "would_terminate", now))
+            continue
+        machine = step.read
+        assert machine is not None  # read before any delete
+        if result is False:  # the provider's own check: the deadline moved since the read
+            done.append(_action(machine, "extended", now))
+        elif isinstance(result, NotFoundError):
+            done.append(_action(machine, "gone", now))
+        elif isinstance(result, GpuCloudError):
+            done.append(_action(machine, "failed", now, str(result)))
+        else:
+            done.append(_action(machine, "terminated", now))
+    actions = read + done
     found = None
     if unclaimed:  # not those this pass has just ended
-        ended = {a.instance.ref for a in actions if a.action in ("terminated", "gone")}
-        found = unclaimed_mod.find(ctx, [m for m in machines if m.ref not in ended], now)
+        gone = {a.instance.ref for a in actions if a.action in ("terminated", "gone")}
+        found = unclaimed_mod.find(ctx, [m for m in machines if m.ref not in gone], now)
     return ReapReport(at=now, dry_run=dry_run, providers=tuple(ok),
                       checked=sum(1 for m in machines if is_gpucloud(m.launch_id)),
                       actions=tuple(actions), warnings=tuple(warnings),
                       unclaimed=tuple(found or ()))
+
+
+class _Step:
+    """One overdue machine of a pass: as listed, as read again, and whether
+    its delete was sent (an error then is the delete's, not the read's)."""
+
+    __slots__ = ("deleting", "listed", "read")
+
+    def __init__(self, listed: Instance) -> None:
+        self.listed = listed
+        self.read: Instance | None = None
+        self.deleting = False
+
+
+def _settle(adapter: Provider, step: _Step, now: datetime, dry_run: bool) -> Flow[bool | None]:
+    """Read the machine again (an extend from elsewhere may have moved its
+    deadline since the listing); still overdue, end it (not in a dry run):
+    delete_expired's answer, or None when no delete was sent. One flow, so a
+    machine's delete follows its own read by one request, not by the reads
+    of every other overdue machine."""
+    step.read = yield from adapter.get(step.listed.id)
+    if step.read.status in GONE or not overdue(step.read, now) or dry_run:
+        return None
+    step.deleting = True
+    ended: bool = yield from adapter.delete_expired(step.read)
+    return ended
 
 
 def _action(instance: Instance, action: Any, now: datetime, error: str | None = None

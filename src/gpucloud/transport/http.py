@@ -31,6 +31,7 @@ shorter timeout, because a slow but working provider must not be cut off.
 from __future__ import annotations
 
 import heapq
+import http.cookiejar
 import itertools
 import logging
 import math
@@ -319,6 +320,67 @@ async def arun_flow(flow: Flow[T], send: Callable[[httpx.Request], Awaitable[htt
     return await adrive(flow, perform, httpx.TransportError)
 
 
+class _KeepNoCookies(http.cookiejar.CookieJar):
+    """The jar under _NoCookies, and the one a session's client is made with:
+    should httpx reach a jar by another path, it still keeps nothing."""
+
+    def set_cookie(self, cookie: http.cookiejar.Cookie) -> None:
+        pass
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        pass
+
+
+class _NoCookies(httpx.Cookies):
+    """The cookies of a provider session: none. Every provider here
+    authenticates each request with its key or token (auth()), and a session
+    sends each request as the adapter built it, which httpx never adds a
+    client's cookies to (only its build_request does): a cookie an answer set
+    (a load balancer's, a bot screen's) was kept and never sent. Not looking
+    for one saves httpx's work per answer (a urllib request and an email
+    message built to find Set-Cookie), about as much as the rest of httpx's
+    send cost a call to the in-process sandbox."""
+
+    def __init__(self) -> None:
+        super().__init__(_KeepNoCookies())
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        pass
+
+    def set_cookie_header(self, request: httpx.Request) -> None:
+        pass
+
+
+class _Client(httpx.Client):
+    """httpx.Client with _NoCookies: httpx reads a client's cookies through
+    its public ``cookies`` property, overridden here (one stateless object
+    serves every client)."""
+
+    _no_cookies = _NoCookies()
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return self._no_cookies
+
+    @cookies.setter
+    def cookies(self, cookies: Any) -> None:
+        pass  # none are ever kept
+
+
+class _AsyncClient(httpx.AsyncClient):
+    """The asyncio twin of _Client."""
+
+    _no_cookies = _Client._no_cookies
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return self._no_cookies
+
+    @cookies.setter
+    def cookies(self, cookies: Any) -> None:
+        pass
+
+
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 # Seconds without an answer before a request says it is waiting (read when a
 # session is made, so a test can shorten it).
@@ -337,8 +399,9 @@ class Session:
         self.policy = policy
         self.sleep = sleep
         self.limiter = limiter_for(provider)
-        self._client = httpx.Client(transport=provider.transport(), auth=provider.auth(),
-                                    timeout=timeout, follow_redirects=False)
+        self._client = _Client(transport=provider.transport(), auth=provider.auth(),
+                               timeout=timeout, follow_redirects=False,
+                               cookies=_KeepNoCookies())
 
     def run(self, flow: Flow[T]) -> T:
         wrapped = with_policy(self.provider.name, flow, self.limiter, self.policy)
@@ -361,9 +424,9 @@ class AsyncSession:
         self.policy = policy
         self.sleep = sleep
         self.limiter = limiter_for(provider)
-        self._client = httpx.AsyncClient(transport=provider.async_transport(),
-                                         auth=provider.auth(), timeout=timeout,
-                                         follow_redirects=False)
+        self._client = _AsyncClient(transport=provider.async_transport(),
+                                    auth=provider.auth(), timeout=timeout,
+                                    follow_redirects=False, cookies=_KeepNoCookies())
 
     async def run(self, flow: Flow[T]) -> T:
         wrapped = with_policy(self.provider.name, flow, self.limiter, self.policy)

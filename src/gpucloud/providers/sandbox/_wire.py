@@ -98,6 +98,17 @@ def parse_time(value: Any) -> int:
     return (parsed - EPOCH) // timedelta(microseconds=1)
 
 
+# JSON as httpx's json= writes it (compact, UTF-8, no NaN), by one encoder made
+# once: json.dumps with options builds an encoder per call.
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def json_reply(status: int, body: Any, headers: list[tuple[str, str]]) -> httpx.Response:
+    """An answer with a JSON body, with the headers httpx's json= gives it."""
+    return httpx.Response(status, content=_JSON.encode(body).encode(),
+                          headers=[*headers, ("Content-Type", "application/json")])
+
+
 def iso(us: int | None) -> str | None:
     if us is None:
         return None

@@ -65,7 +65,6 @@ import secrets
 import sqlite3
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from decimal import Decimal
@@ -76,7 +75,8 @@ import httpx
 
 from gpucloud.providers.sandbox.transport import SandboxTransport  # noqa: F401 (re-exported: tests, adapter)
 from gpucloud.providers.sandbox._wire import (
-    MAX_PAGE, US, ApiError, fake_ip, iso, json_body, parse_time, validate_create, wanted_labels,
+    MAX_PAGE, US, ApiError, fake_ip, iso, json_body, json_reply, parse_time, validate_create,
+    wanted_labels,
 )
 from gpucloud.providers.sandbox.job_sim import JobSimulation
 from gpucloud.providers.sandbox.knobs import Knobs
@@ -118,20 +118,20 @@ class SandboxCloud(Storage):
         return int(round(self.clock() * US))
 
     def handle(self, request: httpx.Request) -> httpx.Response:
-        request_id = "req_" + uuid.uuid4().hex[:20]
-        headers = {"X-Request-Id": request_id}
+        path = request.url.path
+        headers = [("X-Request-Id", "req_" + secrets.token_hex(10))]
         try:
-            status, body = self._route(request)
+            status, body = self._route(request, path)
         except ApiError as err:
             status, body = err.status, {"error": {"code": err.code, "message": err.message}}
-            headers.update(err.headers)
+            headers.extend(err.headers.items())
         except sqlite3.OperationalError as exc:  # e.g. the file stayed locked for 30 s
             status, body = 503, {"error": {"code": "unavailable", "message": f"database: {exc}"}}
-        self.log.append((request.method, request.url.path, status))
-        return httpx.Response(status, json=body, headers=headers)
+        self.log.append((request.method, path, status))
+        return json_reply(status, body, headers)
 
-    def _route(self, request: httpx.Request) -> tuple[int, Any]:
-        parts = request.url.path.strip("/").split("/")
+    def _route(self, request: httpx.Request, path: str) -> tuple[int, Any]:
+        parts = path.strip("/").split("/")
         method = request.method
         if parts[:2] == ["v1", "jobs"]:
             return self.jobs.route(request, parts)
@@ -145,7 +145,7 @@ class SandboxCloud(Storage):
                 or parts[1] not in ("instance-types", "instances")
                 or (parts[1] == "instance-types" and len(parts) > 2)
                 or (len(parts) == 4 and parts[3] not in ("stop", "start"))):
-            raise ApiError(404, "not_found", f"no such endpoint: {request.url.path}")
+            raise ApiError(404, "not_found", f"no such endpoint: {path}")
         table: dict[str, str]
         if parts[1] == "instance-types":
             table = {"GET": "types"}
@@ -157,7 +157,7 @@ class SandboxCloud(Storage):
             table = {"GET": "get", "PATCH": "update", "DELETE": "delete"}
         op = table.get(method)
         if op is None:
-            raise ApiError(405, "method_not_allowed", f"{method} not allowed on {request.url.path}")
+            raise ApiError(405, "method_not_allowed", f"{method} not allowed on {path}")
         if op == "list" and "cursor" in request.url.params:
             op = "list_more"  # FAIL_ON=list_more breaks a listing off part way
         ambiguous = self._roll_failure(op)

@@ -138,8 +138,10 @@ class Storage:
                     db.execute("ROLLBACK")
                 except sqlite3.Error:
                     healthy = False
+            # Kept with the file it was borrowed for: were the file replaced
+            # meanwhile, the next borrower sees the stamps differ and closes it.
             if healthy and len(idle) < KEPT_IDLE and self._idle() is idle:
-                idle.append((db, _stamp(self.db_path)))
+                idle.append((db, stamp))
             else:
                 db.close()
 
@@ -155,10 +157,8 @@ class Storage:
                 weakref.finalize(self, _close_idle, pid, found[1])
             return found[1]
 
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        with self._connection() as db:
-            yield db
+    # A read is a connection of the pool, out of any transaction.
+    _read = _connection
 
     @contextmanager
     def _write_lock(self) -> Iterator[sqlite3.Connection]:
