@@ -18,7 +18,7 @@ journal's cost of a launch. Instead every such write goes through the home's
 A write waits for company only as long as its caller has to wait anyway:
 ``slack``, the seconds before its next request could go (a launch's create
 waits for its slot of the provider's rate limit, ``Limiter.backlog``). The
-leader commits when half the smallest slack of its group has passed, or when
+leader commits when ``SHARE`` of the smallest slack of its group has passed, or when
 ``MOST`` writes have gathered, whichever is first. A write with no slack (a
 lone create, a provider with no rate to wait for) commits at once, so it is
 as fast as before; a batch paced by its provider's rate commits one
@@ -53,9 +53,12 @@ T = TypeVar("T")
 
 # The most writes one transaction takes: a bound on what one commit holds up.
 MOST = 64
-# The share of its slack a write may wait for others (the rest is margin: the
-# commit itself, a thread waking late).
-SHARE = 0.5
+# The share of its slack a write may wait for others. Small: the launches
+# waiting here are not booked in the rate limiter meanwhile, so a long wait
+# leaves it idle; measured on the batch sweep, half the slack cost more wall
+# time at 500/s than the commits it saved, a tenth groups tens of writes at
+# 500 ms (bench/README.md).
+SHARE = 0.1
 
 
 class _Write(Generic[T]):
