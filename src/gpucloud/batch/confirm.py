@@ -38,7 +38,7 @@ the last pass's listing reads the pages as they fill, alongside the
 launches: a page followed by another is read once (a provider that pages by
 creation, oldest first, as the sandbox and most keyset-paged APIs do, puts
 every later machine on a later page); the last page so far is read again
-once as many creates as it lacked have been sent, and for the last time once
+once as many creates as it lacked have been answered, and for the last time once
 the last create has been sent. A provider that orders its pages otherwise
 loses nothing but time: a machine not in the pages read is read back by id,
 as any unlisted machine is.
@@ -98,6 +98,7 @@ class Confirmations:
         # The largest page read that another page followed: the listing
         # comes in pages of (about) this many (0: not seen to page).
         self.page_size = 0
+        self.answered = 0  # launches added so far: machines the provider has made
         # Per provider: the machines of the full pages read so far (by passes
         # and the last pass's listing), and the cursor of the page after them.
         self._read: dict[str, tuple[list[Instance], str | None]] = {}
@@ -121,6 +122,7 @@ class Confirmations:
     def add(self, index: int, answered: Answered) -> None:
         with self._lock:
             self._waiting.append((index, answered))
+            self.answered += 1
 
     def take(self) -> list[tuple[int, Answered]]:
         with self._lock:
@@ -150,7 +152,7 @@ def listing(ctx: ClientContext, providers: list[str], unsent: Callable[[], int],
     Runs alongside the batch's launches from the start. Once the listing is
     seen to come in pages, its full pages are read as they fill (the last
     page so far is read again once as many creates as it lacked have been
-    sent); its last page is read once ``unsent`` says every create of the
+    answered); its last page is read once ``unsent`` says every create of the
     batch has been sent (so it is booked behind them), or after
     ``WAIT_FOR_SENDS`` at most (an interrupted batch never sends the rest)."""
     failed: dict[str, BaseException] = {}
@@ -163,7 +165,7 @@ def listing(ctx: ClientContext, providers: list[str], unsent: Callable[[], int],
         for provider in following_any:
             if unsent() <= 0:
                 break
-            left = unsent()
+            made = confirmations.answered
             _, cursor = confirmations.read(provider)
             try:
                 page, following = yield Call(provider, ctx.adapter(provider).list_page(cursor))
@@ -173,8 +175,10 @@ def listing(ctx: ClientContext, providers: list[str], unsent: Callable[[], int],
             if following is not None:
                 confirmations.advance(provider, cursor, page, following)
                 continue
-            # The last page so far: read again once it may have filled.
-            while 0 < unsent() and left - unsent() < size - len(page):
+            # The last page so far: read again once it may have filled, when as
+            # many more creates as it lacked have been answered (sent is not
+            # enough: a create sent is made half a round trip later).
+            while 0 < unsent() and confirmations.answered - made < size - len(page):
                 yield Sleep(FOLLOW)
     waited = 0.0
     while unsent() > 0 and waited < WAIT_FOR_SENDS:
