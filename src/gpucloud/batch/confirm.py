@@ -30,6 +30,18 @@ and is read back by id like any unlisted one. A listing reads every machine
 of the account, so passes at a fixed interval would read N²/interval
 machines in all; doubling the interval reads about 2N (each pass lists about
 twice the machines it confirms).
+
+A listing in pages (``Provider.list_page``) is read one page after another,
+a round trip each: at 500 ms, 3,000 machines in pages of 500 would be 3 s
+after the last create. So once a pass has seen the listing come in pages,
+the last pass's listing reads the pages as they fill, alongside the
+launches: a page followed by another is read once (a provider that pages by
+creation, oldest first, as the sandbox and most keyset-paged APIs do, puts
+every later machine on a later page); the last page so far is read again
+once as many creates as it lacked have been answered, and for the last time once
+the last create has been sent. A provider that orders its pages otherwise
+loses nothing but time: a machine not in the pages read is read back by id,
+as any unlisted machine is.
 """
 
 from __future__ import annotations
@@ -45,7 +57,9 @@ from gpucloud.errors import GpuCloudError
 
 if TYPE_CHECKING:
     from gpucloud.core.context import ClientContext
+    from gpucloud.core.flow import Flow
     from gpucloud.models import Instance
+    from gpucloud.providers.base import Provider
 
 # Launches started before the first pass among them (see the module docstring).
 EVERY = 256
@@ -66,6 +80,8 @@ def pass_at(position: int) -> bool:
 # batch's last creates to be sent before it is.
 POLL = 0.002
 WAIT_FOR_SENDS = 5.0
+# How often the last pass's listing looks whether a page may have filled.
+FOLLOW = 0.02
 
 # Turns a concluded launch (its machine, or the error it ended with) into the
 # batch's item for its slot.
@@ -79,10 +95,34 @@ class Confirmations:
     def __init__(self) -> None:
         self._waiting: list[tuple[int, Answered]] = []
         self._lock = threading.Lock()
+        # The largest page read that another page followed: the listing
+        # comes in pages of (about) this many (0: not seen to page).
+        self.page_size = 0
+        self.answered = 0  # launches added so far: machines the provider has made
+        # Per provider: the machines of the full pages read so far (by passes
+        # and the last pass's listing), and the cursor of the page after them.
+        self._read: dict[str, tuple[list[Instance], str | None]] = {}
+
+    def read(self, provider: str) -> tuple[list[Instance], str | None]:
+        """The listing's full pages read so far (a copy) and where it goes on."""
+        with self._lock:
+            machines, cursor = self._read.get(provider, ([], None))
+            return list(machines), cursor
+
+    def advance(self, provider: str, at: str | None, page: list[Instance],
+                following: str) -> None:
+        """A page read at cursor ``at`` that ``following`` comes after: a full
+        page, kept unless another reader has kept it already."""
+        with self._lock:
+            self.page_size = max(self.page_size, len(page))
+            machines, cursor = self._read.get(provider, ([], None))
+            if cursor == at:
+                self._read[provider] = ([*machines, *page], following)
 
     def add(self, index: int, answered: Answered) -> None:
         with self._lock:
             self._waiting.append((index, answered))
+            self.answered += 1
 
     def take(self) -> list[tuple[int, Answered]]:
         with self._lock:
@@ -90,18 +130,65 @@ class Confirmations:
         return taken
 
 
-def listing(ctx: ClientContext, providers: list[str], all_sent: Callable[[], bool]) -> Op:
+def pages(adapter: Provider, provider: str,
+          confirmations: Confirmations) -> Flow[list[Instance]]:
+    """A provider's listing: the full pages read already by this batch (kept
+    in ``confirmations``), then the pages after them to the last, each full
+    one kept for the next reader."""
+    machines, cursor = confirmations.read(provider)
+    while True:
+        page, following = yield from adapter.list_page(cursor)
+        machines.extend(page)
+        if following is None:
+            return machines
+        confirmations.advance(provider, cursor, page, following)
+        cursor = following
+
+
+def listing(ctx: ClientContext, providers: list[str], unsent: Callable[[], int],
+            confirmations: Confirmations) -> Op:
     """The listings of the last pass, fetched while the last creates are
     answered: {provider: its machines, or the error its listing ended with}.
-    Sent once ``all_sent`` says every create of the batch has been sent (so it
-    is booked behind them), or after ``WAIT_FOR_SENDS`` at most (an interrupted
-    batch never sends the rest)."""
+    Runs alongside the batch's launches from the start. Once the listing is
+    seen to come in pages, its full pages are read as they fill (the last
+    page so far is read again once as many creates as it lacked have been
+    answered); its last page is read once ``unsent`` says every create of the
+    batch has been sent (so it is booked behind them), or after
+    ``WAIT_FOR_SENDS`` at most (an interrupted batch never sends the rest)."""
+    failed: dict[str, BaseException] = {}
+    while unsent() > 0:
+        size = confirmations.page_size
+        following_any = [p for p in providers if p not in failed]
+        if not size or not following_any:
+            yield Sleep(FOLLOW)
+            continue
+        for provider in following_any:
+            if unsent() <= 0:
+                break
+            made = confirmations.answered
+            _, cursor = confirmations.read(provider)
+            try:
+                page, following = yield Call(provider, ctx.adapter(provider).list_page(cursor))
+            except GpuCloudError as exc:
+                failed[provider] = exc
+                continue
+            if following is not None:
+                confirmations.advance(provider, cursor, page, following)
+                continue
+            # The last page so far: read again once it may have filled, when as
+            # many more creates as it lacked have been answered (sent is not
+            # enough: a create sent is made half a round trip later).
+            while 0 < unsent() and confirmations.answered - made < size - len(page):
+                yield Sleep(FOLLOW)
     waited = 0.0
-    while not all_sent() and waited < WAIT_FOR_SENDS:
+    while unsent() > 0 and waited < WAIT_FOR_SENDS:
         yield Sleep(POLL)
         waited += POLL
-    got = yield Gather([Call(p, ctx.adapter(p).list_instances()) for p in providers])
-    return dict(zip(providers, got))
+    rest = [p for p in providers if p not in failed]
+    got = yield Gather([Call(p, pages(ctx.adapter(p), p, confirmations)) for p in rest])
+    out: dict[str, Any] = dict(failed)
+    out.update(zip(rest, got))
+    return out
 
 
 def confirm_pass(ctx: ClientContext, confirmations: Confirmations, finish: Finish,
@@ -117,7 +204,7 @@ def confirm_pass(ctx: ClientContext, confirmations: Confirmations, finish: Finis
     have = {p: m for p, m in (prefetched or {}).items() if not isinstance(m, BaseException)}
     fresh = [p for p in providers if p not in have]
     if fresh:
-        have.update(zip(fresh, (yield Gather([Call(p, ctx.adapter(p).list_instances())
+        have.update(zip(fresh, (yield Gather([Call(p, pages(ctx.adapter(p), p, confirmations))
                                               for p in fresh]))))
     listed = [have[p] for p in providers]
     seen: dict[tuple[str, str], Instance] = {}
@@ -155,4 +242,4 @@ def confirm_pass(ctx: ClientContext, confirmations: Confirmations, finish: Finis
     return done
 
 
-__all__ = ["Confirmations", "EVERY", "FEWEST", "confirm_pass", "listing", "pass_at"]
+__all__ = ["Confirmations", "EVERY", "FEWEST", "confirm_pass", "listing", "pages", "pass_at"]

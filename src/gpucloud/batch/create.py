@@ -259,6 +259,9 @@ def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[P
         return _item(run, index, requests[index].name, made, answered.attempts)
 
     ops: list[Op] = []
+    if listed:  # the last pass's listing: from the start, alongside the launches
+        ops.append(confirm.listing(ctx, sorted(listed), lambda: run.unsent,
+                                   run.confirmations))
     slot_of: dict[int, int] = {}  # op position -> the slot it launches
     for position, i in enumerate(todo):
         if confirm.pass_at(position):
@@ -267,16 +270,19 @@ def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[P
         ops.append(_slot(run, i, requests[i], plans[i],
                          plans[i].offer.provider in listed))
     run.unsent = len(todo)
-    if listed:  # the last pass's listing, sent as the last creates are answered
-        ops.append(confirm.listing(ctx, sorted(listed), lambda: run.unsent <= 0))
-    results = yield Concurrent(ops, limit=limit)
-    prefetched = results[-1] if listed else None
+    # The listing runs beside the launches, never in the place of one.
+    bound = limit if not listed else (
+        limit + 1 if isinstance(limit, int) else lambda: limit() + 1)
+    results = yield Concurrent(ops, limit=bound)
+    prefetched = results[0] if listed else None
     if isinstance(prefetched, BaseException):
         raise prefetched  # a bug: listing() hands a provider's failure back as its value
     last = yield from confirm.confirm_pass(ctx, run.confirmations, finish, limit,
                                            prefetched=prefetched)
     items = dict(earlier)
-    for position, result in enumerate([*results[:len(ops) - bool(listed)], last]):
+    for position, result in enumerate([*results, last]):
+        if listed and position == 0:
+            continue  # the listing: the last pass's
         if isinstance(result, BaseException) and not isinstance(result, GpuCloudError):
             raise result  # a bug: never turned into a "failed machine"
         index = slot_of.get(position)

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpucloud.providers.base import Sleep
-from gpucloud.safety import budget, ledger_events
+from gpucloud.safety import budget, group_commit, ledger_events
 from gpucloud.jobs import costs as job_costs
 from gpucloud.core.instructions import Call, Op
 from gpucloud.errors import (
@@ -107,13 +107,14 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
         if job is not None:
             register_secrets(job.secret_env.values())
         # Admitted against the monthly budget and journaled in one transaction,
-        # with what it commits (budget.py); ended before the request is sent.
-        budget.admit(ctx, plan, offer, lambda committed: ctx.journal.record_intent(
-            launch_id=spec.launch_id, provider=offer.provider, instance_type=offer.instance_type,
-            region=offer.region, name=spec.name, price_per_hour=str(offer.price_per_hour),
-            shutdown_at=shutdown_at, ssh_key_path=ctx.ssh_key(ssh_key)[2], committed=committed,
-            batch_key=batch_key, slot=index),
-            disk_gb=disk_gb)
+        # with what it commits (budget.py); committed before the request is
+        # sent, in a group with the other launches' writes of the moment
+        # (group_commit.py), so a batch does not pay a commit per launch.
+        record = _intent(ctx, spec.launch_id, offer, spec.name, shutdown_at,
+                         ctx.ssh_key(ssh_key)[2], batch_key, index)
+        group_commit.for_journal(ctx.journal).run(
+            lambda: budget.admit(ctx, plan, offer, record, disk_gb=disk_gb),
+            slack=_slack(adapter, "launch"))
         # In flight until its outcome is known: an interrupt (Ctrl-C) now
         # leaves a machine that may exist, and the caller must be able to say so.
         launching = _attempt(offer, spec.launch_id, "launching", None)
@@ -127,7 +128,10 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
                 instance = yield Call(offer.provider, adapter.create(spec))
                 if not adapter.create_reads_back:
                     adapter.check_reply_id(instance.id)  # before the journal names it
-                    launching = _answered(ctx, launching, instance.id)
+                    # Next: this slot's next create (a batch confirming later),
+                    # else the read back; either waits for its slot of the rate.
+                    launching = _answered(ctx, launching, instance.id, _slack(
+                        adapter, "launch" if confirm_later else "idempotent"))
             else:
                 submitted = yield Call(offer.provider, adapter.submit_job(spec))
                 instance = submitted.instance
@@ -296,11 +300,39 @@ def _delivered(ctx: ClientContext, answered: Answered, instance: Instance | None
         "instance": instance, "shutdown_at": submitted.shutdown_at or shutdown_at})
 
 
-def _answered(ctx: ClientContext, launching: Attempt, instance_id: str) -> Attempt:
+def _intent(ctx: ClientContext, launch_id: str, offer: Offer, name: str | None,
+            shutdown_at: datetime | None, ssh_key_path: str | None, batch_key: str | None,
+            slot: int | None) -> Callable[[Decimal | None], None]:
+    """The journal write of a launch's intent, given what it commits (budget.admit)."""
+    def record(committed: Decimal | None) -> None:
+        ctx.journal.record_intent(
+            launch_id=launch_id, provider=offer.provider, instance_type=offer.instance_type,
+            region=offer.region, name=name, price_per_hour=str(offer.price_per_hour),
+            shutdown_at=shutdown_at, ssh_key_path=ssh_key_path, committed=committed,
+            batch_key=batch_key, slot=slot)
+    return record
+
+
+def _slack(adapter: Provider, kind: str) -> float:
+    """How long a request of this kind sent now would wait for its slot of the
+    provider's rate limit: the time a journal write before it may take to be
+    grouped with other launches' (group_commit.py)."""
+    from gpucloud.transport.ratelimit import limiter_for
+
+    return limiter_for(adapter).backlog(kind)
+
+
+def _answered(ctx: ClientContext, launching: Attempt, instance_id: str,
+              slack: float = 0.0) -> Attempt:
     """The create was answered with ``instance_id``; until it is read back the
-    machine may exist under it: the journal and the attempt in flight say so."""
+    machine may exist under it: the journal and the attempt in flight say so
+    (committed in a group with the other launches' writes, as the intent is)."""
+    launch_id = launching.launch_id
+    assert launch_id is not None  # every launch's attempt carries its launch id
     ctx.tolerant(f"launch {launching.launch_id} (machine {instance_id}) is not journaled",
-                 ctx.journal.mark, launching.launch_id, "ambiguous", instance_id=instance_id)
+                 group_commit.for_journal(ctx.journal).run,
+                 lambda: ctx.journal.mark(launch_id, "ambiguous", instance_id=instance_id),
+                 slack=slack)
     answered = launching.model_copy(update={"instance_id": instance_id})
     # Each list operation is atomic (a batch launches from several threads):
     # added before the old one goes, so an interrupt never finds neither.

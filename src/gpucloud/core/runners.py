@@ -74,9 +74,10 @@ class ThreadedRunner:
         in flight stay listed in ctx.in_flight."""
         if not item.ops:
             return []
+        import queue
         import threading
         from collections import deque
-        from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+        from concurrent.futures import Future, ThreadPoolExecutor
 
         from gpucloud.core.concurrency import MAX_IN_FLIGHT
 
@@ -99,6 +100,11 @@ class ThreadedRunner:
         waiting = deque(enumerate(item.ops))
         results: list[Any] = [None] * len(item.ops)
         running: dict[Future[Any], int] = {}
+        # Each future hands itself here as it ends: waiting for the next one is
+        # one queue read, where concurrent.futures.wait installs and removes a
+        # waiter on every future in flight each time (hundreds at a time for a
+        # batch against a slow provider, per launch ended: CPU the launches need).
+        ended: queue.SimpleQueue[Future[Any]] = queue.SimpleQueue()
         # A number given is taken as it is; a bound worked out stays under the cap.
         widest = item.limit if isinstance(item.limit, int) else MAX_IN_FLIGHT
         pool = ThreadPoolExecutor(max_workers=max(1, min(widest, len(item.ops))),
@@ -107,11 +113,12 @@ class ThreadedRunner:
             while waiting or running:
                 while waiting and len(running) < item.bound():
                     index, op = waiting.popleft()
-                    running[pool.submit(one, op)] = index
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in done:
-                    # re-raises what one() does not catch (an interrupt)
-                    results[running.pop(future)] = future.result()
+                    future = pool.submit(one, op)
+                    running[future] = index
+                    future.add_done_callback(ended.put)
+                future = ended.get()
+                # re-raises what one() does not catch (an interrupt)
+                results[running.pop(future)] = future.result()
         except BaseException:
             stopping.set()
             pool.shutdown(wait=False, cancel_futures=True)

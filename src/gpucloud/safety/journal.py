@@ -134,6 +134,15 @@ class Journal:
 
     @contextmanager
     def exclusive(self, schema: Schema = ()) -> Iterator[sqlite3.Connection]:
+        """The transaction of a decision and the record it leads to (the budget's
+        admission, an extension, a batch's pass): ``immediate``. Named apart from
+        the group commit's own transactions (group_commit.py), which a
+        decision made inside one joins."""
+        with self.immediate(schema) as conn:
+            yield conn
+
+    @contextmanager
+    def immediate(self, schema: Schema = ()) -> Iterator[sqlite3.Connection]:
         """One write transaction taken before anything is read (BEGIN IMMEDIATE):
         what is read inside it cannot change until it commits, in this process or
         any other using the file, so a decision and the record it leads to are
@@ -142,6 +151,12 @@ class Journal:
         writer of the home waits (busy_timeout) until it ends."""
         shared = _shared(self.path)
         with shared.lock:
+            if shared.held and shared.conn is not None:
+                # Inside one on this thread already (a group commit's, which
+                # an admission joins): one transaction, committed by the outer one.
+                shared.ensure(schema)
+                yield shared.conn
+                return
             try:
                 conn = shared.connection(True)
                 assert conn is not None  # created when missing

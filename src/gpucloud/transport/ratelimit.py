@@ -108,6 +108,21 @@ class Limiter:
                 self._tat[k] = max(self._tat.get(k, start), start) + interval
             return _whole_ms(start - now)
 
+    def backlog(self, kind: str = "*") -> float:
+        """Seconds a request of this kind booked now would wait for its slot,
+        without booking one: the time a flow about to send has anyway (a
+        launch spends it committing its journal write with others',
+        safety/group_commit.py)."""
+        keys = [k for k in (kind, "*") if k in self.limits]
+        with self._lock:
+            now = self.clock()
+            start = max(now, self.paused_until)
+            for k in keys:
+                limit = self.limits[k]
+                start = max(start, self._tat.get(k, now)
+                            - (limit.burst - 1) * self._interval(limit))
+            return start - now
+
     def _interval(self, limit: RateLimit) -> float:
         """Seconds between two slots of this limit now: the rate in force, with
         the pacing margin."""
