@@ -3,31 +3,17 @@ scripts/build_catalog.py from SkyPilot's Shadeform CSV (catalogs/v8/shadeform)."
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from decimal import Decimal
-from pathlib import Path
 
 from gpucloud.catalog.bundled import load_catalogs
 from gpucloud.catalog.gpus import gpu_info
+from tests.unit.test_catalog import _load_script
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "build_catalog.py"
 # The upstream clouds of SkyPilot's CSV (the part of each name before "_").
 CLOUDS = {"crusoe", "denvr", "excesssupply", "hyperstack", "lambdalabs", "massedcompute",
           "paperspace", "scaleway", "vultr"}
 
-
-def _script():
-    spec = importlib.util.spec_from_file_location("build_catalog", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["build_catalog"] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop("build_catalog", None)
-    return module
 
 
 def test_the_catalog_names_its_source_and_every_type_its_cloud():
@@ -61,6 +47,6 @@ def test_cards_gpus_py_does_not_know_are_kept_under_their_csv_name():
              "vCPUs": "12.0", "MemoryGiB": "128", "Price": "1.02", "Region": "bangalore-india-1",
              "GpuInfo": "{'Gpus': [{'Name': 'A16', 'Count': 2.0, "
                         "'MemoryInfo': {'SizeInMiB': 16}}]}", "SpotPrice": ""}]
-    [(entry, regions)] = _script().build_entries("shadeform", rows).items()
+    [(entry, regions)] = _load_script().build_entries("shadeform", rows).items()
     assert (entry.gpu, entry.gpu_memory_gb, entry.price) == ("A16", 16, Decimal("1.02"))
     assert regions == {"bangalore-india-1"}
