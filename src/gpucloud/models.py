@@ -148,6 +148,62 @@ class JobRun(_Model):
     cpu: float | None = None
     memory_gb: float | None = None
     spot: bool = False
+    # A multi-node job: every node runs the same container with the rendezvous
+    # env of jobs/multinode.py (MASTER_ADDR, NODE_RANK, ...). ``nodes`` is the
+    # whole job's count; ``node_rank`` says which node this launch is, where
+    # gpucloud launches the nodes one machine each (VM clouds).
+    nodes: int = 1
+    node_rank: int = 0
+    interconnect: Literal["any", "infiniband"] = "any"
+    volumes: tuple[VolumeMount, ...] = ()
+
+
+class VolumeMount(_Model):
+    """A volume a job mounts: an existing one by name, or one the job makes
+    (``size_gb`` given) and, with ``delete_with_job``, deletes when it ends."""
+
+    name: str
+    mount: str  # absolute path inside the container
+    size_gb: int | None = None
+    delete_with_job: bool = False
+
+
+class Volume(_Model):
+    """Network storage a provider bills by the GB-month whether or not a
+    machine is attached. ``price_per_gb_month`` is the provider's or the
+    catalog's rate, None when neither says (unknown is never 0)."""
+
+    provider: str
+    id: str
+    name: str
+    size_gb: int
+    region: str | None = None
+    price_per_gb_month: Decimal | None = None
+    status: str | None = None  # the provider's own word
+    attached_to: tuple[str, ...] = ()  # ids of the machines (or pods) using it
+    created_at: datetime | None = None
+    simulated: bool = False
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ref(self) -> str:
+        return f"{self.provider}/{self.id}"
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def price_per_month(self) -> Decimal | None:
+        """USD per month for the whole volume; None when the rate is unknown."""
+        if self.price_per_gb_month is None:
+            return None
+        return self.price_per_gb_month * self.size_gb
+
+
+class VolumeSpec(_Model):
+    """What Client.create_volume hands an adapter."""
+
+    name: str
+    size_gb: int = Field(ge=1)
+    region: str
 
 
 class InstanceSpec(_Model):
@@ -247,6 +303,9 @@ class Instance(_Model):
     region: str | None = None
     price_per_hour: Decimal | None = None
     ip: str | None = None
+    # The address on the provider's private network, where it gives one: what
+    # the nodes of a multi-node job use to reach each other.
+    private_ip: str | None = None
     created_at: datetime | None = None
     shutdown_at: datetime | None = None
     launch_id: str | None = None
@@ -290,14 +349,16 @@ class ProviderStatus(_Model):
     catalog_as_of: str | None = None
     # What the adapter can do (spot, stop_start, custom_disk, needs_ssh_key,
     # native_shutdown: the provider itself ends a machine at its deadline,
-    # self_guard: a guard on the machine does). None: no adapter, catalog only.
-    capabilities: dict[str, bool] | None = None
+    # self_guard: a guard on the machine does, volumes; multi_node: "none",
+    # "native" or "batch"). None: no adapter, catalog only.
+    capabilities: dict[str, bool | str] | None = None
 
 
 __all__ = [
     "Job", "JobRun", "JobStatus", "Attempt", "AuthStatus", "ReapAction", "ReapReport",
     "CostEstimate", "CostLine", "Instance", "InstanceSpec", "UnclaimedMachine",
-    "InstanceStatus", "Offer", "Plan", "ProviderStatus", "UsagePrice", "Field",
+    "InstanceStatus", "Offer", "Plan", "ProviderStatus", "UsagePrice", "Volume", "VolumeMount",
+    "VolumeSpec", "Field",
 ]
 
 
@@ -387,7 +448,11 @@ class Job(_Model):
     status: JobStatus = JobStatus.UNKNOWN
     provider_status: str | None = None
     launch_id: str | None = None
-    instance: Instance | None = None
+    instance: Instance | None = None  # node 0's machine where the job runs on machines
+    # A multi-node job: how many nodes, and every node's machine in rank order
+    # where the job runs on machines (VM clouds); empty for a one-node job.
+    nodes: int = 1
+    instances: tuple[Instance, ...] = ()
     created_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None

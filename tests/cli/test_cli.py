@@ -195,7 +195,7 @@ def test_providers_show_what_each_adapter_can_do(cli, tmp_path, monkeypatch):
     assert caps["vastai"]["self_guard"] is True and caps["vastai"]["native_shutdown"] is False
     assert caps["verda"]["spot"] is True and caps["lambda"]["spot"] is False
     assert set(caps["lambda"]) == {"spot", "stop_start", "custom_disk", "needs_ssh_key",
-                                   "native_shutdown", "self_guard"}
+                                   "native_shutdown", "self_guard", "multi_node", "volumes"}
     assert caps.get("acme", "missing") is None
     table = cli("providers").stdout
     assert "deadline held by provider" in table and "CAPABILITIES" in table

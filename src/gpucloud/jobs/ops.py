@@ -21,7 +21,7 @@ from gpucloud.providers.base import format_utc
 from gpucloud.errors import CredentialsError, GpuCloudError, NotFoundError, SpecError
 from gpucloud.jobs.spec import JobSpec, from_any
 from gpucloud.core.launch import launch
-from gpucloud.models import Job, JobRun, JobStatus, Offer, Plan
+from gpucloud.models import Job, JobRun, JobStatus, Offer, Plan, VolumeMount
 from gpucloud.core.instructions import Call, Gather, Op, split_ref
 from gpucloud.core.plan import plan as make_plan
 
@@ -85,7 +85,10 @@ def job_run(spec: JobSpec, secret_env: dict[str, Any]) -> JobRun:
         checkpoint_url=checkpoint.url if checkpoint else None,
         checkpoint_sync_seconds=int(parse_duration(checkpoint.sync_interval).total_seconds())
         if checkpoint and checkpoint.sync_interval else None,
-        cpu=spec.resources.cpu, memory_gb=spec.resources.memory_gb, spot=spec.spot)
+        cpu=spec.resources.cpu, memory_gb=spec.resources.memory_gb, spot=spec.spot,
+        nodes=spec.nodes, interconnect=spec.placement.interconnect,
+        volumes=tuple(VolumeMount(name=v.name, mount=v.mount, size_gb=v.size_gb,
+                                  delete_with_job=v.delete_with_job) for v in spec.volumes))
 
 
 def _sized(spec: JobSpec) -> Callable[[Offer], bool]:

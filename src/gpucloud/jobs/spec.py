@@ -13,56 +13,15 @@ import re
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Optional, Union, get_origin
+from typing import Any, Optional, Union
 
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
-                      field_validator, model_validator)
+from pydantic import (Field, ValidationError, field_validator, model_validator)
 
 from gpucloud.errors import SpecError
 from gpucloud.jobs.spec_errors import first_error, more_problems
 
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-class _Spec(BaseModel):
-    # hide_input_in_errors: a token pasted where a reference belongs must not
-    # be repeated by pydantic's own message either.
-    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True,
-                              defer_build=True)  # built on first use: CLI start-up
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_nul(cls, value: Any, info: ValidationInfo) -> Any:
-        # A NUL cannot travel in a process argument, an environment variable or
-        # a path (the C strings of execve(2)): refused here, where the field is
-        # known, not when a machine or a worker fails to start the job. A
-        # nested model (checkpoint) checks its own fields, to name them.
-        field = cls.model_fields.get(info.field_name or "")
-        nested = field is not None and get_origin(field.annotation) is not dict
-        if isinstance(value, dict) and nested:
-            return value
-        where = _nul_in(value)
-        if where is not None:
-            raise ValueError(f"contains a NUL character (\\0){where}: no command, "
-                             "environment variable or path can hold one")
-        return value
-
-
-def _nul_in(value: Any) -> Optional[str]:
-    """None, or where in a field's raw value a NUL is (" in item 2", " in a key")."""
-    if isinstance(value, str):
-        return "" if "\0" in value else None
-    if isinstance(value, (list, tuple)):
-        return next((f" in item {i}" for i, v in enumerate(value)
-                     if isinstance(v, str) and "\0" in v), None)
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(key, str) and "\0" in key:
-                return " in a key"
-            if isinstance(item, str) and "\0" in item:
-                return f" in the value of {key!r}" if isinstance(key, str) else " in a value"
-    return None
+from gpucloud.jobs.spec_base import _ENV_NAME, _NAME, _Spec
+from gpucloud.jobs.spec_nodes import NODE_ENV, Placement, VolumeMount
 
 
 class SecretRef(_Spec):
@@ -186,6 +145,20 @@ class JobSpec(_Spec):
     checkpoint: Optional[Checkpoint] = Field(default=None,
                                              description="Checkpointing, so a retried "
                                                          "job resumes.")
+    nodes: int = Field(default=1, ge=1, le=64,
+                       description="Machines (nodes) the job spans, each with "
+                                   "resources.gpu_count GPUs. Every node gets MASTER_ADDR, "
+                                   "MASTER_PORT, NODE_RANK, NNODES, WORLD_SIZE (nodes x GPUs "
+                                   "per node), GPUS_PER_NODE and GPUCLOUD_NODE_ADDRS, so "
+                                   "`torchrun --nnodes=$NNODES --node_rank=$NODE_RANK "
+                                   "--master_addr=$MASTER_ADDR ...` runs as written.")
+    placement: Placement = Field(default_factory=Placement,
+                                 description="Where the nodes go (a multi-node job).")
+    volumes: list[VolumeMount] = Field(default_factory=list,
+                                       description="Volumes mounted into the container: "
+                                                   "{name, mount} for an existing one, "
+                                                   "{name, size_gb, mount, delete_with_job} "
+                                                   "for one the job creates.")
 
     @field_validator("name")
     @classmethod
@@ -236,6 +209,17 @@ class JobSpec(_Spec):
         both = sorted(set(self.env) & set(self.secrets))
         if both:
             raise ValueError(f"{', '.join(both)} is both in env and in secrets")
+        if self.nodes > 1:
+            taken = sorted((set(self.env) | set(self.secrets)) & set(NODE_ENV))
+            if taken:
+                raise ValueError(f"{', '.join(taken)} is set by gpucloud on every node of a "
+                                 "multi-node job: remove it from env/secrets")
+        names = [v.name for v in self.volumes]
+        mounts = [v.mount.rstrip("/") for v in self.volumes]
+        for label, items in (("name", names), ("mount", mounts)):
+            twice = sorted({i for i in items if items.count(i) > 1})
+            if twice:
+                raise ValueError(f"volumes: {label} {twice[0]!r} is given twice")
         return self
 
     @property
@@ -337,4 +321,5 @@ def from_any(spec: Any) -> JobSpec:
                     hint="give a JobSpec, a dict or the path of a job YAML file")
 
 
-__all__ = ["Checkpoint", "JobSpec", "Resources", "SecretRef", "load", "loads", "schema"]
+__all__ = ["Checkpoint", "JobSpec", "NODE_ENV", "Placement", "Resources", "SecretRef",
+           "VolumeMount", "load", "loads", "schema"]

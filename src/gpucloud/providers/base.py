@@ -19,12 +19,13 @@ import functools
 import logging
 from collections.abc import Mapping, Sequence
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from gpucloud.errors import APIError, APIResponseValidationError, APIStatusError, NotFoundError
 from gpucloud.core.flow import JOB_PREFIX, Flow, OfferQuery, Sleep, T  # noqa: F401 - re-exported
 from gpucloud.providers.capabilities import Capabilities
+from gpucloud.providers.times import format_utc, parse_utc  # noqa: F401 - re-exported
 from gpucloud.providers.error_table import ErrorFields, ErrorRule
 from gpucloud.transport.ratelimit import RateLimit, account_digest
 from gpucloud.transport.urls import parsed  # a URL asked again is parsed once
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
     from gpucloud.catalog.bundled import ProviderCatalog
     from gpucloud.config.credentials import Credential
-    from gpucloud.models import ExecResult, Instance, InstanceSpec, Job, Offer
+    from gpucloud.models import ExecResult, Instance, InstanceSpec, Job, Offer, Volume, VolumeSpec
 
 
 # How a request may be retried (see transport/http.py):
@@ -337,6 +338,28 @@ class Provider:
         """A cheap authenticated read that proves the credential works."""
         yield from self.list_instances()
 
+    # -- volumes (flows) ----------------------------------------------------------
+    # Network storage billed by the GB-month (capabilities.volumes). A provider
+    # without volumes refuses with a SpecError naming the ones that have them.
+
+    def list_volumes(self) -> Flow[list[Volume]]:
+        raise self._no_volumes()
+        yield  # pragma: no cover - a flow
+
+    def create_volume(self, spec: VolumeSpec) -> Flow[Volume]:
+        raise self._no_volumes()
+        yield  # pragma: no cover - a flow
+
+    def delete_volume(self, volume_id: str) -> Flow[None]:
+        raise self._no_volumes()
+        yield  # pragma: no cover - a flow
+
+    def _no_volumes(self) -> Exception:
+        from gpucloud.errors import SpecError
+
+        return SpecError(f"{self.name} has no network volumes in gpucloud",
+                         hint="`gpucloud providers` shows which providers have volumes")
+
 
 @functools.cache  # the same on every request
 def _user_agent() -> str:
@@ -349,28 +372,6 @@ __all__ = [
     "APIStatusError", "Capabilities", "Flow", "KIND_EXTENSION", "OfferQuery", "SECRETS_EXTENSION",
     "Provider", "RequestKind", "Sleep",
 ]
-
-
-def format_utc(moment: datetime) -> str:
-    """ISO-8601 UTC with "Z", to the second: how deadlines travel in tags, labels
-    and env (short, and sorts as text). A naive time is taken as UTC."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_utc(value: Any) -> datetime | None:
-    """An ISO-8601 time read back from a provider, aware UTC; None for anything
-    else (tags and labels are user-editable, so never crash)."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
 
 
 def job_of(instance: Instance) -> Job:

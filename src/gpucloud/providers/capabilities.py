@@ -5,6 +5,7 @@ deadline). Kept apart from the Provider class so it can be read as data."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 
 @dataclass(frozen=True)
@@ -19,4 +20,9 @@ class Capabilities:
     # A start-up guard on the machine ends it at its deadline (plus grace) with a
     # credential the provider scopes to that one machine; never an account key.
     self_guard: bool = False
-
+    # A job over several machines: "native" the provider places the nodes itself
+    # (a Kubernetes Indexed Job, RunPod Instant Clusters, the sandbox); "batch"
+    # gpucloud launches the nodes as one all-or-nothing batch in one region and
+    # starts the job on each over ssh; "none" refused at plan time.
+    multi_node: Literal["none", "native", "batch"] = "none"
+    volumes: bool = False  # network volumes: list/create/delete, jobs mount them

@@ -60,7 +60,7 @@ def adapter_class(name: str) -> type[Provider] | None:
     return getattr(importlib.import_module(module), attr)
 
 
-def capabilities_of(name: str) -> dict[str, bool] | None:
+def capabilities_of(name: str) -> dict[str, bool | str] | None:
     """What `name`'s adapter declares it can do, as plain data; None without an
     adapter. Imports the adapter's module: only a listing of providers asks."""
     from dataclasses import asdict

@@ -109,13 +109,16 @@ def gpus(json_output: bool = params.JSON) -> None:
 CAPABILITY_WORDS = {"spot": "spot", "stop_start": "stop/start", "custom_disk": "disk size",
                     "needs_ssh_key": "needs ssh key",
                     "native_shutdown": "deadline held by provider",
-                    "self_guard": "deadline guard on machine"}
+                    "self_guard": "deadline guard on machine", "volumes": "volumes"}
 
 
-def _capability_words(capabilities: dict[str, bool] | None) -> str:
+def _capability_words(capabilities: dict[str, bool | str] | None) -> str:
     if capabilities is None:
         return "-"
-    return ", ".join(CAPABILITY_WORDS.get(k, k) for k, v in capabilities.items() if v) or "-"
+    words = [CAPABILITY_WORDS.get(k, k) for k, v in capabilities.items() if v is True]
+    if capabilities.get("multi_node", "none") != "none":
+        words.append(f"multi-node ({capabilities['multi_node']})")
+    return ", ".join(words) or "-"
 
 
 @app.command()

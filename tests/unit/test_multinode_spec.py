@@ -1,0 +1,72 @@
+"""The job file's multi-node and volume fields, and the rendezvous env every
+node is given."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpucloud.errors import SpecError
+from gpucloud.jobs.multinode import node_env
+from gpucloud.jobs.ops import job_run
+from gpucloud.jobs.spec import loads, schema
+
+BASE = "name: t\nimage: img\nresources: {gpu: h100, gpu_count: 8}\n"
+
+
+def test_a_two_node_job_with_volumes_reaches_the_adapter():
+    spec = loads(BASE + "nodes: 2\nplacement: {interconnect: infiniband}\nvolumes:\n"
+                 "  - {name: data, mount: /data}\n"
+                 "  - {name: scratch, size_gb: 500, mount: /scratch, delete_with_job: true}\n")
+    run = job_run(spec, {})
+    assert (run.nodes, run.interconnect, run.gpu_count) == (2, "infiniband", 8)
+    assert [(v.name, v.mount, v.size_gb, v.delete_with_job) for v in run.volumes] == [
+        ("data", "/data", None, False), ("scratch", "/scratch", 500, True)]
+
+
+def test_one_node_and_no_volumes_by_default():
+    spec = loads(BASE)
+    assert (spec.nodes, spec.placement.same_region, spec.placement.interconnect,
+            spec.volumes) == (1, True, "any", [])
+
+
+@pytest.mark.parametrize("extra, words", [
+    ("nodes: 0\n", "nodes"),
+    ("nodes: 65\n", "nodes"),
+    ("placement: {same_region: false}\n", "one region"),
+    ("placement: {interconnect: nvlink}\n", "interconnect"),
+    ("volumes: [{name: data, mount: data}]\n", "absolute path"),
+    ("volumes: [{name: data, mount: /}]\n", "absolute path"),
+    ("volumes: [{name: Data!, mount: /d}]\n", "lower-case"),
+    ("volumes: [{name: d, mount: /d, delete_with_job: true}]\n", "size_gb"),
+    ("volumes: [{name: d, mount: /d}, {name: d, mount: /e}]\n", "given twice"),
+    ("volumes: [{name: d, mount: /d}, {name: e, mount: /d/}]\n", "given twice"),
+    ("nodes: 2\nenv: {MASTER_ADDR: x}\n", "set by gpucloud"),
+])
+def test_bad_multinode_and_volume_fields_are_refused_with_the_line(extra, words):
+    with pytest.raises(SpecError) as err:
+        loads(BASE + extra, "job.yaml")
+    assert words in str(err.value) and "job.yaml:" in str(err.value)
+
+
+def test_a_one_node_job_may_set_master_port_itself():
+    assert loads(BASE + "env: {MASTER_PORT: '1234'}\n").env == {"MASTER_PORT": "1234"}
+
+
+def test_every_node_gets_torchruns_names():
+    addrs = ["10.0.0.5", "10.0.0.6"]
+    env0, env1 = node_env(0, addrs, 8), node_env(1, addrs, 8)
+    assert env0["MASTER_ADDR"] == env1["MASTER_ADDR"] == "10.0.0.5"
+    assert (env0["NODE_RANK"], env1["NODE_RANK"]) == ("0", "1")
+    assert env1 | {"NODE_RANK": "0"} == env0
+    assert (env1["NNODES"], env1["WORLD_SIZE"], env1["GPUS_PER_NODE"]) == ("2", "16", "8")
+    assert env1["MASTER_PORT"] == "29500"
+    assert env1["GPUCLOUD_NODE_ADDRS"] == "10.0.0.5,10.0.0.6"
+    with pytest.raises(ValueError):
+        node_env(2, addrs, 8)
+
+
+def test_the_schema_describes_nodes_placement_and_volumes():
+    out = schema()
+    props = out["properties"]
+    assert {"nodes", "placement", "volumes"} <= set(props)
+    assert "NODE_RANK" in props["nodes"]["description"]
