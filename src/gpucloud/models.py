@@ -166,6 +166,10 @@ class VolumeMount(_Model):
     mount: str  # absolute path inside the container
     size_gb: int | None = None
     delete_with_job: bool = False
+    # The provider's id of the volume, filled in by the job core once it has
+    # found (or created) the volume in the chosen offer's region; what an
+    # adapter's launch request names.
+    volume_id: str | None = None
 
 
 class Volume(_Model):
