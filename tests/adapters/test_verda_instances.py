@@ -48,7 +48,7 @@ def test_list_maps_the_sdk_instance(api, run, provider):
         "provider": "verda", "id": INSTANCE_ID, "name": "I'll be your host for today",
         "status": InstanceStatus.RUNNING, "provider_status": "running",
         "gpu": "super-duper-gpu", "gpu_count": 1, "instance_type": "1V100.6V",
-        "region": "FIN-01", "price_per_hour": Decimal("0.6"), "ip": "1.2.3.4",
+        "region": "FIN-01", "price_per_hour": Decimal("0.6"), "ip": "1.2.3.4", "private_ip": None,
         "created_at": None,  # the fixture's placeholder is not a time
         "shutdown_at": None, "launch_id": None, "simulated": False,
         "connection": {"method": "ssh", "host": "1.2.3.4", "port": 22, "user": "root"},
