@@ -28,6 +28,7 @@ GOLDEN = {
                   "disk_gb": None},
     "provider": "lambda", "region": "us-east-1", "max_runtime": "12h", "max_cost": None,
     "retries": 0, "spot": False, "checkpoint": None,
+    "nodes": 1, "placement": {"same_region": True, "interconnect": "any"}, "volumes": [],
 }
 
 
