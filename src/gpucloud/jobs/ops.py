@@ -127,8 +127,10 @@ def plan(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
             ctx, r.gpu, r.gpu_count, named, region or spec.region, r.disk_gb,
             spec.max_runtime, spec.max_cost, spec.spot, spec.nodes,
             dry_run=dry_run, suitable=suitable)
-    except NoOffersError:
-        if refused:  # offers there were, on providers that cannot place the nodes
+    except (NoOffersError, CredentialsError):
+        # Nothing left to launch (or, with no credentials, to plan from), yet
+        # offers there were: on providers that cannot place the nodes.
+        if refused:
             raise placement.refusal(spec, refused) from None
         raise
     if spec.nodes > 1:

@@ -52,27 +52,22 @@ def able(spec: JobSpec, names: Iterable[str] | None = None) -> list[str]:
     return [n for n in (adapter_names() if names is None else names) if can_run(spec, n)]
 
 
-def _why(spec: JobSpec, provider: str) -> str:
-    how = mode(provider)
-    if how == "batch":  # only infiniband refuses a batch provider
-        return (f"{provider} launches separate machines and cannot request or guarantee "
-                "InfiniBand between them")
-    return f"{provider} has no multi-node support"
-
-
 def refusal(spec: JobSpec, providers: Iterable[str]) -> SpecError:
-    """The one-line refusal naming why each provider cannot, and those that can."""
+    """The one-line refusal naming why the providers cannot, and those that can."""
     refused = sorted(set(providers))
-    can = able(spec)
-    what = (f"a {spec.nodes}-node job"
-            + (" with interconnect: infiniband" if spec.placement.interconnect == "infiniband"
-               else ""))
+    batch = [p for p in refused if mode(p) == "batch"]  # only infiniband refuses these
+    none = [p for p in refused if p not in batch]
+    why = ([f"{', '.join(none)} {'has' if len(none) == 1 else 'have'} no multi-node support"]
+           if none else []) + (
+        [f"{', '.join(batch)} {'launches' if len(batch) == 1 else 'launch'} separate machines "
+         "and cannot request or guarantee InfiniBand between them"] if batch else [])
+    infiniband = spec.placement.interconnect == "infiniband"
     return SpecError(
-        f"{what} cannot run on {', '.join(refused)}: "
-        f"{'; '.join(_why(spec, p) for p in refused)}; providers that can: "
-        f"{', '.join(can) or 'none installed'}",
+        f"a {spec.nodes}-node job{' with interconnect: infiniband' if infiniband else ''} "
+        f"cannot run on {', '.join(refused)}: {'; '.join(why)}; providers that can: "
+        f"{', '.join(able(spec)) or 'none installed'}",
         hint=f"pick one with {option('provider', '--provider')} (provider: in the job file)"
-             + (", or interconnect: any" if spec.placement.interconnect == "infiniband" else "")
+             + (", or interconnect: any" if infiniband else "")
              + ", or set nodes: 1; nothing was sent")
 
 

@@ -1,0 +1,137 @@
+"""Multi-node jobs through the CLI and the SDK's plan: N machines planned,
+priced and budgeted (max_cost, the monthly budget), refused at plan time
+where the provider cannot place the nodes (exit 2, naming those that can),
+and the NODES column / nodes and instances in --json."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpucloud import Client, SpecError
+from gpucloud.cli import app
+from gpucloud.config.settings import config_dir
+
+SANDBOX_8X_H100 = Decimal("19.92")  # per hour, from the bundled sandbox catalog
+
+
+def job_file(tmp_path: Path, **extra: str) -> str:
+    lines = {"name": "mn", "image": "pytorch/pytorch:2.4.0",
+             "command": '[sh, -c, "torchrun --node_rank=$NODE_RANK train.py"]',
+             "resources": "{gpu: h100, gpu_count: 8}", "nodes": "2", "max_runtime": "1h",
+             **extra}
+    path = tmp_path / "mn.yaml"
+    path.write_text("".join(f"{k}: {v}\n" for k, v in lines.items()))
+    return str(path)
+
+
+def cli(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+@pytest.fixture(autouse=True)
+def long_jobs(monkeypatch):
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_JOB_SECONDS", "60")
+
+
+def test_the_plan_of_two_nodes_prices_two_machines(tmp_path):
+    result = cli("submit", job_file(tmp_path), "--provider", "sandbox", "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)["plan"]
+    assert plan["instances"] == 2
+    assert Decimal(plan["estimate"]["total"]) == SANDBOX_8X_H100  # one machine, 1 h
+    assert Decimal(plan["total"]) == 2 * SANDBOX_8X_H100
+    assert Decimal(plan["total_per_hour"]) == 2 * SANDBOX_8X_H100
+    text = cli("submit", job_file(tmp_path), "--provider", "sandbox", "--dry-run")
+    assert "Nodes: 2 x 8x H100 (sandbox sim.8xH100 in" in text.stdout
+    assert "x 2 machines = $39.84/h" in text.stdout and "$39.84 USD" in text.stdout
+
+
+def test_max_cost_counts_every_node(tmp_path):
+    # One machine for an hour ($19.92) fits $30; two ($39.84) do not.
+    result = cli("submit", job_file(tmp_path, max_cost='"30"'), "--provider", "sandbox",
+                 "--dry-run")
+    assert result.exit_code == 7, result.output
+    assert "estimate $39.84 over 1h" in result.stderr and "2 machines" in result.stderr
+    one = cli("submit", job_file(tmp_path, max_cost='"30"', nodes="1"), "--provider",
+              "sandbox", "--dry-run")
+    assert one.exit_code == 0, one.output
+
+
+def test_the_monthly_budget_counts_every_node_at_plan_and_after_launch(tmp_path):
+    config_dir().mkdir(parents=True, exist_ok=True)
+    (config_dir() / "config.toml").write_text('[budget]\nmonthly = "50"\n')
+    planned = cli("submit", job_file(tmp_path), "--provider", "sandbox", "--dry-run")
+    assert planned.exit_code == 0, planned.output
+    assert "this request $39.84" in planned.stdout
+    submitted = cli("submit", job_file(tmp_path), "--provider", "sandbox", "--yes", "--json")
+    assert submitted.exit_code == 0, submitted.output
+    # Both nodes bill until the deadline: one more machine-hour ($19.92) is over $50.
+    more = cli("create", "--gpu", "h100", "--count", "8", "--provider", "sandbox",
+               "--auto-shutdown", "1h", "--yes")
+    assert more.exit_code == 7, more.output
+    assert "committed $39.84" in more.stderr
+
+
+def test_a_provider_that_cannot_place_nodes_is_refused_naming_those_that_can(tmp_path):
+    for args in (["--provider", "vastai"], []):
+        path = job_file(tmp_path, **({} if args else {"provider": "vastai"}))
+        result = cli("submit", path, *args, "--dry-run")
+        assert result.exit_code == 2, result.output
+        first, *rest = result.stderr.splitlines()
+        assert first == ("error: a 2-node job cannot run on vastai: vastai has no multi-node "
+                         "support; providers that can: sandbox")
+        assert rest[0].startswith("hint: pick one with --provider") and "nodes: 1" in rest[0]
+    as_json = cli("submit", job_file(tmp_path), "--provider", "vastai", "--dry-run", "--json")
+    assert as_json.exit_code == 2
+    assert json.loads(as_json.stdout)["error"]["code"] == "invalid_spec"
+
+
+def test_no_offer_on_a_provider_that_can_is_a_refusal_not_a_single_machine(tmp_path):
+    # Offers there are (vastai's catalog sells 8x H100), but only where the
+    # nodes cannot be placed: refused, naming why, before anything is sent.
+    with Client(providers=["vastai"]) as client, pytest.raises(SpecError) as caught:
+        client.plan_job(job_file(tmp_path), dry_run=True)
+    assert "cannot run on vastai" in caught.value.message
+    assert "providers that can: sandbox" in caught.value.message
+
+
+def test_infiniband_needs_a_provider_that_places_the_nodes_itself(tmp_path, monkeypatch):
+    from gpucloud.providers.lambdalabs.adapter import LambdaProvider
+
+    # A "batch" provider launches separate machines: no InfiniBand promise.
+    monkeypatch.setattr(LambdaProvider, "capabilities",
+                        replace(LambdaProvider.capabilities, multi_node="batch"))
+    fabric = job_file(tmp_path, placement="{interconnect: infiniband}")
+    refused = cli("submit", fabric, "--provider", "lambda", "--dry-run")
+    assert refused.exit_code == 2, refused.output
+    assert ("lambda launches separate machines and cannot request or guarantee InfiniBand"
+            in refused.stderr)
+    assert "providers that can: sandbox" in refused.stderr  # lambda is not named: batch
+    assert "interconnect: any" in refused.stderr
+    assert cli("submit", fabric, "--provider", "sandbox", "--dry-run").exit_code == 0
+    plain = cli("submit", job_file(tmp_path), "--provider", "lambda", "--dry-run")
+    assert plain.exit_code == 0, plain.output  # without infiniband a batch provider plans
+
+
+def test_list_and_get_show_the_nodes(tmp_path):
+    made = cli("submit", job_file(tmp_path), "--provider", "sandbox", "--yes", "--json")
+    job = json.loads(made.stdout)["job"]
+    assert job["nodes"] == 2 and len(job["instances"]) == 2
+    listed = cli("jobs", "list")
+    header, row = listed.stdout.splitlines()[:2]
+    assert header.split()[:5] == ["REF", "NAME", "STATUS", "NODES", "GPUS"]
+    assert row.split()[4] == "2"  # after "(simulated)"
+    got = json.loads(cli("jobs", "get", job["ref"], "--json").stdout)
+    assert got["nodes"] == 2
+    assert [i["ref"] for i in got["instances"]] == [i["ref"] for i in job["instances"]]
+    assert got["instance"]["ref"] == got["instances"][0]["ref"]
+    text = cli("jobs", "get", job["ref"]).stdout
+    assert "8x H100 per node" in text
+    nodes = next(line for line in text.splitlines() if line.startswith("nodes"))
+    assert nodes.split(None, 1)[1].startswith("2: 0 sandbox/") and ", 1 sandbox/" in nodes
