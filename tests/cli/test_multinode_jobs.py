@@ -135,3 +135,19 @@ def test_list_and_get_show_the_nodes(tmp_path):
     assert "8x H100 per node" in text
     nodes = next(line for line in text.splitlines() if line.startswith("nodes"))
     assert nodes.split(None, 1)[1].startswith("2: 0 sandbox/") and ", 1 sandbox/" in nodes
+
+
+def test_the_launch_is_admitted_for_every_node(tmp_path):
+    """The budget is checked again when the job is sent (the plan may be old):
+    the intent commits both nodes, not one."""
+    from gpucloud import BudgetExceededError
+
+    config_dir().mkdir(parents=True, exist_ok=True)
+    (config_dir() / "config.toml").write_text('[budget]\nmonthly = "50"\n')
+    path = job_file(tmp_path)
+    with Client(providers=["sandbox"]) as client:
+        plan = client.plan_job(path, provider="sandbox")  # $39.84 of $50: fits now
+        client.create(gpu="h100", count=8, provider="sandbox", auto_shutdown="1h")  # $19.92
+        with pytest.raises(BudgetExceededError, match=r"this request \$39\.84"):
+            client.submit(path, provider="sandbox", plan=plan)
+        assert client.jobs() == []
