@@ -151,3 +151,15 @@ def test_the_launch_is_admitted_for_every_node(tmp_path):
         with pytest.raises(BudgetExceededError, match=r"this request \$39\.84"):
             client.submit(path, provider="sandbox", plan=plan)
         assert client.jobs() == []
+
+
+def test_reconcile_counts_every_node_as_the_jobs_not_as_orphans(tmp_path):
+    made = cli("submit", job_file(tmp_path), "--provider", "sandbox", "--yes", "--json")
+    job = json.loads(made.stdout)["job"]
+    report = cli("reconcile", "--terminate-orphans", "--yes", "--json")
+    assert report.exit_code == 0, report.output
+    doc = json.loads(report.stdout)
+    assert doc["orphans"] == [] and doc["terminated"] == []
+    listed = json.loads(cli("list", "--json").stdout)["instances"]
+    assert {i["id"]: i["status"] for i in listed} == {
+        i["id"]: "running" for i in job["instances"]}
