@@ -163,3 +163,19 @@ def test_reconcile_counts_every_node_as_the_jobs_not_as_orphans(tmp_path):
     listed = json.loads(cli("list", "--json").stdout)["instances"]
     assert {i["id"]: i["status"] for i in listed} == {
         i["id"]: "running" for i in job["instances"]}
+
+
+def test_cancel_ends_every_node_in_the_cost_ledger(tmp_path):
+    from gpucloud.config.settings import state_db_path
+    from gpucloud.safety.journal import Journal
+    from gpucloud.safety.ledger import Ledger
+
+    made = cli("submit", job_file(tmp_path), "--provider", "sandbox", "--yes", "--json")
+    job = json.loads(made.stdout)["job"]
+    cancelled = cli("jobs", "cancel", job["ref"], "--yes", "--json")
+    assert cancelled.exit_code == 0, cancelled.output
+    assert json.loads(cancelled.stdout)["job"]["status"] == "cancelled"
+    nodes = [("sandbox", i["id"]) for i in job["instances"]]
+    latest = Ledger(Journal(state_db_path())).latest(nodes)
+    assert sorted(latest) == sorted(nodes)
+    assert {row.event for row in latest.values()} == {"terminated"}  # billing ends for both

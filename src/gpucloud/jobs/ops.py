@@ -239,12 +239,14 @@ def cancel(ctx: ClientContext, ref: JobRef) -> Op:
                      [before])
         return before
     yield Call(provider, adapter.cancel_job(ident))
-    if before.instance is not None:
-        machine = before.instance
-        ctx.tolerant(f"{machine.ref} was ended but the journal could not record it",
-                     ctx.journal.mark_deleted, provider, machine.id)
-        ctx.tolerant(f"{machine.ref}: its end is not in the cost ledger",
-                     ledger_events.ended, ctx, provider, machine.id, "delete")
+    # Every node's machine ends with the job (node 0's alone for a one-node job).
+    machines = before.instances or ((before.instance,) if before.instance is not None else ())
+    if machines:
+        for machine in machines:
+            ctx.tolerant(f"{machine.ref} was ended but the journal could not record it",
+                         ctx.journal.mark_deleted, provider, machine.id)
+            ctx.tolerant(f"{machine.ref}: its end is not in the cost ledger",
+                         ledger_events.ended, ctx, provider, machine.id, "delete")
     else:
         ctx.tolerant(f"{before.ref}: its end is not in the cost ledger",
                      job_costs.cancelled, ctx, provider, ident)
