@@ -179,3 +179,13 @@ def test_cancel_ends_every_node_in_the_cost_ledger(tmp_path):
     latest = Ledger(Journal(state_db_path())).latest(nodes)
     assert sorted(latest) == sorted(nodes)
     assert {row.event for row in latest.values()} == {"terminated"}  # billing ends for both
+
+
+def test_a_plan_made_for_one_machine_does_not_submit_a_multi_node_job(tmp_path):
+    path = job_file(tmp_path)
+    with Client(providers=["sandbox"]) as client:
+        (tmp_path / "one").mkdir()
+        one = client.plan_job(job_file(tmp_path / "one", nodes="1"), provider="sandbox")
+        with pytest.raises(SpecError, match="the plan is for 1 machine"):
+            client.submit(path, provider="sandbox", plan=one)
+        assert client.jobs() == []

@@ -148,6 +148,15 @@ def submit(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
     secret_env = resolve_secrets(spec, ctx.credentials._use_keyring)
     if plan_ is None:
         plan_ = yield from plan(ctx, spec, provider, region)
+    elif plan_.instances != spec.nodes:  # a plan made for something else
+        raise SpecError(f"the plan is for {plan_.instances} machine(s), job {spec.name} "
+                        f"has {spec.nodes} node(s)",
+                        hint="plan the job itself (Client.plan_job) or submit without a plan; "
+                             "nothing was sent")
+    else:  # a given plan: its offers must still be where the nodes can be placed
+        placement.check_named(spec, plan_.offer.provider)
+        for other in plan_.alternatives:
+            placement.check_named(spec, other.provider)
     ctx.created, ctx.in_flight = [], []
     # The container image travels in the JobRun; the machine keeps the provider's
     # default image (on a VM cloud, the OS image that runs the container).
