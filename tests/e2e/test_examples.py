@@ -61,3 +61,50 @@ def test_batch_provision():
     assert "6 made, 0 failed" in out and out.count(": created sandbox/") == 6
     assert "run again with the same key: 6 adopted, 0 created" in out
     assert "deleted 6 machines" in out
+
+
+def gpucloud(*args, **env_extra):
+    """The CLI as a user runs it, in a subprocess of the test's GPUCLOUD_HOME."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCLOUD_")}
+    env.update(GPUCLOUD_HOME=os.environ["GPUCLOUD_HOME"], HOME=os.environ["HOME"],
+               GPUCLOUD_SANDBOX_BOOT_SECONDS="0", **env_extra)
+    return subprocess.run([sys.executable, "-m", "gpucloud", *args], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_multinode_train_plans_both_nodes_and_runs_on_the_sandbox():
+    from decimal import Decimal
+
+    from gpucloud.jobs.spec import load
+
+    example = str(EXAMPLES / "multinode-train.yaml")
+    spec = load(example)  # validates as a job file
+    assert spec.nodes == 2 and spec.resources.gpu_count == 8
+    assert [(v.name, v.size_gb, v.mount) for v in spec.volumes] == [("datasets", 1000, "/data")]
+    assert spec.command[:2] == ["sh", "-c"] and "--node_rank=$NODE_RANK" in spec.command[2]
+
+    dry = gpucloud("submit", example, "--provider", "sandbox", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)["plan"]
+    assert plan["instances"] == 2  # 2 x $19.92/h x 12 h
+    assert Decimal(plan["total"]) == Decimal("478.08") <= Decimal(spec.max_cost)
+
+    made = gpucloud("submit", example, "--provider", "sandbox", "--yes", "--json",
+                    GPUCLOUD_SANDBOX_JOB_SECONDS="0.3")
+    assert made.returncode == 0, made.stderr
+    job = json.loads(made.stdout)["job"]
+    assert job["nodes"] == 2 and len(job["instances"]) == 2
+    followed = gpucloud("jobs", "logs", "-f", job["ref"])
+    assert followed.returncode == 0, followed.stderr
+    assert "succeeded" in followed.stderr
+    nodes = {}
+    for line in followed.stdout.splitlines():
+        if "] env: " in line and "[node " in line:
+            names = dict(p.split("=", 1) for p in line.split("] env: ", 1)[1].split())
+            nodes[names["NODE_RANK"]] = names
+    assert sorted(nodes) == ["0", "1"]
+    assert nodes["0"]["MASTER_ADDR"] == nodes["1"]["MASTER_ADDR"] \
+        == job["instances"][0]["private_ip"]
+    assert nodes["0"]["WORLD_SIZE"] == "16" and nodes["0"]["NNODES"] == "2"
+    listed = json.loads(gpucloud("list", "--provider", "sandbox", "--json").stdout)
+    assert {i["status"] for i in listed["instances"]} <= {"terminating", "terminated"}

@@ -208,6 +208,9 @@ ALLOWED: dict[tuple[str, str], str] = {
         "stays: an APIError keeps its request redacted by the one redaction rule",
     ("gpucloud.models", "gpucloud.catalog.limits"):
         "stays: the models and the catalog check one set of bounds (limits imports nothing)",
+    ("gpucloud.providers.sandbox.job_sim", "gpucloud.jobs.multinode"):
+        "stays: the simulated cloud gives its nodes the one rendezvous env (multinode "
+        "imports nothing)",
 }
 
 

@@ -113,7 +113,8 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
         record = _intent(ctx, spec.launch_id, offer, spec.name, shutdown_at,
                          ctx.ssh_key(ssh_key)[2], batch_key, index)
         group_commit.for_journal(ctx.journal).run(
-            lambda: budget.admit(ctx, plan, offer, record, disk_gb=disk_gb),
+            lambda: budget.admit(ctx, plan, offer, record, disk_gb=disk_gb,
+                                 machines=job.nodes if job is not None else 1),
             slack=_slack(adapter, "launch"))
         # In flight until its outcome is known: an interrupt (Ctrl-C) now
         # leaves a machine that may exist, and the caller must be able to say so.
@@ -275,11 +276,15 @@ def _delivered(ctx: ClientContext, answered: Answered, instance: Instance | None
     if recorded:
         pass
     elif instance is not None:
-        ctx.tolerant(f"{instance.ref} is not in the cost ledger: once the state database "
-                     "is usable, run `gpucloud reconcile`, then `gpucloud list` (the "
-                     "listing records it for `gpucloud costs` and the monthly budget)",
-                     ledger_events.launched, ctx, instance, offer, disk_gb, shutdown_at,
-                     launch_id)
+        # A multi-node job's every node bills: each machine goes into the ledger.
+        nodes = [n for n in (submitted.instances if submitted is not None else ())
+                 if n.id != instance.id]
+        for machine in (instance, *nodes):
+            ctx.tolerant(f"{machine.ref} is not in the cost ledger: once the state database "
+                         "is usable, run `gpucloud reconcile`, then `gpucloud list` (the "
+                         "listing records it for `gpucloud costs` and the monthly budget)",
+                         ledger_events.launched, ctx, machine, offer, disk_gb, shutdown_at,
+                         launch_id)
     else:  # a job without a machine (a Kubernetes Job): counted as itself
         ctx.tolerant(f"{made.ref} is not in the cost ledger: `gpucloud costs` and the "
                      "monthly budget do not count it", job_costs.launched, ctx, submitted,

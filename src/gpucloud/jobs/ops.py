@@ -15,10 +15,12 @@ from collections.abc import Callable
 from os import PathLike
 from typing import TYPE_CHECKING, Any, Union
 
-from gpucloud.jobs import costs as job_costs
+from gpucloud.jobs import costs as job_costs, placement
 from gpucloud.safety import ledger_events
 from gpucloud.providers.base import format_utc
-from gpucloud.errors import CredentialsError, GpuCloudError, NotFoundError, SpecError
+from gpucloud.errors import (
+    CredentialsError, GpuCloudError, NoOffersError, NotFoundError, SpecError,
+)
 from gpucloud.jobs.spec import JobSpec, from_any
 from gpucloud.core.launch import launch
 from gpucloud.models import Job, JobRun, JobStatus, Offer, Plan, VolumeMount
@@ -108,10 +110,35 @@ def plan(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
     ``dry_run``: with no credentials at all, plan from the bundled catalog."""
     spec = from_any(spec)
     r = spec.resources
-    made: Plan = yield from make_plan(
-        ctx, r.gpu, r.gpu_count, provider or spec.provider,
-        region or spec.region, r.disk_gb, spec.max_runtime, spec.max_cost, spec.spot, 1,
-        dry_run=dry_run, suitable=_sized(spec))
+    named = provider or spec.provider
+    sized = _sized(spec)
+    suitable = sized
+    refused: set[str] = set()
+    if spec.nodes > 1:
+        # N machines of one offer (one provider, one region), planned, priced
+        # and budgeted as a create of N; only where the adapter says how.
+        placement.check_named(spec, named)
+        placeable = placement.offer_filter(spec, refused)
+
+        def suitable(o: Offer) -> bool:
+            return sized(o) and placeable(o)
+    try:
+        made: Plan = yield from make_plan(
+            ctx, r.gpu, r.gpu_count, named, region or spec.region, r.disk_gb,
+            spec.max_runtime, spec.max_cost, spec.spot, spec.nodes,
+            dry_run=dry_run, suitable=suitable)
+    except (NoOffersError, CredentialsError):
+        # Nothing left to launch (or, with no credentials, to plan from), yet
+        # offers there were: on providers that cannot place the nodes.
+        if refused:
+            raise placement.refusal(spec, refused) from None
+        raise
+    if spec.nodes > 1:
+        how = placement.mode(made.offer.provider)
+        made = made.model_copy(update={"notes": made.notes + (
+            f"{spec.nodes} nodes of {made.offer.instance_type} in {made.offer.region} "
+            f"({how} multi-node); each node gets MASTER_ADDR, NODE_RANK, NNODES, "
+            "WORLD_SIZE",)})
     return made
 
 
@@ -121,13 +148,24 @@ def submit(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
     secret_env = resolve_secrets(spec, ctx.credentials._use_keyring)
     if plan_ is None:
         plan_ = yield from plan(ctx, spec, provider, region)
+    elif plan_.instances != spec.nodes:  # a plan made for something else
+        raise SpecError(f"the plan is for {plan_.instances} machine(s), job {spec.name} "
+                        f"has {spec.nodes} node(s)",
+                        hint="plan the job itself (Client.plan_job) or submit without a plan; "
+                             "nothing was sent")
+    else:  # a given plan: its offers must still be where the nodes can be placed
+        placement.check_named(spec, plan_.offer.provider)
+        for other in plan_.alternatives:
+            placement.check_named(spec, other.provider)
     ctx.created, ctx.in_flight = [], []
     # The container image travels in the JobRun; the machine keeps the provider's
     # default image (on a VM cloud, the OS image that runs the container).
     job: Job = yield from launch(ctx, plan_, name=spec.name, image=None,
                                  ssh_key=None, disk_gb=spec.resources.disk_gb,
                                  job=job_run(spec, secret_env))
-    if job.instance is not None:
+    if job.instances:  # every node's machine exists (an interrupt names them all)
+        ctx.created.extend(job.instances)
+    elif job.instance is not None:
         ctx.created.append(job.instance)
     return job
 
@@ -210,12 +248,14 @@ def cancel(ctx: ClientContext, ref: JobRef) -> Op:
                      [before])
         return before
     yield Call(provider, adapter.cancel_job(ident))
-    if before.instance is not None:
-        machine = before.instance
-        ctx.tolerant(f"{machine.ref} was ended but the journal could not record it",
-                     ctx.journal.mark_deleted, provider, machine.id)
-        ctx.tolerant(f"{machine.ref}: its end is not in the cost ledger",
-                     ledger_events.ended, ctx, provider, machine.id, "delete")
+    # Every node's machine ends with the job (node 0's alone for a one-node job).
+    machines = before.instances or ((before.instance,) if before.instance is not None else ())
+    if machines:
+        for machine in machines:
+            ctx.tolerant(f"{machine.ref} was ended but the journal could not record it",
+                         ctx.journal.mark_deleted, provider, machine.id)
+            ctx.tolerant(f"{machine.ref}: its end is not in the cost ledger",
+                         ledger_events.ended, ctx, provider, machine.id, "delete")
     else:
         ctx.tolerant(f"{before.ref}: its end is not in the cost ledger",
                      job_costs.cancelled, ctx, provider, ident)

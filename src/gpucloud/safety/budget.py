@@ -155,9 +155,10 @@ def _check_extension(ctx: ClientContext, instance: Instance, target: datetime, n
 
 
 def admit(ctx: ClientContext, plan: Plan, offer: Offer, record: Callable[[Decimal | None], None],
-          disk_gb: int | None = None) -> None:
-    """Journal one machine's launch intent (`record`, given what it commits this
-    month) only if it fits the monthly budget with everything spent, running and
+          disk_gb: int | None = None, machines: int = 1) -> None:
+    """Journal one launch's intent (`record`, given what it commits this month:
+    `machines` machines, one or a multi-node job's nodes sent as one request)
+    only if it fits the monthly budget with everything spent, running and
     in flight; BudgetExceededError otherwise, with nothing journaled. The check
     and the record are one exclusive transaction of the state database.
 
@@ -168,7 +169,7 @@ def admit(ctx: ClientContext, plan: Plan, offer: Offer, record: Callable[[Decima
     journal write there already blocks it for as long."""
     now = utcnow()
     month, start, end = month_bounds(None, now)
-    cost = _request(plan, offer, now, end, disk_gb, machines=1)
+    cost = _request(plan, offer, now, end, disk_gb, machines=machines)
     limit: Decimal | None = ctx.config.budget_monthly
     if limit is None:
         record(cost)  # counted should a budget be set while it is in flight

@@ -18,7 +18,9 @@ description), so the providers, not the journal, say what happened:
 Every provider listed is also searched for *orphans*: machines
 carrying a launch id from this journal that the journal never recorded as
 delivered (its entry says failed, or deleted while the machine still runs, or
-another machine was delivered for that launch). ``terminate_orphans``
+another machine was delivered for that launch; a multi-node job's nodes,
+which all carry its one launch id and were each recorded by it, are not).
+``terminate_orphans``
 terminates them. Machines with a launch id this journal never issued are
 *foreign* (a colleague's, another laptop's): reported, never touched. So is
 a machine whose launch id is not of gpucloud's form (launch_ids.py: blank,
@@ -193,6 +195,7 @@ def reconcile(ctx: ClientContext, terminate_orphans: TerminateOrphans = False,
                                       f"{record.launch_id} (listed {now:%Y-%m-%dT%H:%M:%SZ})"))
 
     orphans, foreign = _unrecorded(machines, records, delivered)
+    orphans = _not_nodes(ctx, orphans)
     found: list[UnclaimedMachine] = []
     if unclaimed:
         found = unclaimed_mod.unclaimed(foreign, records, ctx.catalogs, now)
@@ -232,6 +235,32 @@ def _unrecorded(machines: dict[str, list[Instance]], known: dict[str, LaunchReco
             orphans.append(Orphan(instance=machine, journal_status=record.status,
                                   journal_instance_id=record.instance_id))
     return orphans, foreign
+
+
+def _not_nodes(ctx: ClientContext, orphans: list[Orphan]) -> list[Orphan]:
+    """Less the nodes of a multi-node job: they all carry its one launch id, the
+    journal names node 0's machine, and the launch that delivered them recorded
+    every node, node 0 included, in the ledger under that launch id. (A second
+    machine a provider made by mistake was never recorded so.) Terminating a
+    node would leave the others running a job that cannot go on."""
+    from gpucloud.safety.ledger import Ledger
+
+    named = [o for o in orphans if o.journal_status == "delivered"
+             and o.journal_instance_id is not None]
+    if not named:
+        return orphans
+    history = Ledger(ctx.journal).history(
+        key for o in named for key in ((o.instance.provider, o.instance.id),
+                                       (o.instance.provider, str(o.journal_instance_id))))
+
+    def launched(provider: str, instance_id: str, launch_id: str | None) -> bool:
+        return any(r.source == "launch" and r.launch_id == launch_id
+                   for r in history.get((provider, instance_id), []))
+
+    nodes = {id(o) for o in named
+             if launched(o.instance.provider, o.instance.id, o.instance.launch_id)
+             and launched(o.instance.provider, str(o.journal_instance_id), o.instance.launch_id)}
+    return [o for o in orphans if id(o) not in nodes]
 
 
 def _adopt(ctx: ClientContext, record: LaunchRecord, machine: Instance) -> Instance:

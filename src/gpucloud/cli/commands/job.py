@@ -58,6 +58,10 @@ def submit(
         output.out(f"Job {spec.name}: {spec.image}"
                    + (f" ({' '.join(spec.command + spec.args)})" if spec.command or spec.args
                       else ""))
+        if spec.nodes > 1:
+            output.out(f"Nodes: {spec.nodes} x {plan.offer.gpu_count}x {plan.offer.gpu} "
+                       f"({plan.offer.provider} {plan.offer.instance_type} in "
+                       f"{plan.offer.region}); the total below counts every node")
         output.out(plan_text(plan))
         if dry_run and spec.secrets:
             output.out("Secrets (read at submit, not now): " + ", ".join(
@@ -116,13 +120,13 @@ def list_jobs(
         return
     now = output.utcnow()
     output.out(output.table(
-        ["REF", "NAME", "STATUS", "GPUS", "AGE", "DEADLINE", "EXIT", "MESSAGE"],
+        ["REF", "NAME", "STATUS", "NODES", "GPUS", "AGE", "DEADLINE", "EXIT", "MESSAGE"],
         [[j.ref + (" (simulated)" if j.simulated else ""), j.name or "-", j.status.value,
-          _gpus(j), output.age(j, now) or "-",
+          str(j.nodes), _gpus(j), output.age(j, now) or "-",
           output.iso(j.shutdown_at) if j.status.value in ("queued", "running")
           and j.shutdown_at else "-",
           "-" if j.exit_code is None else str(j.exit_code), j.message or "-"] for j in found],
-        shrink=(1, 7), keep=(0,)))
+        shrink=(1, 8), keep=(0,)))
 
 
 @jobs_app.command("get")
@@ -218,10 +222,22 @@ def _said(client: Any) -> None:
 
 
 def _gpus(job: Any) -> str:
+    """GPUs per node (the NODES column says how many nodes)."""
     machine = job.instance
     if machine is None or not machine.gpu_count:
         return "-"
     return f"{machine.gpu_count}x {machine.gpu}"
+
+
+def _nodes(job: Any) -> str | None:
+    """Every node's machine, rank order, for a multi-node job."""
+    if job.nodes == 1:
+        return None
+    if not job.instances:
+        return str(job.nodes)
+    return f"{job.nodes}: " + ", ".join(
+        f"{rank} {m.ref} {m.private_ip or m.ip or '-'} ({m.status.value})"
+        for rank, m in enumerate(job.instances))
 
 
 def job_text(job: Any) -> str:
@@ -232,7 +248,9 @@ def job_text(job: Any) -> str:
                                        and job.provider_status != job.status.value else "")),
         ("message", job.message),
         ("exit code", None if job.exit_code is None else str(job.exit_code)),
-        ("gpus", _gpus(job) if machine is not None else None),
+        ("gpus", _gpus(job) + (" per node" if job.nodes > 1 else "")
+         if machine is not None else None),
+        ("nodes", _nodes(job)),
         ("machine", f"{machine.ref} ({machine.status.value})" if machine is not None else None),
         ("created at", output.iso(job.created_at)), ("started at", output.iso(job.started_at)),
         ("finished at", output.iso(job.finished_at)), ("deadline", output.iso(job.shutdown_at)),

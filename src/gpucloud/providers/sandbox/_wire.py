@@ -120,6 +120,13 @@ def fake_ip(instance_id: str) -> str:
     return f"100.64.{digest[0]}.{1 + digest[1] % 254}"
 
 
+def fake_private_ip(instance_id: str) -> str:
+    """A machine's address on the simulated private network (10.0.0.0/8):
+    where a multi-node job's nodes reach each other."""
+    digest = hashlib.sha256(instance_id.encode()).digest()
+    return f"10.{digest[2]}.{digest[3]}.{1 + digest[4] % 254}"
+
+
 # The most machines one page of GET /v1/instances?limit= holds.
 MAX_PAGE = 1000
 

@@ -55,7 +55,9 @@ class SandboxProvider(Provider):
     # "sbx-" and 12 hex digits (server.py makes them).
     id_format = re.compile(r"sbx-[0-9a-f]{12}")
     capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
-                                needs_ssh_key=False, native_shutdown=True)
+                                needs_ssh_key=False, native_shutdown=True,
+                                # the simulated cloud places a job's nodes itself
+                                multi_node="native")
     errors = wire.ERRORS
     error_fields = staticmethod(wire.error_fields)
 
@@ -181,6 +183,8 @@ class SandboxProvider(Provider):
         for key in ("max_runtime_seconds", "checkpoint_dir", "checkpoint_url"):
             if getattr(run, key) is not None:
                 body[key] = getattr(run, key)
+        if run.nodes > 1:
+            body.update(nodes=run.nodes, interconnect=run.interconnect)
         request = self.request("POST", "/v1/jobs", json=body, kind="launch")
         request.extensions[SECRETS_EXTENSION] = tuple(
             v.get_secret_value() for v in run.secret_env.values())
@@ -319,7 +323,8 @@ class SandboxProvider(Provider):
                 gpu_count=item.get("gpu_count"), instance_type=item.get("instance_type"),
                 region=item.get("region"),
                 price_per_hour=_price(str(price)) if price is not None else None,
-                ip=item.get("ip"), created_at=_parse(item.get("created_at")),
+                ip=item.get("ip"), private_ip=item.get("private_ip"),
+                created_at=_parse(item.get("created_at")),
                 shutdown_at=_parse(item.get("shutdown_at")),
                 launch_id=labels.get(LAUNCH_LABEL), simulated=True,
                 # commands go through the simulated cloud's exec API, no SSH
@@ -342,6 +347,9 @@ class SandboxProvider(Provider):
                 provider=self.name, id=str(item["id"]), name=item.get("name"), status=status,
                 provider_status=raw, launch_id=labels.get(LAUNCH_LABEL),
                 instance=self._instance(response, item["instance"]),
+                nodes=int(item.get("nodes") or 1),
+                instances=tuple(self._instance(response, node)
+                                for node in item.get("instances") or ()),
                 created_at=_parse(item.get("created_at")),
                 started_at=_parse(item.get("started_at")),
                 finished_at=_parse(item.get("finished_at")),

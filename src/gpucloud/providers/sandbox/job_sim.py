@@ -7,7 +7,8 @@ API (same conventions as server.py):
     POST   /v1/jobs             body {instance_type, region, name, labels?, image,
                                  command?, args?, env?, secret_env?,
                                  max_runtime_seconds?, retries?, checkpoint_dir?,
-                                 checkpoint_url?, disk_gb?, shutdown_at?} -> 201 job
+                                 checkpoint_url?, disk_gb?, shutdown_at?, nodes?,
+                                 interconnect?} -> 201 job
     GET    /v1/jobs             {"data": [job]}
     GET    /v1/jobs/{id}        job
     DELETE /v1/jobs/{id}        202 job (cancelled; its machine terminating); idempotent
@@ -15,7 +16,7 @@ API (same conventions as server.py):
 
     job = {id, name, status (queued|running|succeeded|failed|cancelled),
            exit_code, message, attempts, labels, created_at, started_at,
-           finished_at, shutdown_at, instance}
+           finished_at, shutdown_at, instance, nodes, instances}
 
 The outcome is decided by dice when the job is created (seeded by SEED), and
 the status computed from timestamps on every read, like a machine's:
@@ -31,6 +32,16 @@ the status computed from timestamps on every read, like a machine's:
   does the machine's deadline (``shutdown_at``) when NATIVE_TIMER is on;
 * the machine ends with the job: it bills until the job's end, never after.
 
+A job of ``nodes`` N > 1 is placed by the cloud itself, all or nothing: N
+machines of the type in the one region (409 when they do not all fit), rank
+0..N-1, each with its own private address (``private_ip``), and each node
+given the rendezvous env of gpucloud.jobs.multinode (the same MASTER_ADDR,
+its own NODE_RANK), which its log lines show. ``instance`` is node 0's
+machine, ``instances`` every node's in rank order. The nodes run as one: with
+probability JOB_NODE_FAIL a run loses one node part-way, and the WHOLE run
+fails on every node (retried whole per ``retries``, from the checkpoint); a
+cancel, max_runtime or the deadline ends every node; no node outlives the job.
+
 Secret values (``secret_env``) are used and never stored: only their names are
 kept, and the logs show the names only.
 """
@@ -44,7 +55,10 @@ from typing import Any
 
 import httpx
 
-from gpucloud.providers.sandbox._wire import US, ApiError, iso, json_body, validate_create
+from gpucloud.jobs.multinode import node_env
+from gpucloud.providers.sandbox._wire import (
+    US, ApiError, fake_private_ip, iso, json_body, validate_create,
+)
 from gpucloud.providers.sandbox._machines import Machines
 from gpucloud.providers.sandbox.knobs import Knobs
 
@@ -55,7 +69,8 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 """
 JOB_FIELDS = {"image", "command", "args", "env", "secret_env", "max_runtime_seconds", "retries",
-              "checkpoint_dir", "checkpoint_url"}
+              "checkpoint_dir", "checkpoint_url", "nodes", "interconnect"}
+MAX_NODES = 64
 STEPS = 10  # progress lines per run
 
 
@@ -103,15 +118,23 @@ class JobSimulation:
         job = {k: body[k] for k in JOB_FIELDS if k in body}
         machine = validate_create({k: v for k, v in body.items() if k not in JOB_FIELDS})
         spec = _validate_job(job)
-        with self.cloud._write_lock() as db:
+        with self.cloud._write_lock() as db:  # all nodes or none: a 409 rolls back
             now = self.cloud._now()
-            instance_id = self.cloud._insert(db, machine, now)
+            ids = [self.cloud._insert(db, dict(machine, name=_node_name(machine["name"], rank)),
+                                      now) for rank in range(spec["nodes"])]
+            instance_id = ids[0]
+            if spec["nodes"] > 1:
+                # The cloud places the nodes, so it gives each the rendezvous env.
+                spec["node_ids"] = ids
+                spec["node_addrs"] = [fake_private_ip(i) for i in ids]
+                spec["gpus_per_node"] = self.cloud._row(db, instance_id, now)["gpu_count"]
             runs = self._dice(spec, now + int(self.knobs.boot_seconds * US))
             end = runs[-1]["end_us"]
             if spec["max_runtime_seconds"]:
                 end = min(end, now + spec["max_runtime_seconds"] * US)
-            # The machine ends with the job: it bills until then, never after.
-            db.execute("UPDATE instances SET terminated_us = ? WHERE id = ?", (end, instance_id))
+            # Every machine ends with the job: it bills until then, never after.
+            db.executemany("UPDATE instances SET terminated_us = ? WHERE id = ?",
+                           [(end, i) for i in ids])
             job_id = "sbj-" + secrets.token_hex(6)
             db.execute("INSERT INTO jobs (id, instance_id, spec, runs, created_us)"
                        " VALUES (?, ?, ?, ?, ?)",
@@ -124,17 +147,24 @@ class JobSimulation:
         for _ in range(spec["retries"] + 1):
             with self.cloud._lock:
                 r, part = self.cloud.rng.random(), 0.3 + 0.4 * self.cloud.rng.random()
+            lost = None
             if r < self.knobs.job_preempt:
                 done, outcome, code = int(left * part), "preempted", None
             elif r < self.knobs.job_preempt + self.knobs.job_fail:
                 done, outcome, code = left // 2, "failed", 1
             else:
                 done, outcome, code = left, "succeeded", 0
+            if spec["nodes"] > 1:  # its own die: one-node jobs keep their dice as they were
+                with self.cloud._lock:
+                    n, rank = self.cloud.rng.random(), self.cloud.rng.randrange(spec["nodes"])
+                if n < self.knobs.job_node_fail and outcome == "succeeded":
+                    done, outcome, code, lost = int(left * part), "node_lost", None, rank
             runs.append({"start_us": start, "end_us": start + done, "outcome": outcome,
-                         "exit_code": code, "work_us": left})
+                         "exit_code": code, "work_us": left,
+                         **({"lost_rank": lost} if lost is not None else {})})
             if outcome == "succeeded":
                 break
-            if spec["checkpoint_dir"] and outcome == "preempted":
+            if spec["checkpoint_dir"] and outcome in ("preempted", "node_lost"):
                 left -= done  # resumes from its checkpoint: only the rest is left
             start += done + int(self.knobs.boot_seconds * US)  # a fresh machine boots
         return runs
@@ -171,8 +201,9 @@ class JobSimulation:
             if self._state(db, row, now)[0] in ("queued", "running"):
                 db.execute("UPDATE jobs SET cancelled_us = ? WHERE id = ?", (now, job_id))
                 ends = now + int(self.knobs.terminate_seconds * US)
-                db.execute("UPDATE instances SET deleted_us = ?, terminated_us = ? WHERE id = ?",
-                           (now, ends, row["instance_id"]))
+                db.executemany(
+                    "UPDATE instances SET deleted_us = ?, terminated_us = ? WHERE id = ?",
+                    [(now, ends, i) for i in _node_ids(row)])  # every node ends
             return self._render_job(db, self._job_row(db, job_id), now)
 
     def _limit(self, db: sqlite3.Connection, row: sqlite3.Row) -> tuple[int | None, str]:
@@ -212,16 +243,25 @@ class JobSimulation:
             if last["outcome"] == "preempted":
                 return "failed", None, "preempted: the machine was reclaimed (simulated)", \
                     len(seen), seen
+            if last["outcome"] == "node_lost":
+                return "failed", None, _lost(last, len(_node_ids(row))), len(seen), seen
             return "failed", last["exit_code"], f"exited with code {last['exit_code']}", \
                 len(seen), seen
-        return "queued", None, f"run {len(seen)} {last['outcome']}; retrying on a new " \
-                               "machine", len(seen), seen
+        nodes = len(_node_ids(row))
+        outcome = "lost a node" if last["outcome"] == "node_lost" else last["outcome"]
+        fresh = f"all {nodes} nodes on new machines" if nodes > 1 else "on a new machine"
+        return "queued", None, f"run {len(seen)} {outcome}; retrying {fresh}", len(seen), seen
 
     def _render_job(self, db: sqlite3.Connection, row: sqlite3.Row, now: int) -> dict[str, Any]:
         status, code, message, attempts, seen = self._state(db, row, now)
-        machine = self.cloud._row(db, row["instance_id"], now)
-        instance = self.cloud._render(machine, now)
         spec = json.loads(row["spec"])
+        nodes = []
+        for rank, node_id in enumerate(spec.get("node_ids") or ()):
+            rendered = self.cloud._render(self.cloud._row(db, node_id, now), now)
+            rendered["private_ip"] = spec["node_addrs"][rank]
+            nodes.append(rendered)
+        instance = nodes[0] if nodes else self.cloud._render(
+            self.cloud._row(db, row["instance_id"], now), now)
         ended = status in ("succeeded", "failed", "cancelled")
         return {
             "id": row["id"], "name": instance["name"], "status": status, "exit_code": code,
@@ -230,7 +270,8 @@ class JobSimulation:
             "created_at": iso(row["created_us"]),
             "started_at": iso(seen[0]["start_us"]) if seen else None,
             "finished_at": iso(seen[-1]["end_us"] if seen else now) if ended else None,
-            "shutdown_at": instance["shutdown_at"], "instance": instance, "simulated": True,
+            "shutdown_at": instance["shutdown_at"], "instance": instance,
+            "nodes": spec.get("nodes", 1), "instances": nodes, "simulated": True,
         }
 
     def _job_logs(self, job_id: str, tail: str | None) -> list[str]:
@@ -269,13 +310,33 @@ def _validate_job(job: dict[str, Any]) -> dict[str, Any]:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                   or value < 0):
             raise bad(f"{key} must be a non-negative integer")
+    nodes = job.get("nodes", 1)
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
+        raise bad(f"nodes must be an integer from 1 to {MAX_NODES}")
+    if job.get("interconnect", "any") not in ("any", "infiniband"):
+        raise bad("interconnect must be any or infiniband")
     return {
         "image": job["image"], "command": job.get("command") or [], "args": job.get("args") or [],
         "env": job.get("env") or {},
         "secret_names": sorted(job.get("secret_env") or {}),  # the values are never kept
         "max_runtime_seconds": job.get("max_runtime_seconds"), "retries": job.get("retries") or 0,
         "checkpoint_dir": job.get("checkpoint_dir"), "checkpoint_url": job.get("checkpoint_url"),
+        "nodes": nodes, "interconnect": job.get("interconnect", "any"),
     }
+
+
+def _node_name(name: str, rank: int) -> str:
+    return name if rank == 0 else f"{name}-node{rank}"
+
+
+def _node_ids(row: sqlite3.Row) -> list[str]:
+    """Every node's machine, rank order (a one-node job's one machine)."""
+    return list(json.loads(row["spec"]).get("node_ids") or [row["instance_id"]])
+
+
+def _lost(run: dict[str, Any], nodes: int) -> str:
+    return (f"node {run['lost_rank']} of {nodes} was lost (simulated): the whole job was "
+            "stopped on every node")
 
 
 def _log_lines(spec: dict[str, Any], runs: list[dict[str, Any]], seen: list[dict[str, Any]],
@@ -285,11 +346,19 @@ def _log_lines(spec: dict[str, Any], runs: list[dict[str, Any]], seen: list[dict
     out = []
     for index, run in enumerate(seen):
         at = run["start_us"]
-        out.append(f"{iso(at)} [run {index + 1}/{spec['retries'] + 1}] pulled {spec['image']}; "
+        secrets_set = (f"; secrets set: {', '.join(spec['secret_names'])} (values not shown)"
+                       if spec["secret_names"] else "")
+        addrs = spec.get("node_addrs") or []
+        out.append(f"{iso(at)} [run {index + 1}/{spec['retries'] + 1}] pulled {spec['image']}"
+                   f"{f' on {len(addrs)} nodes' if addrs else ''}; "
                    f"running: {' '.join(spec['command'] + spec['args']) or '(entrypoint)'}")
-        out.append(f"{iso(at)} env: {' '.join(f'{k}={v}' for k, v in sorted(env.items()))}"
-                   + (f"; secrets set: {', '.join(spec['secret_names'])} (values not shown)"
-                      if spec["secret_names"] else ""))
+        if not addrs:
+            out.append(f"{iso(at)} env: {' '.join(f'{k}={v}' for k, v in sorted(env.items()))}"
+                       + secrets_set)
+        for rank in range(len(addrs)):  # each node's own env: its rank, the one master
+            mine = dict(env, **node_env(rank, addrs, spec["gpus_per_node"]))
+            out.append(f"{iso(at)} [node {rank}/{len(addrs)} {addrs[rank]}] env: "
+                       f"{' '.join(f'{k}={v}' for k, v in sorted(mine.items()))}{secrets_set}")
         total = run["work_us"]
         done_before = runs[0]["work_us"] - total
         first = done_before * STEPS // runs[0]["work_us"] if runs[0]["work_us"] else 0
@@ -311,6 +380,8 @@ def _log_lines(spec: dict[str, Any], runs: list[dict[str, Any]], seen: list[dict
             continue  # still running, or cut short: said below
         if original["outcome"] == "preempted":
             out.append(f"{iso(run['end_us'])} preempted: the machine was reclaimed (simulated)")
+        elif original["outcome"] == "node_lost":
+            out.append(f"{iso(run['end_us'])} {_lost(original, len(addrs))}")
         else:
             out.append(f"{iso(run['end_us'])} exited with code {original['exit_code']}")
     if status in ("cancelled", "failed") and message and not out[-1:] == [message]:

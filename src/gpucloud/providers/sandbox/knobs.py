@@ -45,6 +45,9 @@ given (the ``[sandbox]`` section of config.toml, lower-case names):
     JOB_PREEMPT        probability that a job's run is preempted part-way (0);
                        a failed or preempted run is retried up to the job's
                        ``retries`` (job_sim.py documents jobs and /v1/jobs)
+    JOB_NODE_FAIL      probability that a multi-node job's run loses one node
+                       part-way (0): the whole run fails on every node, and is
+                       retried whole up to ``retries``, from its checkpoint
 
 One die is rolled per request subject to failures: r < FAIL_429 is a 429,
 r < FAIL_429 + FAIL_5XX a 503, and (creates only) r < FAIL_429 + FAIL_5XX +
@@ -86,6 +89,7 @@ class Knobs:
     job_seconds: float = 5.0
     job_fail: float = 0.0
     job_preempt: float = 0.0
+    job_node_fail: float = 0.0
     rate_limit: float = 0.0
     drop_after_create: float = 0.0
     whole_seconds: bool = False
@@ -146,7 +150,8 @@ def _convert(name: str, raw: Any, where: str) -> Any:
             value = float(raw)
     except (TypeError, ValueError):
         raise bad("an integer" if name in ("capacity", "seed") else "a number") from None
-    if (name.startswith("fail_") or name in ("job_fail", "job_preempt", "drop_after_create")) \
+    if (name.startswith("fail_") or name in ("job_fail", "job_preempt", "job_node_fail",
+                                                  "drop_after_create")) \
             and not 0.0 <= value <= 1.0:
         raise bad("a probability between 0 and 1")
     if name != "seed" and value < 0:

@@ -1,0 +1,94 @@
+"""Which providers may run a multi-node job, decided at plan time from what
+each adapter declares (``Capabilities.multi_node``), before anything is sent.
+
+* ``nodes: 1`` runs anywhere.
+* ``nodes > 1`` runs only where the adapter says how: "native" (the provider
+  places the nodes itself) or "batch" (gpucloud launches the nodes as one
+  batch in one region). A provider that says "none" is never a candidate: a
+  multi-node job must never run silently on one machine.
+* ``placement.interconnect: infiniband`` with ``nodes > 1`` runs only where the
+  provider places the nodes itself ("native"): there the fabric is the
+  provider's to give (a cluster's RDMA resource, a cluster product built on
+  InfiniBand, the sandbox's simulation). A "batch" provider launches separate
+  machines one by one, and no call of theirs requests or guarantees InfiniBand
+  between two of them, so it is refused rather than promised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from gpucloud.errors import SpecError, option
+from gpucloud.jobs.spec import JobSpec
+from gpucloud.models import Offer
+
+
+def mode(provider: str) -> str:
+    """The adapter's ``multi_node`` ("none" without an adapter)."""
+    from gpucloud.providers.registry import adapter_class
+
+    try:
+        cls = adapter_class(provider)
+    except (ImportError, AttributeError):  # a broken plugin cannot place anything
+        return "none"
+    return "none" if cls is None else cls.capabilities.multi_node
+
+
+def _wanted(spec: JobSpec) -> tuple[str, ...]:
+    """The multi_node modes that can run this job."""
+    if spec.placement.interconnect == "infiniband":
+        return ("native",)
+    return ("native", "batch")
+
+
+def can_run(spec: JobSpec, provider: str) -> bool:
+    return spec.nodes == 1 or mode(provider) in _wanted(spec)
+
+
+def able(spec: JobSpec, names: Iterable[str] | None = None) -> list[str]:
+    """The providers (all with an adapter, or ``names``) that can run the job."""
+    from gpucloud.providers.registry import adapter_names
+
+    return [n for n in (adapter_names() if names is None else names) if can_run(spec, n)]
+
+
+def refusal(spec: JobSpec, providers: Iterable[str]) -> SpecError:
+    """The one-line refusal naming why the providers cannot, and those that can."""
+    refused = sorted(set(providers))
+    batch = [p for p in refused if mode(p) == "batch"]  # only infiniband refuses these
+    none = [p for p in refused if p not in batch]
+    why = ([f"{', '.join(none)} {'has' if len(none) == 1 else 'have'} no multi-node support"]
+           if none else []) + (
+        [f"{', '.join(batch)} {'launches' if len(batch) == 1 else 'launch'} separate machines "
+         "and cannot request or guarantee InfiniBand between them"] if batch else [])
+    infiniband = spec.placement.interconnect == "infiniband"
+    return SpecError(
+        f"a {spec.nodes}-node job{' with interconnect: infiniband' if infiniband else ''} "
+        f"cannot run on {', '.join(refused)}: {'; '.join(why)}; providers that can: "
+        f"{', '.join(able(spec)) or 'none installed'}",
+        hint=f"pick one with {option('provider', '--provider')} (provider: in the job file)"
+             + (", or interconnect: any" if infiniband else "")
+             + ", or set nodes: 1; nothing was sent")
+
+
+def check_named(spec: JobSpec, provider: str | None) -> None:
+    """Refuse a named provider that cannot run the job, before any offer is read."""
+    if provider is not None and not can_run(spec, provider):
+        raise refusal(spec, [provider])
+
+
+def offer_filter(spec: JobSpec, refused: set[str]) -> Callable[[Offer], bool]:
+    """Keeps the offers of providers that can run the job; the providers of
+    those dropped are added to ``refused`` (to name them should nothing be left)."""
+    known: dict[str, bool] = {}
+
+    def fits(offer: Offer) -> bool:
+        if offer.provider not in known:
+            known[offer.provider] = can_run(spec, offer.provider)
+        if not known[offer.provider]:
+            refused.add(offer.provider)
+        return known[offer.provider]
+    return fits
+
+
+__all__ = ["able", "can_run", "check_named", "mode", "offer_filter", "refusal"]
