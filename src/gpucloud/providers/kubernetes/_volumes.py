@@ -11,7 +11,6 @@ unknown. ``attached_to`` lists the live pods that mount it.
 from __future__ import annotations
 
 import math
-from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -27,26 +26,12 @@ if TYPE_CHECKING:
     from gpucloud.providers.kubernetes._settings import Settings
 
 CLAIMS = "/persistentvolumeclaims"
-# resource.Quantity suffixes (k8s.io/apimachinery pkg/api/resource): binary and decimal.
-_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-             "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "": 1}
 LIVE = ("Pending", "Running", "Unknown")
 
 
 def gib(quantity: Any) -> int:
     """A storage quantity in whole GiB, rounded up ("100Gi" -> 100, "1Ti" -> 1024)."""
-    text = str(quantity).strip()
-    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
-        if suffix and text.endswith(suffix):
-            number, factor = text[:-len(suffix)], _SUFFIXES[suffix]
-            break
-    else:
-        number, factor = text, 1
-    try:
-        amount = Decimal(number) * factor
-    except InvalidOperation:
-        raise ValueError(f"not a storage quantity: {quantity!r}") from None
-    return max(0, math.ceil(amount / 2**30))
+    return max(0, math.ceil(wire.amount(quantity) / 2**30))
 
 
 class KubernetesVolumes:

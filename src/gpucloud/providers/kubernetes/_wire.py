@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
 from gpucloud.catalog.gpus import gpu_info, normalize_gpu
@@ -247,13 +248,37 @@ def job_nodes(job: dict[str, Any]) -> int:
     return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1
 
 
-def allocatable(node: dict[str, Any], resource: str) -> int:
-    """A node's allocatable amount of an extended resource (0 when absent)."""
+# resource.Quantity suffixes (k8s.io/apimachinery pkg/api/resource): binary and decimal.
+SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+            "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+
+
+def amount(value: Any) -> Decimal:
+    """A resource.Quantity as a number ("1k" -> 1000, "100Gi" -> 107374182400);
+    ValueError when it is not one."""
+    text = str(value).strip()
+    factor = 1
+    for suffix in sorted(SUFFIXES, key=len, reverse=True):
+        if text.endswith(suffix):
+            text, factor = text[:-len(suffix)], SUFFIXES[suffix]
+            break
+    try:
+        number = Decimal(text)
+    except InvalidOperation:
+        raise ValueError(f"not a quantity: {value!r}") from None
+    if not number.is_finite():
+        raise ValueError(f"not a quantity: {value!r}")
+    return number * factor
+
+
+def allocatable(node: dict[str, Any], resource: str) -> Decimal:
+    """A node's allocatable amount of a resource (0 when absent or unreadable).
+    An RDMA shared-device plugin advertises shares, e.g. "1k"."""
     value = ((node.get("status") or {}).get("allocatable") or {}).get(resource, 0)
     try:
-        return quantity(value)
-    except (TypeError, ValueError):
-        return 0
+        return amount(value)
+    except ValueError:
+        return Decimal(0)
 
 
 def gpu_node(node: dict[str, Any], gpu_labels: tuple[str, ...]) -> tuple[str, str, int] | None:
