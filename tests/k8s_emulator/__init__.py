@@ -4,7 +4,9 @@ that counts nvidia.com/gpu, a kubelet with simulated delays, batch/v1 Jobs
 with backoff, deadlines and propagation policies, TokenRequest, and the
 ``pods/exec`` subresource over a real WebSocket upgrade (execs.py: a few
 commands answered deterministically; websocket.py: the RFC 6455 server side),
-and list chunking with `limit`/`continue` and expiring tokens (chunks.py).
+and list chunking with `limit`/`continue` and expiring tokens (chunks.py),
+Indexed Jobs (jobs.py), headless Services and PersistentVolumeClaims
+(services.py), and the garbage collector for what a Job owns.
 
 It serves only the paths gpucloud's Kubernetes adapter uses; see
 tests/unit/test_k8s_emulator.py for what it is proven to do.
