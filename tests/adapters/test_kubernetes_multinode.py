@@ -138,6 +138,9 @@ def test_cancel_of_a_single_node_job_passes_over_the_missing_service(cluster, ku
     cluster.fail[("DELETE", r".*/services/.*")] = (403, body("status_403_forbidden.json"))
     run(provider, provider.cancel_job(JOB))
     assert cluster.jobs == {}
+    # The Service delete was tried (refused here) and the Job deleted all the same.
+    assert [r.url.path.split("/")[-2] for r in cluster.requests if r.method == "DELETE"] == \
+        ["services", "jobs"]
 
 
 # -- status ------------------------------------------------------------------------------

@@ -85,6 +85,8 @@ def test_failures_beyond_the_backoff_limit_fail_the_job(api, emu, clock):
     api.post(JOBS, json=indexed(2, backoffLimit=0))
     clock.advance(2 + 10)  # both run; the first ends failed, the other succeeded
     failed = status(api)
+    # Index 0's pod ran first and failed, index 1's succeeded: both counted.
+    assert (failed["failed"], failed["succeeded"], failed["completedIndexes"]) == (1, 1, "1")
     assert kinds(failed) == ["FailureTarget", "Failed"]
     assert failed["conditions"][1]["reason"] == "BackoffLimitExceeded"
 

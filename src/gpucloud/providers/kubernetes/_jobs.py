@@ -38,7 +38,10 @@ class KubernetesJobs:
     _ns: Any
     _label: Any
     _place: Any
-    settings: Settings
+
+    if TYPE_CHECKING:  # the adapter's properties
+        @property
+        def settings(self) -> Settings: ...
 
     def submit_job(self, spec: InstanceSpec) -> Flow[Job]:
         run = spec.job

@@ -37,12 +37,18 @@ def gib(quantity: Any) -> int:
 class KubernetesVolumes:
     name: str
     namespace: str
-    settings: Settings
-    target: KubeTarget
+    page_size: int | None
     request: Any
     raise_for_error: Any
     _body: Any
     _ns: Any
+
+    if TYPE_CHECKING:  # the adapter's properties
+        @property
+        def settings(self) -> Settings: ...
+
+        @property
+        def target(self) -> KubeTarget: ...
 
     def list_volumes(self) -> Flow[list[Volume]]:
         claims = yield from _pages.items(self, "/api/v1" + self._ns(CLAIMS), {})
