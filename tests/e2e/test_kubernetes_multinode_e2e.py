@@ -189,3 +189,26 @@ def test_a_volume_is_created_mounted_by_a_two_node_job_and_deleted(kubeconfig, e
         client.cancel(job.ref)
     clock.advance(30)
     assert run(provider.list_volumes()) == []
+
+
+def test_the_deadline_ends_every_pod_and_the_ttl_takes_the_service(kubeconfig, emulator,
+                                                                    clock, tmp_path):
+    """max_runtime is the Job's activeDeadlineSeconds: the cluster ends every
+    node's pod itself (no reaper pass needed; a job's pods are never listed as
+    machines), and the Service goes with the Job when its TTL removes it."""
+    job = cli("submit", job_file(tmp_path), "--provider", "kubernetes", "--yes")["job"]
+    clock.advance(10)
+    assert len(pods_of(emulator, job["id"])) == 2
+    listed = cli("list")["instances"]
+    assert not [m for m in listed if m["id"].startswith(job["id"])]
+    clock.advance(2 * 3600)
+    got = cli("jobs", "get", job["ref"])
+    got = got.get("job", got)
+    assert got["status"] == "failed" and got["nodes"] == 2
+    assert "deadline" in (got["message"] or "")
+    clock.advance(30)
+    assert pods_of(emulator, job["id"]) == []
+    assert list(emulator.cluster.services) == [(NS, job["id"])]  # until the Job's TTL
+    clock.advance(86400)
+    emulator.cluster.tick()
+    assert emulator.cluster.jobs == {} and emulator.cluster.services == {}
