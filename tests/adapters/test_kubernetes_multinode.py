@@ -201,14 +201,19 @@ def test_logs_of_a_multi_node_job_are_rank_zeros(cluster, kube_path):
 # -- RDMA ------------------------------------------------------------------------------------
 
 
-def _ib_node(name: str, resource: str = "rdma/ib") -> dict:
+def _ib_node(name: str, resource: str = "rdma/ib", amount: str = "1k") -> dict:
+    """A GPU node with an RDMA shared-device plugin's shares: its default
+    rdmaHcaMax 1000 reads "1k" (resource.Quantity's canonical form); a node
+    with "rdma/rdma_shared_device_a: 63" is shown in
+    github.com/Mellanox/k8s-rdma-shared-dev-plugin/issues/92."""
     gpu = node(name, 8, "H100_NVLINK_80GB")
-    gpu["status"]["allocatable"][resource] = "1k"
+    gpu["status"]["allocatable"][resource] = amount
     return gpu
 
 
-def test_infiniband_requests_the_rdma_resource_the_nodes_advertise(cluster, kube_path):
-    cluster.nodes = [node("plain", 8, "H100_NVLINK_80GB"), _ib_node("ib-1")]
+@pytest.mark.parametrize("amount", ["1k", "63"])
+def test_infiniband_requests_the_rdma_resource_the_nodes_advertise(cluster, kube_path, amount):
+    cluster.nodes = [node("plain", 8, "H100_NVLINK_80GB"), _ib_node("ib-1", amount=amount)]
     provider = make_provider(kube_path)
     run(provider, provider.submit_job(job_spec(nodes=2, gpu_count=8,
                                                interconnect="infiniband")))

@@ -273,7 +273,8 @@ def amount(value: Any) -> Decimal:
 
 def allocatable(node: dict[str, Any], resource: str) -> Decimal:
     """A node's allocatable amount of a resource (0 when absent or unreadable).
-    An RDMA shared-device plugin advertises shares, e.g. "1k"."""
+    An RDMA shared-device plugin advertises shares: its rdmaHcaMax, 1000 by
+    default, which a Quantity writes "1k"."""
     value = ((node.get("status") or {}).get("allocatable") or {}).get(resource, 0)
     try:
         return amount(value)
