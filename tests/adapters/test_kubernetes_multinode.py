@@ -311,3 +311,12 @@ def test_a_multi_node_job_refuses_a_claim_its_nodes_cannot_share(cluster, kube_p
         run(provider, provider.submit_job(job_spec(
             nodes=2, volumes=(VolumeMount(name="data", mount="/data"),))))
     assert exit_code_for(info.value) == 2 and cluster.jobs == {}
+
+
+def test_an_account_that_may_not_read_claims_still_submits(cluster, kube_path):
+    cluster.fail[("GET", r".*/persistentvolumeclaims/.*")] = (403,
+                                                              body("status_403_forbidden.json"))
+    provider = make_provider(kube_path)
+    job = run(provider, provider.submit_job(job_spec(
+        nodes=2, volumes=(VolumeMount(name="data", mount="/data"),))))
+    assert job.id in cluster.jobs

@@ -13,7 +13,9 @@ tests/unit/test_k8s_emulator.py for what it is proven to do.
 
 Not emulated (not used by gpucloud): watch, consistent snapshots across list
 pages (chunks.py), JSON patch, server-side apply, taints and tolerations, in-place container
-restarts (restartPolicy OnFailure behaves as Never: the Job makes a new pod).
+restarts (restartPolicy OnFailure behaves as Never: the Job makes a new pod),
+volume binding in the scheduler (a pod naming a missing claim is still placed),
+Service endpoints and DNS (env's fieldRefs are resolved by pods.container_env).
 """
 
 from .cluster import Cluster, FakeClock, Knobs, gpu_node
