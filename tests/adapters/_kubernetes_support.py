@@ -87,6 +87,8 @@ class FakeCluster:
         self.nodes: list[dict[str, Any]] = []
         self.pods: dict[str, dict[str, Any]] = {}
         self.jobs: dict[str, dict[str, Any]] = {}
+        self.services: dict[str, dict[str, Any]] = {}
+        self.claims: dict[str, dict[str, Any]] = {}
         self.logs: dict[str, str] = {}
         self.fail: dict[tuple[str, str], tuple[int, Any]] = {}  # (method, path regex)
         self.pods_forbidden = False
@@ -131,9 +133,23 @@ class FakeCluster:
         if path == f"/apis/batch/v1{ns}/jobs" and method == "POST":
             created = json.loads(request.content)
             created["metadata"]["creationTimestamp"] = MINUTE_ZERO
+            created["metadata"]["uid"] = f"uid-{created['metadata']['name']}"
             created["status"] = {}
             self.jobs[created["metadata"]["name"]] = created
             return httpx.Response(201, json=created)
+        for kind, store, plural in (("Service", self.services, "services"),
+                                    ("PersistentVolumeClaim", self.claims,
+                                     "persistentvolumeclaims")):
+            if path == f"/api/v1{ns}/{plural}" and method == "POST":
+                created = json.loads(request.content)
+                created["metadata"]["creationTimestamp"] = MINUTE_ZERO
+                store[created["metadata"]["name"]] = created
+                return httpx.Response(201, json=created)
+            if path == f"/api/v1{ns}/{plural}":
+                return _list(f"{kind}List", list(store.values()))
+            one = re.fullmatch(rf"/api/v1{ns}/{plural}/([^/]+)", path)
+            if one:
+                return self._object(store, one.group(1), method, request)
         if path == f"/apis/batch/v1{ns}/jobs":
             return _list("JobList", list(self.jobs.values()))
         if job:

@@ -29,6 +29,7 @@ POD_FIELDS = {"metadata.name", "metadata.namespace", "spec.nodeName", "spec.rest
               "status.nominatedNodeName"}
 JOB_FIELDS = {"metadata.name", "metadata.namespace", "status.successful"}
 NODE_FIELDS = {"metadata.name", "spec.unschedulable"}
+NAME_FIELDS = {"metadata.name", "metadata.namespace"}
 
 
 def _pod_fields(pod: dict[str, Any]) -> dict[str, str]:
@@ -46,6 +47,11 @@ def _job_fields(job: dict[str, Any]) -> dict[str, str]:
     return {"metadata.name": job["metadata"]["name"],
             "metadata.namespace": job["metadata"].get("namespace", ""),
             "status.successful": str(job["status"].get("succeeded", 0))}
+
+
+def _name_fields(obj: dict[str, Any]) -> dict[str, str]:
+    return {"metadata.name": obj["metadata"]["name"],
+            "metadata.namespace": obj["metadata"].get("namespace", "")}
 
 
 def _node_fields(node: dict[str, Any]) -> dict[str, str]:
@@ -71,6 +77,14 @@ ROUTES: list[tuple[str, str, str]] = [
     ("GET", rf"/api/v1{NS}/pods/{NAME}/exec", "pod_exec"),
     ("POST", rf"/api/v1{NS}/pods/{NAME}/exec", "pod_exec"),
     ("POST", rf"/api/v1{NS}/serviceaccounts/{NAME}/token", "token_request"),
+    ("GET", rf"/api/v1{NS}/services", "list_services"),
+    ("POST", rf"/api/v1{NS}/services", "create_service"),
+    ("GET", rf"/api/v1{NS}/services/{NAME}", "get_service"),
+    ("DELETE", rf"/api/v1{NS}/services/{NAME}", "delete_service"),
+    ("GET", rf"/api/v1{NS}/persistentvolumeclaims", "list_claims"),
+    ("POST", rf"/api/v1{NS}/persistentvolumeclaims", "create_claim"),
+    ("GET", rf"/api/v1{NS}/persistentvolumeclaims/{NAME}", "get_claim"),
+    ("DELETE", rf"/api/v1{NS}/persistentvolumeclaims/{NAME}", "delete_claim"),
     ("GET", r"/apis/batch/v1/jobs", "list_jobs"),
     ("GET", rf"/apis/batch/v1{NS}/jobs", "list_jobs"),
     ("POST", rf"/apis/batch/v1{NS}/jobs", "create_job"),
@@ -86,6 +100,12 @@ RBAC = {"list_nodes": ("list", "nodes", ""), "get_node": ("get", "nodes", ""),
         # Since 1.35 a WebSocket exec (a GET) needs create as well as get.
         "pod_exec": ("create", "pods/exec", ""),
         "token_request": ("create", "serviceaccounts/token", ""),
+        "list_services": ("list", "services", ""), "create_service": ("create", "services", ""),
+        "get_service": ("get", "services", ""), "delete_service": ("delete", "services", ""),
+        "list_claims": ("list", "persistentvolumeclaims", ""),
+        "create_claim": ("create", "persistentvolumeclaims", ""),
+        "get_claim": ("get", "persistentvolumeclaims", ""),
+        "delete_claim": ("delete", "persistentvolumeclaims", ""),
         "list_jobs": ("list", "jobs", "batch"), "create_job": ("create", "jobs", "batch"),
         "get_job": ("get", "jobs", "batch"), "patch_job": ("patch", "jobs", "batch"),
         "delete_job": ("delete", "jobs", "batch")}
@@ -283,6 +303,46 @@ class Api:
     def token_request(self, ns: str, name: str, body: Any, **_: Any) -> Reply:
         self._typed(body or {}, "TokenRequest", "authentication.k8s.io/v1")
         return Reply(201, self.cluster.create_token_request(ns, name, body or {}))
+
+    def _namespaced(self, store: dict[tuple[str, str], dict[str, Any]], ns: str,
+                    kind: str, api: str) -> list[dict[str, Any]]:
+        return [{"kind": kind, "apiVersion": api, **o} for (space, _n), o in sorted(store.items())
+                if space == ns]
+
+    def list_services(self, ns: str, query: dict[str, str], **_: Any) -> Reply:
+        items = self._namespaced(self.cluster.services, ns, "Service", "v1")
+        return self._list("ServiceList", "v1", self._filter(items, query, _name_fields,
+                                                            NAME_FIELDS), query)
+
+    def create_service(self, ns: str, body: Any, **_: Any) -> Reply:
+        from .services import create_service
+        return Reply(201, create_service(self.cluster, ns, self._typed(body, "Service", "v1")))
+
+    def get_service(self, ns: str, name: str, **_: Any) -> Reply:
+        from .services import service
+        return Reply(200, copy.deepcopy(service(self.cluster, ns, name)))
+
+    def delete_service(self, ns: str, name: str, **_: Any) -> Reply:
+        from .services import delete_service
+        return Reply(200, delete_service(self.cluster, ns, name))
+
+    def list_claims(self, ns: str, query: dict[str, str], **_: Any) -> Reply:
+        items = self._namespaced(self.cluster.claims, ns, "PersistentVolumeClaim", "v1")
+        return self._list("PersistentVolumeClaimList", "v1",
+                          self._filter(items, query, _name_fields, NAME_FIELDS), query)
+
+    def create_claim(self, ns: str, body: Any, **_: Any) -> Reply:
+        from .services import create_claim
+        return Reply(201, create_claim(self.cluster, ns,
+                                       self._typed(body, "PersistentVolumeClaim", "v1")))
+
+    def get_claim(self, ns: str, name: str, **_: Any) -> Reply:
+        from .services import claim
+        return Reply(200, copy.deepcopy(claim(self.cluster, ns, name)))
+
+    def delete_claim(self, ns: str, name: str, **_: Any) -> Reply:
+        from .services import delete_claim
+        return Reply(200, delete_claim(self.cluster, ns, name))
 
     def list_jobs(self, query: dict[str, str], ns: str | None = None, **_: Any) -> Reply:
         jobs = sorted((j for (space, _n), j in self.cluster.jobs.items()

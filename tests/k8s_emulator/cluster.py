@@ -102,6 +102,12 @@ class Cluster:
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.sims: dict[tuple[str, str], PodSim] = {}
         self.jobs: dict[tuple[str, str], dict[str, Any]] = {}
+        self.services: dict[tuple[str, str], dict[str, Any]] = {}
+        self.claims: dict[tuple[str, str], dict[str, Any]] = {}
+        self.default_storage_class = "standard"
+        self.failed_creates: list[dict[str, Any]] = []  # the Job controller's FailedCreate
+        self._service_ips = 0
+        self._volumes = 0
         self.tokens: dict[str, Token] = {}
         self.denied: set[tuple[str, str]] = set()   # (verb, resource) -> 403
         self.deletions: list[dict[str, Any]] = []   # every DELETE, with its policy
@@ -137,6 +143,23 @@ class Cluster:
     def require_namespace(self, namespace: str) -> None:
         if namespace not in self.namespaces:
             raise not_found("namespaces", namespace)
+
+    def collect_dependents(self, owner_uid: str, orphan: bool) -> None:
+        """The garbage collector for objects other than pods (a Job's pods are
+        its controller's business): dependents of a deleted owner are deleted,
+        or with Orphan lose the reference and stay."""
+        for key, obj in list(self.services.items()):
+            refs = obj["metadata"].get("ownerReferences") or []
+            if not any(r.get("uid") == owner_uid for r in refs):
+                continue
+            if orphan:
+                obj["metadata"]["ownerReferences"] = [r for r in refs
+                                                      if r.get("uid") != owner_uid]
+                self.touch(obj)
+            else:
+                del self.services[key]
+                self.deletions.append({"kind": "Service", "namespace": key[0],
+                                       "name": key[1], "by": "garbage-collector"})
 
     # --- auth ---------------------------------------------------------------
     def issue_token(self, user: str = "admin", ttl: float | None = None,
@@ -204,6 +227,8 @@ class Cluster:
             for key in list(self.pods):
                 self._advance_pod(key, at)
             self.job_controller.sync(at)
+            from .services import release_claims
+            release_claims(self)
             if self._rv == before:
                 return
 
@@ -262,7 +287,7 @@ class Cluster:
             return "node(s) were unschedulable"
         if not P.node_matches(pod["spec"], node["metadata"].get("labels") or {}):
             return "node(s) didn't match Pod's node affinity/selector"
-        for resource in (P.GPU, "cpu", "memory"):
+        for resource in P.resources_of(pod):
             need = P.requested(pod, resource)
             if need and need > self.free(node, resource):
                 return f"Insufficient {resource}"

@@ -1,5 +1,17 @@
 """batch/v1 Jobs (the job controller and the garbage collector's propagation
-policies) and the TokenRequest subresource."""
+policies) and the TokenRequest subresource.
+
+Indexed Jobs follow kubernetes/kubernetes pkg/controller/job (job_controller.go
+manageJob, indexed_job_utils.go): one pod per pending index up to
+parallelism, each pod annotated (and, PodIndexLabel being on by default from
+1.28, labelled) batch.kubernetes.io/job-completion-index, with the hostname
+``<job>-<index>``, the generateName ``<job>-<index>-`` and a
+JOB_COMPLETION_INDEX env var read from that label through the downward API;
+a failed index gets a new pod, the Job completes when every index has
+succeeded (status.completedIndexes) and fails once failures exceed
+backoffLimit. The garbage collector removes what the Job owns (pods and any
+object whose ownerReferences name it, e.g. a Service) by its propagation
+policy."""
 
 from __future__ import annotations
 
@@ -9,7 +21,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from .objects import (
-    already_exists, bad_request, invalid, name_causes, not_found, rfc3339, success,
+    ApiError, already_exists, bad_request, invalid, name_causes, not_found, rfc3339, success,
 )
 from .pods import validate_pod_spec
 
@@ -18,6 +30,9 @@ if TYPE_CHECKING:
 
 GROUP = "batch"
 FINISHED = ("Complete", "Failed")
+INDEX = "batch.kubernetes.io/job-completion-index"  # batch/v1 JobCompletionIndexAnnotation
+INDEX_ENV = "JOB_COMPLETION_INDEX"
+MAX_GENERATED_NAME = 58  # apiserver/pkg/storage/names: 63 minus the 5 random characters
 TOKEN_MIN, TOKEN_MAX = 600, 2**32
 
 
@@ -50,9 +65,9 @@ class JobController:
             c._stamp(job)
             spec = job["spec"]
             spec.setdefault("backoffLimit", 6)
+            spec.setdefault("completionMode", "NonIndexed")
             spec.setdefault("completions", 1)
             spec.setdefault("parallelism", 1)
-            spec.setdefault("completionMode", "NonIndexed")
             spec.setdefault("suspend", False)
             uid = meta["uid"]
             marks = {"batch.kubernetes.io/controller-uid": uid,
@@ -80,7 +95,16 @@ class JobController:
             causes.append(("FieldValueNotSupported", "spec.template.spec.restartPolicy",
                            f'Unsupported value: "{policy or "Always"}": supported values: '
                            '"OnFailure", "Never"'))
-        for field in ("backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"):
+        mode = spec.get("completionMode", "NonIndexed")
+        if mode not in ("NonIndexed", "Indexed"):
+            causes.append(("FieldValueNotSupported", "spec.completionMode",
+                           f'Unsupported value: "{mode}": supported values: "NonIndexed", '
+                           '"Indexed"'))
+        elif mode == "Indexed" and spec.get("completions") is None:
+            causes.append(("FieldValueRequired", "spec.completions",
+                           "Required value: when completion mode is Indexed"))
+        for field in ("backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished",
+                      "completions", "parallelism"):
             value = spec.get(field)
             if value is not None and (not isinstance(value, int) or value < 0):
                 causes.append(("FieldValueInvalid", f"spec.{field}",
@@ -115,6 +139,7 @@ class JobController:
                 del c.jobs[(namespace, name)]
                 for pod in mine:
                     c.delete_pod(namespace, pod["metadata"]["name"])
+                c.collect_dependents(uid, orphan=False)
                 return success(name, "jobs", uid, GROUP)
             now = c.clock()
             job["metadata"]["deletionTimestamp"] = rfc3339(now)
@@ -128,9 +153,11 @@ class JobController:
                     pod["metadata"]["ownerReferences"] = []
                     c.touch(pod)
                 del c.jobs[(namespace, name)]
+                c.collect_dependents(uid, orphan=True)
             else:
                 for pod in mine:
                     c.delete_pod(namespace, pod["metadata"]["name"])
+                c.collect_dependents(uid, orphan=False)
             return answer
 
     def pods_of(self, job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -181,12 +208,15 @@ class JobController:
         deadline_at = None if deadline is None else started + deadline
         succeeded = failed = 0
         active: list[dict[str, Any]] = []
+        done_indexes: set[int] = set()
         for pod in mine:
             sim = c.sims[(namespace, pod["metadata"]["name"])]
             phase = pod["status"]["phase"]
             late = deadline_at is not None and sim.ends_at is not None and sim.ends_at > deadline_at
             if phase == "Succeeded" and not late:
                 succeeded += 1
+                if _index(pod) is not None:
+                    done_indexes.add(_index(pod))  # type: ignore[arg-type]
             elif phase == "Failed" and not late:
                 failed += 1
             elif sim.remove_at is None and phase not in ("Succeeded", "Failed"):
@@ -199,7 +229,14 @@ class JobController:
             else:
                 status.pop(field, None)
         status["ready"] = sum(1 for p in active if p["status"]["phase"] == "Running")
-        if succeeded >= spec["completions"]:
+        indexed = spec.get("completionMode") == "Indexed"
+        if indexed:
+            if done_indexes:
+                status["completedIndexes"] = _intervals(done_indexes)
+            complete = len(done_indexes) >= spec["completions"]
+        else:
+            complete = succeeded >= spec["completions"]
+        if complete:
             end = max(c.sims[(namespace, p["metadata"]["name"])].ends_at or now
                       for p in mine if p["status"]["phase"] == "Succeeded")
             self._finish(job, "Complete", "CompletionsReached",
@@ -211,9 +248,16 @@ class JobController:
         elif failed > spec["backoffLimit"]:
             self._finish(job, "Failed", "BackoffLimitExceeded",
                          "Job has reached the specified backoff limit", now, active)
+        elif indexed and not spec.get("suspend"):
+            running = {_index(p) for p in active}
+            pending = [i for i in range(spec["completions"])
+                       if i not in done_indexes and i not in running]
+            for index in pending[:max(0, spec["parallelism"] - len(active))]:
+                if self._start_pod(job, index):
+                    status["active"] = status.get("active", 0) + 1
         elif not active and not spec.get("suspend"):
-            self._start_pod(job)
-            status["active"] = 1
+            if self._start_pod(job):
+                status["active"] = 1
         if status != before:
             c.touch(job)
 
@@ -229,10 +273,25 @@ class JobController:
             for pod in active:
                 self.cluster.delete_pod(job["metadata"]["namespace"], pod["metadata"]["name"])
 
-    def _start_pod(self, job: dict[str, Any]) -> None:
+    def _start_pod(self, job: dict[str, Any], index: int | None = None) -> bool:
         c = self.cluster
         template = copy.deepcopy(job["spec"]["template"])
-        name = f"{job['metadata']['name']}-{secrets.token_hex(4)[:5]}"
+        job_name = job["metadata"]["name"]
+        prefix = f"{job_name}-"
+        if index is not None:
+            for container in (template["spec"].get("initContainers") or []) + \
+                    template["spec"]["containers"]:
+                if not any(e.get("name") == INDEX_ENV for e in container.get("env") or []):
+                    container.setdefault("env", []).append({"name": INDEX_ENV, "valueFrom": {
+                        "fieldRef": {"fieldPath": f"metadata.labels['{INDEX}']"}}})
+            meta = template.setdefault("metadata", {})
+            meta.setdefault("annotations", {})[INDEX] = str(index)
+            meta.setdefault("labels", {})[INDEX] = str(index)
+            template["spec"]["hostname"] = f"{job_name}-{index}"
+            prefix = f"{job_name}-{index}-"
+            if len(prefix) > MAX_GENERATED_NAME:
+                prefix = prefix[:MAX_GENERATED_NAME - len(f"-{index}-")] + f"-{index}-"
+        name = f"{prefix}{secrets.token_hex(4)[:5]}"
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {**template.get("metadata", {}), "name": name,
                             "namespace": job["metadata"]["namespace"],
@@ -241,7 +300,28 @@ class JobController:
                                 "name": job["metadata"]["name"], "uid": job["metadata"]["uid"],
                                 "controller": True, "blockOwnerDeletion": True}]},
                "spec": template["spec"]}
-        c.create_pod(job["metadata"]["namespace"], pod)
+        try:
+            c.create_pod(job["metadata"]["namespace"], pod)
+        except ApiError as exc:  # the controller records a FailedCreate event, tries again
+            c.failed_creates.append({"job": job_name, "message": exc.body.get("message")})
+            return False
+        return True
+
+
+def _index(pod: dict[str, Any]) -> int | None:
+    value = (pod["metadata"].get("annotations") or {}).get(INDEX)
+    return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+def _intervals(indexes: set[int]) -> str:
+    """status.completedIndexes: "0-2,5" (intervals of consecutive indexes)."""
+    runs: list[list[int]] = []
+    for i in sorted(indexes):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _epoch(text: str) -> float:

@@ -3,12 +3,18 @@ kubelet and scheduler write, kept apart from the state machine in cluster.py."""
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any
 
 from .objects import invalid, name_causes, quantity, rfc3339
 
 GPU = "nvidia.com/gpu"
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric "
+                     "characters or '-', and must start and end with an alphanumeric character "
+                     "(e.g. 'my-name',  or '123-abc', regex used for validation is "
+                     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
 # Extended resources (anything with a domain other than kubernetes.io) cannot be
 # overcommitted: requests must equal limits and be whole numbers.
 _NATIVE = {"cpu", "memory", "ephemeral-storage"}
@@ -33,6 +39,13 @@ def validate_pod_spec(spec: Any, kind: str, group: str, name: str, prefix: str
         if not container.get("image"):
             causes.append(("FieldValueRequired", f"{where}.image", "Required value"))
         causes.extend(_resource_causes(container.get("resources") or {}, where))
+    for field in ("hostname", "subdomain"):  # DNS-1123 labels (ValidatePodSpec)
+        value = spec.get(field)
+        if value is not None and (len(str(value)) > 63 or not DNS1123_LABEL.match(str(value))):
+            causes.append(("FieldValueInvalid", f"{prefix}.{field}",
+                           f'Invalid value: "{value}": ' + (
+                               "must be no more than 63 characters" if len(str(value)) > 63
+                               else DNS1123_LABEL_MSG)))
     policy = spec.get("restartPolicy", "Always")
     if policy not in ("Always", "OnFailure", "Never"):
         causes.append(("FieldValueNotSupported", f"{prefix}.restartPolicy",
@@ -77,6 +90,39 @@ def check_pod(pod: dict[str, Any]) -> None:
     causes += validate_pod_spec(pod.get("spec"), "Pod", "", name, "spec")
     if causes:
         raise invalid("Pod", "", name, causes)
+
+
+def resources_of(pod: dict[str, Any]) -> list[str]:
+    """The resources the scheduler fits: GPU, cpu, memory and any other
+    resource a container asks for (an RDMA device plugin's, say)."""
+    names = [GPU, "cpu", "memory"]
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        for res in [*(resources.get("requests") or {}), *(resources.get("limits") or {})]:
+            if res not in names:
+                names.append(res)
+    return names
+
+
+def container_env(pod: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
+    """The env the kubelet gives a container: values as written, and fieldRef
+    through the downward API (metadata.name, metadata.namespace,
+    metadata.labels['k'], metadata.annotations['k'], status.podIP). Not
+    emulated: $(VAR) expansion, configMap and secret refs."""
+    meta, out = pod["metadata"], {}
+    for item in container.get("env") or []:
+        if "value" in item or "valueFrom" not in item:
+            out[item["name"]] = str(item.get("value", ""))
+            continue
+        path = ((item["valueFrom"] or {}).get("fieldRef") or {}).get("fieldPath", "")
+        match = re.fullmatch(r"metadata\.(labels|annotations)\['([^']+)'\]", path)
+        if match:
+            out[item["name"]] = (meta.get(match.group(1)) or {}).get(match.group(2), "")
+        elif path in ("metadata.name", "metadata.namespace"):
+            out[item["name"]] = meta.get(path.split(".")[1], "")
+        elif path == "status.podIP":
+            out[item["name"]] = (pod.get("status") or {}).get("podIP", "")
+    return out
 
 
 def requested(pod: dict[str, Any], resource: str) -> Decimal:

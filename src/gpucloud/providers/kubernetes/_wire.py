@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
 from gpucloud.catalog.gpus import gpu_info, normalize_gpu
@@ -24,6 +25,9 @@ LAUNCH_ID = "gpucloud.dev/launch-id"
 SHUTDOWN_AT = "gpucloud.dev/shutdown-at"
 NAME = "gpucloud.dev/name"  # the user's name for it (labels cannot hold every name)
 JOB_NAME = "job-name"  # set on a Job's pods by the Job controller
+# Where the Job controller writes an Indexed Job pod's index (k8s.io/api batch/v1
+# JobCompletionIndexAnnotation; pkg/controller/job/indexed_job_utils.go).
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 
 # A meta/v1 Status reply: its reason is the code, its message the words. The
@@ -201,6 +205,13 @@ def job_state(job: dict[str, Any], pods: list[dict[str, Any]]) -> JobState:
                             message=cond.get("message") or reason, finished_at=when)
     if status.get("suspend") or (job.get("spec") or {}).get("suspend"):
         return JobState(JobStatus.QUEUED, "Suspended")
+    if job_nodes(job) > 1:
+        # Several nodes run only together: while one waits for a node, the job
+        # waits (queued, with the scheduler's words), even if its peers started.
+        for pod in pods:
+            state, word = pod_state(pod)
+            if state == InstanceStatus.PENDING:
+                return JobState(JobStatus.QUEUED, word, message=unschedulable(pod))
     for pod in pods:
         state, word = pod_state(pod)
         if state == InstanceStatus.RUNNING:
@@ -215,6 +226,60 @@ def job_state(job: dict[str, Any], pods: list[dict[str, Any]]) -> JobState:
 
 def newest_first(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(pods, key=lambda p: str(meta(p).get("creationTimestamp") or ""), reverse=True)
+
+
+def completion_index(pod: dict[str, Any]) -> int | None:
+    """An Indexed Job pod's index (its node rank); None for any other pod."""
+    value = notes(pod).get(COMPLETION_INDEX)
+    return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+def by_rank(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rank 0 first (pods without an index count as rank 0), newest first within a rank."""
+    return sorted(newest_first(pods), key=lambda p: completion_index(p) or 0)
+
+
+def job_nodes(job: dict[str, Any]) -> int:
+    """How many nodes a Job runs on: an Indexed Job's completions, else one."""
+    spec = job.get("spec") or {}
+    if spec.get("completionMode") != "Indexed":
+        return 1
+    count = spec.get("completions")
+    return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1
+
+
+# resource.Quantity suffixes (k8s.io/apimachinery pkg/api/resource): binary and decimal.
+SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+            "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+
+
+def amount(value: Any) -> Decimal:
+    """A resource.Quantity as a number ("1k" -> 1000, "100Gi" -> 107374182400);
+    ValueError when it is not one."""
+    text = str(value).strip()
+    factor = 1
+    for suffix in sorted(SUFFIXES, key=len, reverse=True):
+        if text.endswith(suffix):
+            text, factor = text[:-len(suffix)], SUFFIXES[suffix]
+            break
+    try:
+        number = Decimal(text)
+    except InvalidOperation:
+        raise ValueError(f"not a quantity: {value!r}") from None
+    if not number.is_finite():
+        raise ValueError(f"not a quantity: {value!r}")
+    return number * factor
+
+
+def allocatable(node: dict[str, Any], resource: str) -> Decimal:
+    """A node's allocatable amount of a resource (0 when absent or unreadable).
+    An RDMA shared-device plugin advertises shares: its rdmaHcaMax, 1000 by
+    default, which a Quantity writes "1k"."""
+    value = ((node.get("status") or {}).get("allocatable") or {}).get(resource, 0)
+    try:
+        return amount(value)
+    except ValueError:
+        return Decimal(0)
 
 
 def gpu_node(node: dict[str, Any], gpu_labels: tuple[str, ...]) -> tuple[str, str, int] | None:

@@ -8,6 +8,9 @@ and ``gpucloud.dev/launch-id``; the deadline is the
 we are come from kubeconfig (_kubeconfig.py); exec-plugin tokens refresh
 through the engine's RefreshingTokenAuth (_exec.py).
 
+Multi-node jobs are Indexed Jobs with a headless Service; volumes are
+PersistentVolumeClaims (_volumes.py).
+
 Offers are live: per GPU model (a node label), the nodes' allocatable
 ``nvidia.com/gpu`` minus what running pods hold. Prices are contractual: from
 config.toml or the provider's catalog file, else unknown (price 0 in the
@@ -41,6 +44,7 @@ from gpucloud.providers.kubernetes import _kubeconfig, _offers, _pages, _setting
 from gpucloud.providers.kubernetes import _wire as wire
 from gpucloud.providers.kubernetes._jobs import SELECTOR, KubernetesJobs
 from gpucloud.providers.kubernetes._manifests import pod_manifest
+from gpucloud.providers.kubernetes._volumes import KubernetesVolumes
 from gpucloud.providers.kubernetes._tokens import check_ttl
 
 LIVE_PHASES = "status.phase!=Succeeded,status.phase!=Failed"
@@ -51,10 +55,13 @@ if TYPE_CHECKING:
     from gpucloud.config.credentials import Credential
 
 
-class KubernetesProvider(KubernetesJobs, Provider):
+class KubernetesProvider(KubernetesJobs, KubernetesVolumes, Provider):
     name = "kubernetes"
+    # multi_node native: an Indexed Job places every node itself (_manifests.py);
+    # volumes: PersistentVolumeClaims (_volumes.py).
     capabilities = Capabilities(spot=False, stop_start=False, custom_disk=False,
-                                needs_ssh_key=False, native_shutdown=False)
+                                needs_ssh_key=False, native_shutdown=False,
+                                multi_node="native", volumes=True)
     # None in the API: the API server sheds load itself (429 TooManyRequests
     # + Retry-After, StatusReasonTooManyRequests in k8s.io/apimachinery
     # pkg/apis/meta/v1), which the shared limiter honours; client-go's QPS 5 /
