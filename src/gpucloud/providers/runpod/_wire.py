@@ -145,8 +145,8 @@ def ip_of(raw: dict[str, Any]) -> str | None:
 def cluster_ip(raw: dict[str, Any]) -> str | None:
     """A cluster member's address on the cluster's private overlay network
     (PodCluster.ip; omitted until assigned, and on a standalone pod)."""
-    member = raw.get("cluster") if isinstance(raw.get("cluster"), dict) else {}
-    return text(member.get("ip"))
+    member = raw.get("cluster")
+    return text(member.get("ip")) if isinstance(member, dict) else None
 
 
 # RunPod's images log in as root; the spec's PodSshEndpoint example says so too

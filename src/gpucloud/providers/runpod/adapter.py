@@ -48,7 +48,6 @@ import httpx
 
 from gpucloud.errors import (
     APIResponseValidationError,
-    NotFoundError,
     SpecError,
     option,
 )
@@ -300,7 +299,8 @@ class RunPodProvider(Provider):
             # only evaluates it): when it ends the pod stops itself, or RunPod
             # would restart the exited container in a loop.
             env.update(container_env(spec.job))
-            env[JOB_SCRIPT_ENV] = prelude + container_script(spec.job, end, self.name)
+            shebang, rest = container_script(spec.job, end, self.name).split("\n", 1)
+            env[JOB_SCRIPT_ENV] = f"{shebang}\n{prelude}{rest}"
             container["args"] = JOB_ARGS
             mounts = volumes.mounts(spec.job.volumes, spec.job.name)
             if mounts is not None:

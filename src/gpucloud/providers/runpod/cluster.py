@@ -112,14 +112,16 @@ def rank_of(raw: Any) -> int:
 def summary(raw: dict[str, Any]) -> str | None:
     """The provider status of a cluster: its members by status ("RUNNING=3,
     PROVISIONING=1"), as GET /v2/clusters/{id} counts them."""
-    pods = raw.get("pods") if isinstance(raw.get("pods"), dict) else {}
-    by = pods.get("byStatus") if isinstance(pods.get("byStatus"), dict) else {}
+    pods = raw.get("pods")
+    by = pods.get("byStatus") if isinstance(pods, dict) else None
+    if not isinstance(by, dict):
+        return None
     return ",".join(f"{k}={v}" for k, v in sorted(by.items())) or None
 
 
 def node_count(raw: dict[str, Any]) -> int | None:
-    compute = raw.get("compute") if isinstance(raw.get("compute"), dict) else {}
-    count = compute.get("podCount")
+    compute = raw.get("compute")
+    count = compute.get("podCount") if isinstance(compute, dict) else None
     return count if isinstance(count, int) and not isinstance(count, bool) else None
 
 

@@ -59,8 +59,9 @@ def attachments(pods: Iterable[Any]) -> dict[str, list[str]]:
     for pod in pods:
         if not isinstance(pod, dict) or not isinstance(pod.get("id"), str):
             continue
-        mounts = pod.get("mounts") if isinstance(pod.get("mounts"), dict) else {}
-        for mount in mounts.get("network") or ():
+        mounts = pod.get("mounts")
+        network = mounts.get("network") if isinstance(mounts, dict) else None
+        for mount in network if isinstance(network, list) else ():
             if isinstance(mount, dict) and isinstance(mount.get("volumeId"), str):
                 found.setdefault(mount["volumeId"], []).append(pod["id"])
     return found
