@@ -267,6 +267,8 @@ def test_get_job_of_no_pod_and_no_cluster_is_not_found(api, run, provider):
     with pytest.raises(NotFoundError) as info:
         run(provider.get_job(CLUSTER_ID))
     assert exit_code_for(info.value) == 5
+    # Not found as a pod, then as a cluster: a multi-node job's id is its cluster's.
+    assert [r.url.path for r in api.requests] == [f"/v2/pods/{CLUSTER_ID}", CLUSTER]
 
 
 def test_list_jobs_shows_a_cluster_as_one_job(api, run, provider):
@@ -288,7 +290,8 @@ def test_list_jobs_asks_for_clusters_only_when_a_job_runs_on_one(api, run, provi
         pod_body(id="singlepod1", env={"GPUCLOUD_LAUNCH_ID": "gj-11111111"}),
         member("othernode0", 0, env={})]}))  # someone else's cluster
     assert [j.id for j in run(provider.list_jobs())] == ["singlepod1"]
-    assert [r.url.path for r in api.requests] == ["/v2/pods"]
+    [listing] = api.requests  # no GET /v2/clusters
+    assert listing.url.path == "/v2/pods" and listing.url.params["includeClusterPods"] == "true"
 
 
 def test_the_cluster_fixture_is_a_cluster_by_the_spec():
