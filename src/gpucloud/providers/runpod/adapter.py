@@ -33,6 +33,11 @@ What shapes this adapter:
   table says a 400 is "try your next candidate" and a 403 "cannot access the
   requested pool, skip this candidate": both are OfferRefusedError there, so
   failover moves on; elsewhere they keep their usual meaning.
+* A multi-node job is one Instant Cluster (``POST /v2/clusters``, cluster.py):
+  the job's id is the cluster's; its member pods are listed with the pods
+  (``includeClusterPods``) so the reaper sees them, and since RunPod refuses
+  to delete a member pod (409) a node past its deadline ends its whole
+  cluster. Network volumes are ``/v2/network-volumes`` (volumes.py).
 * Rate limits are windowed quotas (60/minute, ...), not a spacing: nothing is
   paced here; the driver honours ``Retry-After`` on a 429.
 """
@@ -296,8 +301,8 @@ class RunPodProvider(Provider):
                                      "env": env}
         if spec.job is not None:
             # The job's command runs wrapped (the script travels in env, args
-            # only evaluates it): when it ends the pod stops itself, or RunPod
-            # would restart the exited container in a loop.
+            # only evaluates it): when it ends, ``end`` runs (a pod stops
+            # itself), or RunPod would restart the exited container in a loop.
             env.update(container_env(spec.job))
             shebang, rest = container_script(spec.job, end, self.name).split("\n", 1)
             env[JOB_SCRIPT_ENV] = f"{shebang}\n{prelude}{rest}"
