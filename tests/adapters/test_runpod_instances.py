@@ -198,7 +198,8 @@ def test_list_instances_maps_fields(api, run, provider):
         created_at=datetime(2026, 6, 1, 12, tzinfo=timezone.utc), shutdown_at=None,
         launch_id=None,
         connection=Connection(method="ssh", host="195.26.233.3", port=34446, user="root"))
-    assert route.calls.last.request.url.query == b""
+    # A cluster's member pods too (left out by default): billed machines the reaper ends.
+    assert route.calls.last.request.url.query == b"includeClusterPods=true"
 
 
 def test_list_reads_launch_id_and_deadline_from_env(api, run, provider):

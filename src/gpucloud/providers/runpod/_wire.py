@@ -56,6 +56,15 @@ def is_create(request: httpx.Request) -> bool:
     return request.method == "POST" and request.url.path.rstrip("/") == "/v2/pods"
 
 
+_POD = re.compile(r"/v2/pods/[^/]+")
+
+
+def changes_pod(request: httpx.Request) -> bool:
+    """DELETE or PATCH of one pod: the calls RunPod refuses (409) for a member
+    pod of a cluster ("cannot be terminated/modified via the pod endpoints")."""
+    return request.method in ("DELETE", "PATCH") and bool(_POD.fullmatch(request.url.path))
+
+
 # Rows before the status ones: RunPod's problem+json replies carry a title and a
 # detail but no code to branch on.
 ERRORS = (
@@ -75,6 +84,10 @@ ERRORS = (
     # then skips RunPod's other offers and goes on.
     ErrorRule(status=402, error=QuotaExceededError,
               hint="the RunPod account balance is too low: add funds in the RunPod console"),
+    ErrorRule(status=409, request=changes_pod, error=ConflictError,
+              hint="this pod is a node of a RunPod Instant Cluster (a multi-node job): "
+                   "RunPod deletes and changes a cluster's nodes only all together, so "
+                   "`gpucloud jobs cancel` the job (its nodes' deadline cannot move)"),
     ErrorRule(status=(400, 422), error=BadRequestError),
     ErrorRule(status=401, error=AuthenticationError),
     ErrorRule(status=403, error=PermissionDeniedError),
@@ -127,6 +140,13 @@ def ip_of(raw: dict[str, Any]) -> str | None:
     ssh = raw.get("ssh") if isinstance(raw.get("ssh"), dict) else {}
     direct = ssh.get("direct") if isinstance(ssh.get("direct"), dict) else {}
     return text(direct.get("host"))
+
+
+def cluster_ip(raw: dict[str, Any]) -> str | None:
+    """A cluster member's address on the cluster's private overlay network
+    (PodCluster.ip; omitted until assigned, and on a standalone pod)."""
+    member = raw.get("cluster")
+    return text(member.get("ip")) if isinstance(member, dict) else None
 
 
 # RunPod's images log in as root; the spec's PodSshEndpoint example says so too

@@ -33,6 +33,11 @@ What shapes this adapter:
   table says a 400 is "try your next candidate" and a 403 "cannot access the
   requested pool, skip this candidate": both are OfferRefusedError there, so
   failover moves on; elsewhere they keep their usual meaning.
+* A multi-node job is one Instant Cluster (``POST /v2/clusters``, cluster.py):
+  the job's id is the cluster's; its member pods are listed with the pods
+  (``includeClusterPods``) so the reaper sees them, and since RunPod refuses
+  to delete a member pod (409) a node past its deadline ends its whole
+  cluster. Network volumes are ``/v2/network-volumes`` (volumes.py).
 * Rate limits are windowed quotas (60/minute, ...), not a spacing: nothing is
   paced here; the driver honours ``Retry-After`` on a 429.
 """
@@ -52,14 +57,18 @@ from gpucloud.errors import (
     option,
 )
 from gpucloud.catalog.gpus import gpu_info, normalize_gpu
-from gpucloud.models import Instance, InstanceSpec, InstanceStatus, Offer
+from gpucloud.models import (
+    Instance, InstanceSpec, InstanceStatus, Job, JobStatus, Offer, Volume, VolumeSpec,
+)
 from gpucloud.providers import _batch_mark as batch_mark
-from gpucloud.providers.runpod import _wire as wire
+from gpucloud.providers.runpod import _wire as wire, cluster as clusters, volumes
 from gpucloud.providers._jobscript import (
-    RUNPOD_STOP, container_env, container_script, secret_values,
+    RUNPOD_STOP, EndAction, container_env, container_script, secret_values,
 )
 from gpucloud.providers._name_marker import latest, mark_name, split_name
-from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
+from gpucloud.providers.base import (
+    JOB_PREFIX, Capabilities, Flow, OfferQuery, Provider, format_utc, job_of, parse_utc,
+)
 
 LAUNCH_ID_ENV = "GPUCLOUD_LAUNCH_ID"
 SHUTDOWN_AT_ENV = "GPUCLOUD_SHUTDOWN_AT"
@@ -70,6 +79,12 @@ JOB_SCRIPT_ENV = "GPUCLOUD_JOB"
 # quoting is the only thing depending on how RunPod splits it.
 JOB_ARGS = f"sh -c 'eval \"${JOB_SCRIPT_ENV}\"'"
 CLOUDS = ("SECURE", "COMMUNITY")
+# Member pods cannot be stopped through the pod endpoints (409): a node whose
+# job ended keeps its container alive, and the cluster goes at its deadline
+# (the reaper) or on cancel.
+CLUSTER_HOLD = EndAction(
+    "waits for gpucloud to delete the cluster (RunPod ends no single node of a cluster)",
+    ":", hold=True)
 
 log = logging.getLogger("gpucloud.runpod")
 
@@ -80,7 +95,8 @@ class RunPodProvider(Provider):
     # REST API's OpenAPI examples).
     id_format = re.compile(r"[a-z0-9]{8,32}")
     capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
-                                needs_ssh_key=False, native_shutdown=False)
+                                needs_ssh_key=False, native_shutdown=False,
+                                multi_node="native", volumes=True)
     # No static limits: the quota is per user in minute/hour/day windows that
     # each account's responses state (RateLimit-Policy; the spec's 60/min,
     # 3000/h, 50000/day are example values), and a 429 carries Retry-After,
@@ -108,48 +124,17 @@ class RunPodProvider(Provider):
 
     def create(self, spec: InstanceSpec) -> Flow[Instance]:
         offer = spec.offer
-        match = wire.TYPE_NAME.fullmatch(offer.instance_type)
-        if match is None or int(match.group(1)) != offer.gpu_count:
-            raise SpecError(f"not a RunPod instance type: {offer.instance_type!r}",
-                            hint="RunPod types are named '<count>x <GPU type id>', "
-                                 "see `gpucloud offers --provider runpod`")
-        image = spec.job.image if spec.job else spec.image or self.catalog.default_image
-        if not image:
-            raise SpecError("RunPod pods need a container image",
-                            hint=f"pass {option('image', '--image')}")
-        env: dict[str, str] = {}
-        args = None
-        if spec.job is not None:
-            # The job's command runs wrapped (the script travels in env, args
-            # only evaluates it): when it ends the pod stops itself, or RunPod
-            # would restart the exited container in a loop.
-            env.update(container_env(spec.job))
-            env[JOB_SCRIPT_ENV] = container_script(spec.job, RUNPOD_STOP, self.name)
-            args = JOB_ARGS
-        env[LAUNCH_ID_ENV] = spec.launch_id
-        if spec.batch:
-            env[batch_mark.ENV] = spec.batch
-        if spec.shutdown_at is not None:
-            env[SHUTDOWN_AT_ENV] = format_utc(spec.shutdown_at)
+        gpu_type, community = self._type_of(offer)
+        container = self._container(spec, RUNPOD_STOP)
+        env = container["env"]
         body: dict[str, Any] = {
             "name": spec.name,
-            "image": image,
-            "gpu": {"id": match.group(2), "count": offer.gpu_count},
+            "gpu": {"id": gpu_type, "count": offer.gpu_count},
             # Sent explicitly: the spec's default (SECURE) is contested elsewhere.
-            "cloud": "COMMUNITY" if match.group(3) else "SECURE",
+            "cloud": "COMMUNITY" if community else "SECURE",
             "dataCenterIds": [offer.region],
-            "ports": ["22/tcp"],  # ssh.direct needs it
-            "env": env,
+            **container,
         }
-        if args is not None:
-            body["args"] = args
-        if spec.disk_gb is not None:
-            body["disk"] = spec.disk_gb
-        if spec.ssh_public_key:
-            env[SSH_KEY_ENV] = spec.ssh_public_key.strip()
-        else:
-            # No key file: let RunPod inject the account's registered keys, if any.
-            body["startSsh"] = True
 
         response = yield self.request("POST", "/v2/pods", json=body, kind="launch",
                                       secrets=secret_values(spec.job) if spec.job else ())
@@ -169,7 +154,9 @@ class RunPodProvider(Provider):
                 launch_id=spec.launch_id, shutdown_at=parse_utc(env.get(SHUTDOWN_AT_ENV)))
 
     def list_instances(self) -> Flow[list[Instance]]:
-        response = yield self.request("GET", "/v2/pods")
+        # With a cluster's member pods, which GET /v2/pods leaves out by
+        # default: they are billed machines, and the reaper ends them.
+        response = yield from self._pods()
         return [self._instance(response, raw) for raw in self._field(response, "pods")]
 
     def get(self, instance_id: str) -> Flow[Instance]:
@@ -178,7 +165,18 @@ class RunPodProvider(Provider):
 
     def delete(self, instance_id: str) -> Flow[None]:
         response = yield self.request("DELETE", wire.pod_path(instance_id), kind="idempotent")
+        self.raise_for_error(response)  # a cluster's node: 409, see wire.ERRORS
+
+    def delete_expired(self, instance: Instance) -> Flow[bool]:
+        """A node of a cluster past its deadline ends the whole cluster: the
+        deadline is the job's, and RunPod deletes no single member pod."""
+        response = yield self.request("DELETE", wire.pod_path(instance.id), kind="idempotent")
+        if response.status_code == 409:
+            cluster_id = yield from self._cluster_of_pod(instance.id, response)
+            yield from self._delete_cluster(cluster_id)
+            return True
         self.raise_for_error(response)
+        return True
 
     def stop(self, instance_id: str) -> Flow[Instance]:
         """Stop a pod: compute is released and no longer billed, its disk is kept."""
@@ -196,11 +194,200 @@ class RunPodProvider(Provider):
                                       json={"name": mark_name(instance.name, shutdown_at)})
         return self._instance(response, self._object(response))
 
+    # -- jobs: one pod, or an Instant Cluster for several nodes -----------------------
+
+    def submit_job(self, spec: InstanceSpec) -> Flow[Job]:
+        if spec.job is None or spec.job.nodes <= 1:
+            instance = yield from self.create(spec)
+            return job_of(instance)
+        return (yield from self._create_cluster(spec))
+
+    def get_job(self, job_id: str) -> Flow[Job]:
+        """A pod's job, else the cluster's (a multi-node job's id is its cluster's;
+        a member pod's id leads to its cluster too)."""
+        response = yield self.request("GET", wire.pod_path(job_id))
+        if response.status_code == 404:
+            return (yield from self._cluster_job(job_id))
+        raw = self._object(response)
+        cluster_id = clusters.cluster_of(raw)
+        if cluster_id is not None:
+            return (yield from self._cluster_job(cluster_id))
+        return job_of(self._instance(response, raw))
+
+    def list_jobs(self) -> Flow[list[Job]]:
+        response = yield from self._pods()
+        jobs: list[Job] = []
+        members: dict[str, list[Instance]] = {}
+        for raw in sorted(self._field(response, "pods"), key=clusters.rank_of):
+            instance = self._instance(response, raw)
+            cluster_id = clusters.cluster_of(raw)
+            if cluster_id is not None:
+                members.setdefault(cluster_id, []).append(instance)
+            elif (instance.launch_id or "").startswith(JOB_PREFIX):
+                jobs.append(job_of(instance))
+        ours = {k: v for k, v in members.items()
+                if any((m.launch_id or "").startswith(JOB_PREFIX) for m in v)}
+        if not ours:
+            return jobs
+        listed = yield self.request("GET", "/v2/clusters")
+        found = {c["id"]: c for c in self._field(listed, "clusters")
+                 if isinstance(c, dict) and wire.text(c.get("id"))}
+        for cluster_id, nodes in ours.items():
+            raw = found.get(cluster_id, {})  # a cluster just deleted: its pods say enough
+            jobs.append(clusters.job_of_cluster(
+                self.name, cluster_id, wire.text(raw.get("name")),
+                clusters.node_count(raw) or len(nodes), nodes, clusters.summary(raw),
+                parse_utc(raw.get("createdAt"))))
+        return jobs
+
+    def cancel_job(self, job_id: str) -> Flow[None]:
+        """Delete the pod, else the cluster with every node (a member pod's id
+        cancels its whole cluster: RunPod deletes no single member)."""
+        response = yield self.request("DELETE", wire.pod_path(job_id), kind="idempotent")
+        if response.status_code == 404:
+            yield from self._delete_cluster(job_id)
+            return
+        if response.status_code == 409:
+            cluster_id = yield from self._cluster_of_pod(job_id, response)
+            yield from self._delete_cluster(cluster_id)
+            return
+        self.raise_for_error(response)
+
+    # -- network volumes ---------------------------------------------------------------
+
+    def list_volumes(self) -> Flow[list[Volume]]:
+        response = yield self.request("GET", "/v2/network-volumes")
+        listed = self._field(response, "networkVolumes")
+        # The volume says nothing of its pods; the pods name their volume.
+        pods = yield from self._pods()
+        attached = volumes.attachments(self._field(pods, "pods"))
+        return [self._volume(response, raw, attached) for raw in listed]
+
+    def create_volume(self, spec: VolumeSpec) -> Flow[Volume]:
+        body = {"name": spec.name, "size": volumes.checked_size(spec.size_gb),
+                "dataCenter": spec.region}
+        response = yield self.request("POST", "/v2/network-volumes", json=body, kind="launch")
+        return self._volume(response, self._object(response), {})
+
+    def delete_volume(self, volume_id: str) -> Flow[None]:
+        response = yield self.request("DELETE", volumes.volume_path(volume_id),
+                                      kind="idempotent")
+        self.raise_for_error(response)
+
     def verify(self) -> Flow[None]:
         response = yield self.request("GET", "/v2/pods")
         self._field(response, "pods")
 
     # -- helpers -------------------------------------------------------------------
+
+    def _type_of(self, offer: Offer) -> tuple[str, bool]:
+        """(GPU type id, community cloud) of an offer's instance type."""
+        match = wire.TYPE_NAME.fullmatch(offer.instance_type)
+        if match is None or int(match.group(1)) != offer.gpu_count:
+            raise SpecError(f"not a RunPod instance type: {offer.instance_type!r}",
+                            hint="RunPod types are named '<count>x <GPU type id>', "
+                                 "see `gpucloud offers --provider runpod`")
+        return match.group(2), bool(match.group(3))
+
+    def _container(self, spec: InstanceSpec, end: EndAction, prelude: str = "") -> dict[str, Any]:
+        """What a pod create and a cluster create share: image, env, args,
+        ports, disk, mounts, SSH. ``prelude`` runs before the job's wrapper."""
+        image = spec.job.image if spec.job else spec.image or self.catalog.default_image
+        if not image:
+            raise SpecError("RunPod pods need a container image",
+                            hint=f"pass {option('image', '--image')}")
+        env: dict[str, str] = {}
+        container: dict[str, Any] = {"image": image, "ports": ["22/tcp"],  # ssh.direct needs it
+                                     "env": env}
+        if spec.job is not None:
+            # The job's command runs wrapped (the script travels in env, args
+            # only evaluates it): when it ends, ``end`` runs (a pod stops
+            # itself), or RunPod would restart the exited container in a loop.
+            env.update(container_env(spec.job))
+            shebang, rest = container_script(spec.job, end, self.name).split("\n", 1)
+            env[JOB_SCRIPT_ENV] = f"{shebang}\n{prelude}{rest}"
+            container["args"] = JOB_ARGS
+            mounts = volumes.mounts(spec.job.volumes, spec.job.name)
+            if mounts is not None:
+                container["mounts"] = mounts
+        env[LAUNCH_ID_ENV] = spec.launch_id
+        if spec.batch:
+            env[batch_mark.ENV] = spec.batch
+        if spec.shutdown_at is not None:
+            env[SHUTDOWN_AT_ENV] = format_utc(spec.shutdown_at)
+        if spec.disk_gb is not None:
+            container["disk"] = spec.disk_gb
+        if spec.ssh_public_key:
+            env[SSH_KEY_ENV] = spec.ssh_public_key.strip()
+        else:
+            # No key file: let RunPod inject the account's registered keys, if any.
+            container["startSsh"] = True
+        return container
+
+    def _create_cluster(self, spec: InstanceSpec) -> Flow[Job]:
+        """A multi-node job as one Instant Cluster: spec.job.nodes pods of the
+        offer's GPU type and count, in the offer's data center. No deadline
+        field exists for clusters: the deadline travels in env as for a pod,
+        and the reaper deletes the cluster when it passes."""
+        job, offer = spec.job, spec.offer
+        assert job is not None
+        gpu_type, community = self._type_of(offer)
+        if community:
+            raise SpecError(
+                f"{offer.instance_type!r} is a community-cloud type; a RunPod Instant "
+                "Cluster has no cloud choice (createCluster takes none)",
+                hint="pick the same GPU without ' (community)' for a multi-node job")
+        prelude = clusters.rendezvous_shell(job.nodes, offer.gpu_count)
+        body = clusters.create_body(spec.name, gpu_type, offer.gpu_count, job.nodes,
+                                    offer.region, self._container(spec, CLUSTER_HOLD, prelude))
+        response = yield self.request("POST", "/v2/clusters", json=body, kind="launch",
+                                      secrets=secret_values(job))
+        raw = self._object(response)
+        cluster_id = wire.text(raw.get("id"))
+        if cluster_id is None:
+            raise self.invalid(response, "no cluster id in the create response")
+        return Job(provider=self.name, id=cluster_id, name=wire.text(raw.get("name")) or spec.name,
+                   status=JobStatus.QUEUED, provider_status=clusters.summary(raw),
+                   launch_id=spec.launch_id, nodes=job.nodes,
+                   created_at=parse_utc(raw.get("createdAt")), shutdown_at=spec.shutdown_at)
+
+    def _cluster_job(self, cluster_id: str) -> Flow[Job]:
+        response = yield self.request("GET", clusters.cluster_path(cluster_id))
+        raw = self._object(response)
+        pods = yield self.request("GET", clusters.cluster_path(cluster_id) + "/pods")
+        members = [self._instance(pods, m)
+                   for m in sorted(self._field(pods, "pods"), key=clusters.rank_of)]
+        return clusters.job_of_cluster(
+            self.name, cluster_id, wire.text(raw.get("name")),
+            clusters.node_count(raw) or len(members), members, clusters.summary(raw),
+            parse_utc(raw.get("createdAt")))
+
+    def _cluster_of_pod(self, pod_id: str, conflict: httpx.Response) -> Flow[str]:
+        """The cluster of a pod the pod endpoints refused to change (409)."""
+        response = yield self.request("GET", wire.pod_path(pod_id))
+        cluster_id = clusters.cluster_of(self._object(response))
+        if cluster_id is None:
+            raise self.map_error(conflict)
+        return cluster_id
+
+    def _delete_cluster(self, cluster_id: str) -> Flow[None]:
+        """deleteCluster: "terminates all of its member pods"."""
+        response = yield self.request("DELETE", clusters.cluster_path(cluster_id),
+                                      kind="idempotent")
+        self.raise_for_error(response)
+
+    def _pods(self) -> Flow[httpx.Response]:
+        response: httpx.Response = yield self.request(
+            "GET", "/v2/pods", params={"includeClusterPods": "true"})
+        return response
+
+    def _volume(self, response: httpx.Response, raw: Any,
+                attached: dict[str, list[str]]) -> Volume:
+        try:
+            ident = raw.get("id") if isinstance(raw, dict) else None
+            return volumes.volume_of(self.name, raw, attached.get(ident, ()) if ident else ())
+        except ValueError as exc:  # pydantic's ValidationError included
+            raise self.invalid(response, f"network volume: {exc}") from exc
 
     def _action(self, instance_id: str, action: str, done: set[str]) -> Flow[Instance]:
         # Repeating stop or start has the same effect (or a 409): idempotent.
@@ -305,7 +492,8 @@ class RunPodProvider(Provider):
                 gpu_count=count if wire.is_int(count) else None, instance_type=itype,
                 region=wire.text(raw.get("dataCenterId")),
                 price_per_hour=wire.money(cost) if wire.is_number(cost) else None,
-                ip=wire.ip_of(raw), created_at=parse_utc(raw.get("createdAt")),
+                ip=wire.ip_of(raw), private_ip=wire.cluster_ip(raw),
+                created_at=parse_utc(raw.get("createdAt")),
                 connection=wire.connection_of(raw),
                 shutdown_at=latest(parse_utc(env.get(SHUTDOWN_AT_ENV)), extended),
                 launch_id=wire.text(env.get(LAUNCH_ID_ENV)),
