@@ -125,10 +125,11 @@ def secret_values(job: JobRun) -> list[str]:
 
 
 def vm_script(job: JobRun, end: EndAction = POWER_OFF,
-              mounts: Sequence[tuple[str, str]] = ()) -> str:
+              mounts: Sequence[tuple[str, str]] = (), setup: Sequence[str] = ()) -> str:
     """A VM's start-up script: the job's container with all GPUs, then ``end``.
     ``mounts``: (host path, container path) pairs bound into the container, for
-    network volumes the cloud mounts on the host itself."""
+    network volumes mounted on the host; ``setup``: shell lines run first (where
+    the host must mount them itself)."""
     checked_env(job)
     env = job_env(job)
     exports = [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
@@ -136,6 +137,7 @@ def vm_script(job: JobRun, end: EndAction = POWER_OFF,
     # that no value shows in the process list.
     exports += [f"export {k}={shlex.quote(v.get_secret_value())}"
                 for k, v in job.secret_env.items()]
+    exports += setup
     argv = ["docker", "run", "--rm", "--name", CONTAINER_NAME, "--gpus", "all"]
     for name in [*env, *job.secret_env]:
         argv += ["-e", name]

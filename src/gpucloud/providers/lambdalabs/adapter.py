@@ -280,14 +280,16 @@ class LambdaProvider(Provider):
         if not isinstance(raw, dict) or not wire.text(raw.get("id")) \
                 or not wire.text(raw.get("name")):
             raise self.invalid(response, "a filesystem without id or name")
-        region = raw.get("region") if isinstance(raw.get("region"), dict) else {}
+        found = raw.get("region")
+        region: dict[str, Any] = found if isinstance(found, dict) else {}
         used = raw.get("bytes_used")
+        used = used if isinstance(used, int) and not isinstance(used, bool) and used > 0 else 0
         in_use = raw.get("is_in_use")
         try:
             return Volume(
                 provider=self.name, id=raw["id"], name=raw["name"],
                 # Billed per GiB used; -(-a // b): rounded up, so a byte is a GiB.
-                size_gb=-(-used // wire.GIB) if wire.is_int(used) and used > 0 else 0,
+                size_gb=-(-used // wire.GIB),
                 region=wire.text(region.get("name")),
                 status=("in use" if in_use else "not in use") if isinstance(in_use, bool)
                 else None,

@@ -247,10 +247,13 @@ class ShadeformProvider(Provider):
             raise self.invalid(response, "a volume without id")
         cloud, region = wire.text(raw.get("cloud")), wire.text(raw.get("region"))
         mounted_by = wire.text(raw.get("mounted_by"))
+        size = raw.get("size_in_gb")
+        if not isinstance(size, int) or isinstance(size, bool):
+            raise self.invalid(response, f"volume {raw['id']!r}: size_in_gb is not an integer")
         try:
             return Volume(
                 provider=self.name, id=raw["id"], name=wire.text(raw.get("name")) or "",
-                size_gb=raw.get("size_in_gb"), region=region,
+                size_gb=size, region=region,
                 price_per_gb_month=prices.get((cloud or "", region or "")),
                 attached_to=(mounted_by,) if mounted_by else ())
         except (TypeError, ValueError) as exc:  # pydantic's ValidationError included
