@@ -10,7 +10,9 @@ import json
 import httpx
 import pytest
 
-from gpucloud.errors import ConflictError, NotFoundError, SpecError, exit_code_for
+from gpucloud.errors import (
+    BadRequestError, ConflictError, NotFoundError, SpecError, exit_code_for,
+)
 from gpucloud.models import VolumeMount, VolumeSpec
 from gpucloud.providers.lambdalabs.adapter import LambdaProvider
 from tests.adapters._job_support import make_job
@@ -101,13 +103,15 @@ def test_deleting_a_mounted_filesystem_is_a_conflict_with_a_hint(api, run, provi
     with pytest.raises(ConflictError) as caught:
         run(provider.delete_volume(FS_ID))
     assert "terminate the machines" in (caught.value.hint or "")
+    assert exit_code_for(caught.value) == 10
 
 
 def test_deleting_an_unknown_filesystem_is_not_found(api, run, provider):
     api.on("DELETE", f"/api/v1/filesystems/{FS_ID}",
            reply(404, body("error_filesystem_not_found_404")))
-    with pytest.raises(NotFoundError, match="Filesystem was not found"):
+    with pytest.raises(NotFoundError, match="Filesystem was not found") as caught:
         run(provider.delete_volume(FS_ID))
+    assert exit_code_for(caught.value) == 5
 
 
 def _job_with_volumes():
@@ -132,6 +136,17 @@ def test_a_job_without_volumes_names_no_filesystem(api, run, provider):
     run(provider.create(make_spec(job=make_job())))
     sent = launch_body(launch.calls.last.request)
     assert "file_system_names" not in sent and "/lambda/nfs" not in sent["user_data"]
+
+
+def test_a_filesystem_of_another_region_refuses_the_launch_as_bad_input(api, run, provider):
+    # The code of ApiErrorFileSystemInWrongRegion; the spec gives no message: CONSTRUCTED.
+    launch_routes(api, reply(400, {"error": {
+        "code": "instance-operations/launch/file-system-in-wrong-region",
+        "message": "Filesystem is in a different region."}}))
+    with pytest.raises(BadRequestError) as caught:
+        run(provider.create(make_spec(job=_job_with_volumes())))
+    assert exit_code_for(caught.value) == 2
+    assert "its own region" in (caught.value.hint or "")
 
 
 def test_a_volume_name_that_is_no_filesystem_name_is_refused_before_launch(
