@@ -16,8 +16,8 @@ import pytest
 from gpucloud.providers._jobscript import compressed
 from gpucloud.providers.vastai._guard import ONSTART_MAX, guard_script
 from gpucloud.providers.vastai._job import RUNNER_PATH, job_onstart
-from gpucloud.errors import SpecError
-from gpucloud.models import JobStatus
+from gpucloud.errors import SpecError, exit_code_for
+from gpucloud.models import JobStatus, VolumeMount
 from tests.adapters._job_support import (
     DEADLINE,
     SECRET,
@@ -98,3 +98,14 @@ def test_job_status_from_the_instance(api, run, provider, actual, job):
         NEW, actual_status=actual, intended_status="running", label="gpucloud:gj-1 train")))
     found = run(provider.get_job(NEW))
     assert found.status is job and found.launch_id == "gj-1"
+
+
+def test_a_job_with_volumes_is_refused_before_any_request(api, run, provider):
+    # Vast's volumes live on one host machine: nothing a job on any offer could mount.
+    put, _ = create_routes(api)
+    job = make_job(volumes=(VolumeMount(name="data", mount="/data", volume_id="42"),))
+    with pytest.raises(SpecError, match="vastai has no network volumes") as caught:
+        run(provider.create(make_spec(job=job)))
+    assert exit_code_for(caught.value) == 2
+    assert put.call_count == 0
+    assert provider.capabilities.volumes is False

@@ -42,6 +42,7 @@ import base64
 import gzip
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpucloud.errors import SpecError
@@ -123,8 +124,12 @@ def secret_values(job: JobRun) -> list[str]:
     return [v.get_secret_value() for v in job.secret_env.values() if v.get_secret_value()]
 
 
-def vm_script(job: JobRun, end: EndAction = POWER_OFF) -> str:
-    """A VM's start-up script: the job's container with all GPUs, then ``end``."""
+def vm_script(job: JobRun, end: EndAction = POWER_OFF,
+              mounts: Sequence[tuple[str, str]] = (), setup: Sequence[str] = ()) -> str:
+    """A VM's start-up script: the job's container with all GPUs, then ``end``.
+    ``mounts``: (host path, container path) pairs bound into the container, for
+    network volumes mounted on the host; ``setup``: shell lines run first (where
+    the host must mount them itself)."""
     checked_env(job)
     env = job_env(job)
     exports = [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
@@ -132,11 +137,14 @@ def vm_script(job: JobRun, end: EndAction = POWER_OFF) -> str:
     # that no value shows in the process list.
     exports += [f"export {k}={shlex.quote(v.get_secret_value())}"
                 for k, v in job.secret_env.items()]
+    exports += setup
     argv = ["docker", "run", "--rm", "--name", CONTAINER_NAME, "--gpus", "all"]
     for name in [*env, *job.secret_env]:
         argv += ["-e", name]
     if job.checkpoint_dir:
         argv += ["-v", f"{job.checkpoint_dir}:{job.checkpoint_dir}"]
+    for host, inside in mounts:
+        argv += ["-v", f"{host}:{inside}"]
     if job.command:
         argv += ["--entrypoint", job.command[0], job.image, *job.command[1:], *job.args]
     else:

@@ -52,6 +52,13 @@ ERRORS = (
     ErrorRule(code="global/quota-exceeded", error=QuotaExceededError),
     ErrorRule(code="global/invalid-parameters", error=BadRequestError),
     ErrorRule(code="global/duplicate", error=ConflictError),
+    # DELETE /api/v1/filesystems/{id} of a filesystem a machine still mounts.
+    ErrorRule(code="filesystems/filesystem-in-use", error=ConflictError,
+              hint="terminate the machines that mount it (`gpucloud list`), then delete it"),
+    # A launch naming a filesystem of another region.
+    ErrorRule(code="instance-operations/launch/file-system-in-wrong-region",
+              error=BadRequestError,
+              hint="a filesystem mounts only on machines of its own region"),
     ErrorRule(code="global/internal-error", error=InternalServerError),
 )
 
@@ -83,6 +90,16 @@ def image_spec(image: str) -> dict[str, str]:
     if IMAGE_ID.fullmatch(image.strip()):
         return {"id": image.strip()}
     return {"family": image.strip()}
+
+
+# FilesystemCreateRequest.name: 1-60 characters, a letter first, then letters,
+# digits and '-'.
+FILESYSTEM_NAME = re.compile(r"[a-zA-Z]+[0-9a-zA-Z-]*")
+FILESYSTEM_NAME_MAX = 60
+# Lambda mounts a filesystem named in a launch's file_system_names at its
+# default mount point, /lambda/nfs/<name> (the Filesystem schema's mount_point).
+NFS_ROOT = "/lambda/nfs"
+GIB = 1024 ** 3  # Lambda bills filesystems per GiB used (docs.lambda.ai/public-cloud/billing)
 
 
 def text(value: Any) -> str | None:

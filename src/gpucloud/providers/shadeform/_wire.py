@@ -91,6 +91,18 @@ def text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def per_gb_month(price_per_gb_per_hour: Any, hours_per_month: Decimal) -> Decimal | None:
+    """VolumeTypes' price_per_gb_per_hour (a decimal string of USD) as USD per
+    GB-month; None when it is not a price."""
+    if not isinstance(price_per_gb_per_hour, str):
+        return None
+    try:
+        rate = Decimal(price_per_gb_per_hour)
+    except ArithmeticError:
+        return None
+    return rate * hours_per_month if rate.is_finite() and rate >= 0 else None
+
+
 def cents(value: Any) -> Decimal:
     """hourly_price: an integer of US cents per hour, for the whole machine."""
     if not is_int(value):

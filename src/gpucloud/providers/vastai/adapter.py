@@ -151,6 +151,13 @@ class VastProvider(Provider):
             raise SpecError(f"not a Vast ask id: {offer.offer_id!r}")
         if not spec.launch_id or any(c.isspace() for c in spec.launch_id):
             raise SpecError(f"invalid launch id {spec.launch_id!r}")
+        if spec.job is not None and spec.job.volumes:
+            # A Vast volume lives on one host machine (the API's Volume has a
+            # machine_id; volume_info links one volume, on that host, per rental):
+            # no network volume a job on any offer could mount.
+            raise SpecError(f"job {spec.job.name!r}: vastai has no network volumes to mount",
+                            hint="drop `volumes` from the job file, or pick a provider "
+                                 "with volumes (`gpucloud providers`)")
         image = spec.job.image if spec.job else spec.image or self.catalog.default_image
         if not image:
             raise SpecError("Vast needs a container image",

@@ -12,6 +12,7 @@ machine would idle until the reaper ends it at its deadline.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gpucloud.providers._jobscript import POWER_OFF, secret_values, vm_script
@@ -24,11 +25,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("gpucloud.verda")
 
 
-def create_script(provider: Provider, launch_id: str, job: JobRun) -> Flow[str]:
-    """POST /scripts {"name", "script"}: the new script's id (plain text)."""
+def create_script(provider: Provider, launch_id: str, job: JobRun,
+                  mounts: Sequence[tuple[str, str]] = (),
+                  setup: Sequence[str] = ()) -> Flow[str]:
+    """POST /scripts {"name", "script"}: the new script's id (plain text).
+    ``mounts``/``setup``: the job's volumes (see _volumes.py)."""
     response = yield provider.request(
         "POST", "/scripts", kind="unsafe", secrets=secret_values(job),
-        json={"name": f"gpucloud-job-{launch_id}", "script": vm_script(job, POWER_OFF)})
+        json={"name": f"gpucloud-job-{launch_id}",
+              "script": vm_script(job, POWER_OFF, mounts, setup)})
     provider.raise_for_error(response)
     script_id = wire.plain_id(response)
     if script_id is None:

@@ -28,6 +28,11 @@ What shapes this adapter:
   VM cannot be logged in to, so gpucloud requires one (needs_ssh_key).
 * Terminate is ``PUT /instances {"action": "delete"}``. Shutdown/start exist
   as actions but the Provider protocol has no stop/start yet: stop_start=False.
+* Volumes are Verda's shared filesystems (_volumes.py): listed, created
+  (type NVMe_Shared) and deleted for good (``is_permanent``: one in the
+  trash is kept, and gpucloud could no longer see it). A job's volumes are
+  attached at launch (``existing_volumes``) and mounted by its start-up
+  script.
 * No rate limits are documented.
 """
 
@@ -46,10 +51,12 @@ from gpucloud.errors import (
     ConfigurationError, CredentialsError, SpecError, option,
 )
 from gpucloud.catalog.gpus import gpu_info, normalize_gpu
-from gpucloud.models import Instance, InstanceSpec, InstanceStatus, Offer
+from gpucloud.models import (
+    Instance, InstanceSpec, InstanceStatus, JobRun, Offer, Volume, VolumeSpec,
+)
 from gpucloud.transport.tokens import RefreshingTokenAuth
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider, _user_agent
-from gpucloud.providers.verda import _deadline, _startup
+from gpucloud.providers.verda import _deadline, _startup, _volumes
 from gpucloud.providers.verda import _wire as wire
 from gpucloud.providers._name_marker import latest
 
@@ -67,7 +74,8 @@ class VerdaProvider(Provider):
     create_reads_back = True  # a GET by the replied id, see create()
     id_format = wire.UUID  # the form instance_id() reads replies with
     capabilities = Capabilities(spot=True, stop_start=False, custom_disk=True,
-                                needs_ssh_key=True, native_shutdown=False)
+                                needs_ssh_key=True, native_shutdown=False,
+                                volumes=True)
     # None documented (the official Go SDK, verdacloud-sdk-go, retries
     # 408/429/5xx): only 429s pace it.
     rate_limits = {}
@@ -180,10 +188,12 @@ class VerdaProvider(Provider):
         host = wire.hostname(spec.name, spec.launch_id)
         if spec.job is None:
             return (yield from self._launch(spec, key_id, host, None))
+        mounts, setup = yield from self._job_volumes(spec.job)
         # The job's runner is an account-level start-up script: created for this
         # launch and deleted once the launch is answered, whatever the answer
         # (it holds the job's secrets).
-        script_id = yield from _startup.create_script(self, spec.launch_id, spec.job)
+        script_id = yield from _startup.create_script(self, spec.launch_id, spec.job,
+                                                      mounts, setup)
         try:
             instance = yield from self._launch(spec, key_id, host, script_id)
         except GeneratorExit:
@@ -208,7 +218,9 @@ class VerdaProvider(Provider):
             "location_code": offer.region,
             "os_volume": {"name": f"{host}-os", "size": spec.disk_gb} if spec.disk_gb else None,
             "volumes": [],
-            "existing_volumes": [],
+            # A job's volumes, attached at launch (its start-up script mounts them).
+            "existing_volumes": [v.volume_id for v in spec.job.volumes if v.volume_id]
+            if spec.job is not None else [],
             "is_spot": offer.spot,
             "coupon": None,
         }
@@ -256,6 +268,71 @@ class VerdaProvider(Provider):
         # Getting a token proves the client pair; a cheap read proves it is usable.
         response = yield self.request("GET", "/locations")
         self._body(response, list)
+
+    # -- volumes -------------------------------------------------------------------
+
+    def list_volumes(self) -> Flow[list[Volume]]:
+        response = yield self.request("GET", "/volumes")
+        listed = self._body(response, list)
+        prices = yield from self._volume_type_prices()
+        return [self._volume(response, raw, prices) for raw in listed
+                if not (isinstance(raw, dict) and raw.get("is_os_volume") is True)]
+
+    def create_volume(self, spec: VolumeSpec) -> Flow[Volume]:
+        # The body sdk-python's volumes.create() sends, field for field.
+        response = yield self.request("POST", "/volumes", kind="unsafe", json={
+            "type": _volumes.SHARED, "name": spec.name, "size": spec.size_gb,
+            "instance_id": None, "location_code": spec.region})
+        self.raise_for_error(response)
+        volume_id = wire.plain_id(response)
+        if volume_id is None:
+            raise self.invalid(response, "no volume id in the reply")
+        response = yield self.request("GET", f"/volumes/{quote(volume_id, safe='')}")
+        raw = self._body(response, dict)
+        prices = yield from self._volume_type_prices()
+        return self._volume(response, raw, prices)
+
+    def delete_volume(self, volume_id: str) -> Flow[None]:
+        # is_permanent: a volume in Verda's trash is out of gpucloud's sight.
+        response = yield self.request("DELETE", f"/volumes/{quote(volume_id, safe='')}",
+                                      json={"is_permanent": True}, kind="idempotent")
+        self.raise_for_error(response)
+
+    def _volume_type_prices(self) -> Flow[dict[str, Any]]:
+        response = yield self.request("GET", "/volume-types")
+        return _volumes.type_prices(self._body(response, list))
+
+    def _volume(self, response: httpx.Response, raw: Any, prices: dict[str, Any]) -> Volume:
+        if not isinstance(raw, dict) or not wire.text(raw.get("id")):
+            raise self.invalid(response, "a volume without an id")
+        size = wire.integer(raw.get("size"))
+        if size is None:
+            raise self.invalid(response, f"volume {raw['id']!r}: size is not an integer")
+        try:
+            return Volume(
+                provider=self.name, id=raw["id"], name=wire.text(raw.get("name")) or "",
+                size_gb=size, region=wire.text(raw.get("location")),
+                price_per_gb_month=_volumes.price_per_gb_month(raw, prices),
+                status=wire.text(raw.get("status")), attached_to=_volumes.attached_ids(raw),
+                created_at=wire.parse_utc(raw.get("created_at")))
+        except (TypeError, ValueError) as exc:  # pydantic's ValidationError included
+            raise self.invalid(response, f"volume {raw['id']!r}: {exc}") from exc
+
+    def _job_volumes(self, job: JobRun) -> Flow[tuple[list[tuple[str, str]], list[str]]]:
+        """(host directory, container path) binds and the setup shell mounting
+        each of the job's volumes; each is read for its type and NFS source."""
+        mounts: list[tuple[str, str]] = []
+        setup: list[str] = []
+        for volume in job.volumes:
+            if not volume.volume_id:
+                raise SpecError(f"job {job.name!r}: volume {volume.name!r} has no verda id yet",
+                                hint="create it first (`gpucloud volumes create`)")
+            response = yield self.request("GET",
+                                          f"/volumes/{quote(volume.volume_id, safe='')}")
+            host, lines = _volumes.nfs_mount(self._body(response, dict), volume.name)
+            mounts.append((host, volume.mount))
+            setup += lines
+        return mounts, setup
 
     # -- helpers -------------------------------------------------------------------
 
