@@ -387,3 +387,38 @@ def test_nccl_tests_built_without_mpi_is_told():
     report = nccl_check.run(two_nodes(), lambda i: head if i.id == "n0" else FakeNode(),
                             job="lambda/j-1", node_env=node_env)
     assert "built without MPI" in check(report, "nccl").detail
+
+
+# --- the torch fallback's own script, run under a stand-in for PyTorch -------------------
+
+FAKE_TORCH = Path(__file__).resolve().parent / "_fake_torch"
+
+
+def run_torch_script(world: int, **env: str):
+    import os
+    import subprocess
+    import sys
+
+    environ = {**os.environ, "PYTHONPATH": str(FAKE_TORCH), "RANK": "0", "LOCAL_RANK": "0",
+               "WORLD_SIZE": str(world), **env}
+    return subprocess.run([sys.executable, "-c", nccl.TORCH_SCRIPT, "8", str(1 << 20)],
+                          capture_output=True, text=True, env=environ, timeout=60, check=False)
+
+
+def test_the_torch_script_prints_nccl_tests_rows_with_all_reduce_busbw():
+    done = run_torch_script(4)
+    assert done.returncode == 0, done.stderr
+    parsed = nccl.parse_allreduce(done.stdout)
+    assert parsed.ranks == 4 and [r.size for r in parsed.rows] == [8 << i for i in range(18)]
+    assert parsed.wrong == 0 and parsed.avg_busbw is not None
+    for row in parsed.rows:
+        # busbw = algbw x 2(n-1)/n = 1.5 x algbw for 4 ranks (both printed to 0.01)
+        assert row.in_place.busbw == pytest.approx(row.in_place.algbw * 1.5, abs=0.02)
+        assert row.count == row.size // 4 and row.out_of_place is None
+
+
+def test_the_torch_script_counts_wrong_elements_when_the_sum_is_off():
+    done = run_torch_script(4, FAKE_TORCH_LOSSY="1")
+    parsed = nccl.parse_allreduce(done.stdout)
+    assert parsed.wrong > 0
+    assert nccl_check.verdict(parsed, nccl_check.Expected(1.0, "x")).status == "fail"
