@@ -422,3 +422,23 @@ def test_the_torch_script_counts_wrong_elements_when_the_sum_is_off():
     parsed = nccl.parse_allreduce(done.stdout)
     assert parsed.wrong > 0
     assert nccl_check.verdict(parsed, nccl_check.Expected(1.0, "x")).status == "fail"
+
+
+def test_a_benchmark_cut_off_by_the_timeout_is_reported_not_raised():
+    from gpucloud.errors import WaitTimeoutError
+
+    class Hangs(FakeNode):
+        def __call__(self, command, timeout):
+            if "torch.distributed.run" in command:
+                assert timeout == nccl_check.BENCH_TIMEOUT
+                self.ran.append(command)
+                raise WaitTimeoutError(f"the command ran past {timeout:g} s")
+            return super().__call__(command, timeout)
+
+    nodes = [Hangs(probe="probe_bare.txt"), Hangs(probe="probe_bare.txt")]
+    report = nccl_check.run(two_nodes(), lambda i: nodes[0] if i.id == "n0" else nodes[1],
+                            job="lambda/j-1", node_env=node_env)
+    failed = check(report, "nccl")
+    assert failed.status == "fail" and "ran past 1200 s" in failed.detail
+    command, = benchmarks(nodes[1])
+    assert "--rdzv_conf=timeout=300 " in command

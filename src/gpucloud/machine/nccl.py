@@ -99,6 +99,9 @@ dist.destroy_process_group()
 """
 
 
+RENDEZVOUS_TIMEOUT = 300  # seconds
+
+
 def _env_prefix(env: Mapping[str, str]) -> str:
     return "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " "
 
@@ -124,8 +127,11 @@ def torch_command(gpus: int, env: Mapping[str, str] | None = None) -> str:
     env = dict(env or {})
     nodes = ""
     if env:
+        # The static rendezvous waits 600 s for the other nodes by default: a
+        # node that cannot reach node 0 says so after RENDEZVOUS_TIMEOUT instead.
         nodes = (f"--nnodes={env['NNODES']} --node_rank={env['NODE_RANK']} "
-                 f"--master_addr={env['MASTER_ADDR']} --master_port={env['MASTER_PORT']} ")
+                 f"--master_addr={env['MASTER_ADDR']} --master_port={env['MASTER_PORT']} "
+                 f"--rdzv_conf=timeout={RENDEZVOUS_TIMEOUT} ")
     return (f"{_env_prefix({'NCCL_DEBUG': 'INFO', **env})}python3 -m torch.distributed.run "
             f"--nproc_per_node={gpus} {nodes}--no-python python3 -c "
             f"{shlex.quote(TORCH_SCRIPT)} {MIN_BYTES} {MAX_BYTES}")

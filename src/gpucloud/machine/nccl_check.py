@@ -279,6 +279,22 @@ def _rows(parsed: nccl.AllReduce) -> list[dict[str, Any]]:
             for r in parsed.rows]
 
 
+BENCH_TIMEOUT = 1200.0  # seconds: a 1 GiB sweep over slow TCP takes minutes
+
+
+def bench(execute: Executor, command: str) -> ExecResult:
+    """The benchmark through `execute`; a run cut off at BENCH_TIMEOUT is a failed
+    run (exit 124, as timeout(1) says it) to report, not an error that loses
+    the other checks."""
+    from gpucloud.errors import WaitTimeoutError
+    from gpucloud.models import ExecResult
+
+    try:
+        return execute(command, BENCH_TIMEOUT)
+    except WaitTimeoutError as exc:
+        return ExecResult(command=command, exit_code=124, stderr=f"{exc}\n")
+
+
 def verdict(parsed: nccl.AllReduce, expected: Expected) -> Check:
     peak = parsed.peak_busbw or 0.0
     ratio = peak / expected.busbw if expected.busbw else 0.0
@@ -359,11 +375,11 @@ def run(instances: Sequence[Instance], execute_on: Callable[[Instance], Executor
     outputs: list[ExecResult | None]
     if not multi and binary:
         tool, command = "nccl-tests", nccl.nccl_tests_command(binary, per_node)
-        outputs = [executors[0](command, 1200)]
+        outputs = [bench(executors[0], command)]
     elif multi and binary and "mpirun" in head.tools and all(n.address for n in nodes):
         tool = "nccl-tests"
         command = nccl.mpirun_command(binary, [n.address or "" for n in nodes], per_node)
-        outputs = [executors[0](command, 1200)] + [None] * (len(nodes) - 1)
+        outputs = [bench(executors[0], command)] + [None] * (len(nodes) - 1)
     elif all("python3" in p.tools for p in probes) and (not multi or all(n.address
                                                                          for n in nodes)):
         tool = "torch"
@@ -373,7 +389,7 @@ def run(instances: Sequence[Instance], execute_on: Callable[[Instance], Executor
         command = commands[0]
         # every node blocks until all have joined the rendezvous: run them at once
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-            outputs = list(pool.map(lambda ec: ec[0](ec[1], 1200), zip(executors, commands)))
+            outputs = list(pool.map(lambda ec: bench(*ec), zip(executors, commands)))
     else:
         missing = "no node address to rendezvous at" if multi and not all(
             n.address for n in nodes) else "neither nccl-tests (all_reduce_perf) nor python3"
