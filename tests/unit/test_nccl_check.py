@@ -442,3 +442,11 @@ def test_a_benchmark_cut_off_by_the_timeout_is_reported_not_raised():
     assert failed.status == "fail" and "ran past 1200 s" in failed.detail
     command, = benchmarks(nodes[1])
     assert "--rdzv_conf=timeout=300 " in command
+
+
+def test_without_ibstat_the_rate_comes_from_ibv_devinfo_width_times_lane_speed():
+    found = probe("probe_roce_ibv_devinfo.txt")
+    assert [(p.device, p.state, p.rate_gbps, p.link_layer) for p in found.ib_ports] == [
+        ("mlx5_0", "Active", 200.0, "Ethernet"), ("mlx5_1", "PORT_DOWN", 200.0, "Ethernet")]
+    gbps, basis = nccl_check.node_network(found)
+    assert gbps == 25.0 and basis.startswith("1 active Ethernet port(s), 200 Gb/s")

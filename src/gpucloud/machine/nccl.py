@@ -38,6 +38,9 @@ echo '### {NCCL_MARKER} infiniband'
 ls /sys/class/infiniband 2>/dev/null || true
 echo '### {NCCL_MARKER} ibstat'
 ibstat 2>/dev/null || true
+echo '### {NCCL_MARKER} ibv_devinfo'
+ibv_devinfo -v 2>/dev/null \\
+  | grep -E 'hca_id:|port:|state:|active_width:|active_speed:|link_layer:' || true
 echo '### {NCCL_MARKER} net'
 for d in /sys/class/net/*; do
   speed=$(cat "$d/speed" 2>/dev/null || echo -)
@@ -377,6 +380,40 @@ def parse_ibstat(text: str) -> list[IbPort]:
     return ports
 
 
+def parse_ibv_devinfo(text: str) -> list[IbPort]:
+    """`ibv_devinfo -v` (rdma-core), where ibstat is missing: "hca_id:" per
+    adapter, "port:" per port, its state (PORT_ACTIVE), active_width (4X) and
+    active_speed per lane ("100.0 Gbps (128)"): the rate is width x speed."""
+    ports: list[IbPort] = []
+    device: str | None = None
+    port: int | None = None
+    values: dict[str, str] = {}
+
+    def flush() -> None:
+        if device is None or port is None:
+            return
+        width = re.match(r"(\d+)X", values.get("active_width", ""))
+        speed = re.match(r"([0-9.]+)\s*Gbps", values.get("active_speed", ""))
+        rate = int(width.group(1)) * float(speed.group(1)) if width and speed else None
+        state = values.get("state", "unknown").split()[0]
+        ports.append(IbPort(device, port, "Active" if state == "PORT_ACTIVE" else state, rate,
+                            values.get("link_layer")))
+
+    for line in text.splitlines():
+        key, _, value = line.strip().partition(":")
+        key, value = key.strip(), value.strip()
+        if key == "hca_id":
+            flush()
+            device, port, values = value, None, {}
+        elif key == "port" and value.isdigit():
+            flush()
+            port, values = int(value), {}
+        elif port is not None:
+            values[key] = value
+    flush()
+    return ports
+
+
 def parse_probe(text: str) -> Probe:
     parts = _sections(text)
     env = {}
@@ -398,7 +435,9 @@ def parse_probe(text: str) -> Probe:
         path = line.strip()
         tools.setdefault(path.rsplit("/", 1)[-1], path)
     return Probe(env, [d for line in parts.get("infiniband", []) for d in line.split()],
-                 parse_ibstat("\n".join(parts.get("ibstat", []))), interfaces, tools)
+                 parse_ibstat("\n".join(parts.get("ibstat", [])))
+                 or parse_ibv_devinfo("\n".join(parts.get("ibv_devinfo", []))),
+                 interfaces, tools)
 
 
 def ifname_matches(spec: str, names: list[str]) -> list[str]:
@@ -419,4 +458,4 @@ def ifname_matches(spec: str, names: list[str]) -> list[str]:
 __all__ = ["AllReduce", "IbPort", "Interface", "MAX_BYTES", "MIN_BYTES", "Measure",
            "NCCL_MARKER", "NcclLog", "PROBE_COMMAND", "Probe", "Row", "TORCH_SCRIPT",
            "ifname_matches", "mpirun_command", "nccl_tests_command", "parse_allreduce",
-           "parse_ibstat", "parse_nccl_log", "parse_probe", "torch_command"]
+           "parse_ibstat", "parse_ibv_devinfo", "parse_nccl_log", "parse_probe", "torch_command"]
