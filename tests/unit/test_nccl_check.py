@@ -182,6 +182,9 @@ def test_ib_disabled_seen_only_in_nccls_lines_counts_too():
     assert found["ib-disabled"].fix == "unset NCCL_IB_DISABLE"
     assert found["socket-ifname"].status == "fail" and "lo" in found["socket-ifname"].detail
     assert found["socket-ifname"].fix == "set NCCL_SOCKET_IFNAME=ib0"
+    alone = {c.name: c.status for c in nccl_check.diagnose(probe("probe_ib_8x400.txt"), log,
+                                                           multi_node=False)}
+    assert alone == {"ib-disabled": "warn", "socket-ifname": "warn"}
 
 
 def test_ib_present_but_ncclsees_none_means_the_container_lacks_the_devices():

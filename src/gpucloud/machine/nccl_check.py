@@ -182,10 +182,10 @@ def diagnose(probe: nccl.Probe, log: nccl.NcclLog, *, multi_node: bool,
                            f"(it has {', '.join(names)}): NCCL cannot open its sockets",
                            suggestion + (f" (the fastest here, {best.speed_mbps} Mb/s)"
                                          if best else "")))
-    elif chosen and multi_node and all(_local(c) for c in chosen):
-        found.append(Check(f"{prefix}socket-ifname", "fail",
+    elif chosen and all(_local(c) for c in chosen):
+        found.append(Check(f"{prefix}socket-ifname", severity,
                            f"NCCL's sockets use {', '.join(chosen)}, which other machines "
-                           "cannot reach", suggestion))
+                           f"cannot reach{later}", suggestion))
     elif chosen and best is not None and (probe.has_ib is False or log.socket_only):
         speeds = [probe.interfaces[c].speed_mbps for c in chosen if c in probe.interfaces]
         slowest = min((s for s in speeds if s), default=None)
