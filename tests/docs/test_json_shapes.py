@@ -33,6 +33,7 @@ RUNS = {
     "ssh -- CMD": ["ssh", f"lambda/{LAMBDA_VM}", "--", "nvidia-smi", "-L"],
     "ssh-config --print": ["ssh-config", "--print"],
     "doctor": ["doctor", "shape", "--skip-burn"],
+    "doctor --nccl": ["doctor", "shape", "--nccl"],
     "top --count 1": ["top", "shape", "--count", "1"],
     "extend": ["extend", "shape", "--by", "1h", "--yes"],
     "reap": ["reap", "--dry-run"],

@@ -24,18 +24,27 @@ def doctor(
     burn_seconds: float = typer.Option(30.0, "--burn-seconds", min=1, max=3600,
                                        metavar="SECONDS",
                                        help="How long the bf16 matmul burn runs."),
+    nccl: bool = typer.Option(False, "--nccl",
+                              help="Instead: an NCCL all-reduce (nccl-tests, else "
+                                   "torch.distributed) and the network checks; REF may be "
+                                   "a multi-node job, run across its nodes."),
     identity: Optional[str] = params.identity("-i"),
     json_output: bool = params.JSON,
 ) -> None:
     """Check a machine before a long run: GPUs, driver, runtime, ECC, Xid, NVLink, disk, burn.
 
     Each check is ok, warn or fail, with the fix. Exits 9 when any check fails
-    (so it can gate a run), 0 when there are only warnings.
+    (so it can gate a run), 0 when there are only warnings. --nccl measures
+    all-reduce bus bandwidth against what NVLink, PCIe or the network between
+    nodes should give, and names the classic NCCL network faults.
     """
     from gpucloud.machine import doctor as checks
     from gpucloud.client import Client
 
     client = Client()
+    if nccl:
+        _doctor_nccl(client, ref, identity, json_output)
+        return
     instance = client.get(ref)
 
     def execute(command: str, timeout: float) -> Any:
@@ -63,6 +72,64 @@ def doctor(
             output.note("simulated machine (sandbox): every figure above is made up")
         verdict = "ready" if report.ok else "NOT ready: fix the failed checks first"
         output.out(f"{instance.ref}: {verdict}")
+    if not report.ok:
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def _nccl_targets(client: Any, ref: str, json_output: bool) -> tuple[list[Any], str | None]:
+    """The machines of REF in rank order: one machine, or every node of a job."""
+    from gpucloud.errors import NotFoundError
+
+    try:
+        return [client.get(ref)], None
+    except NotFoundError as machine_missing:
+        try:
+            job = client.job(ref)
+        except NotFoundError:
+            raise machine_missing from None
+    machines = list(job.instances) or ([job.instance] if job.instance is not None else [])
+    if not machines:
+        fail(2, "usage", f"{job.ref} runs on no machine gpucloud can reach (its provider "
+             "places the pods itself)", "run `gpucloud doctor REF --nccl` on a machine, or "
+             "run nccl-tests inside the job", json_output)
+    return machines, job.ref
+
+
+def _doctor_nccl(client: Any, ref: str, identity: str | None, json_output: bool) -> None:
+    from gpucloud.client import Client
+    from gpucloud.jobs.multinode import node_env
+    from gpucloud.machine import nccl_check
+
+    machines, job = _nccl_targets(client, ref, json_output)
+
+    def execute_on(instance: Any) -> Any:
+        # one client per node: the nodes' benchmarks run at the same time, in threads
+        own = client if instance is machines[0] else Client()
+        return lambda command, timeout: own.exec(instance, command, timeout=timeout,
+                                                 identity=identity)
+
+    def progress(check: Any) -> None:
+        if not json_output:
+            output.err(f"{check.name}: {check.status}")
+
+    if not json_output:
+        where = f"{job} ({len(machines)} nodes)" if job else machines[0].ref
+        output.err(f"NCCL all-reduce on {where} (a minute or more)…")
+    report = nccl_check.run(machines, execute_on, job=job, node_env=node_env,
+                            on_check=progress)
+    if json_output:
+        output.emit_json(report.as_dict())
+    else:
+        output.out(output.table(["CHECK", "STATUS", "DETAIL"],
+                                [[c.name, c.status.upper() if c.status != "ok" else "ok",
+                                  c.detail] for c in report.checks], shrink=(2,)))
+        for c in report.checks:
+            if c.fix:
+                output.note(f"fix ({c.name}): {c.fix}")
+        if any(m.simulated for m in machines):
+            output.note("simulated machine (sandbox): every figure above is made up")
+        verdict = "ready" if report.ok else "NOT ready: fix the failed checks first"
+        output.out(f"{job or machines[0].ref}: {verdict}")
     if not report.ok:
         raise typer.Exit(EXIT_CHECK_FAILED)
 
