@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -81,6 +82,31 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _serve
 
 
+class _TLSServer(ThreadingHTTPServer):
+    """TLS with the handshake in each connection's own thread. Wrapping the
+    listening socket instead would run every handshake inside accept(), on the
+    one thread that accepts: a client that connects and then stalls (a proxy
+    test's half-open tunnel, a starved thread) would hold every later
+    connection in the queue until its own timeout."""
+
+    context: ssl.SSLContext
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        request.settimeout(HANDSHAKE_SECONDS)
+        try:
+            tls = self.context.wrap_socket(request, server_side=True)
+        except (OSError, ssl.SSLError):
+            return  # the client gave up or spoke no TLS: this connection only
+        tls.settimeout(None)
+        try:
+            super().finish_request(tls, client_address)
+        finally:
+            tls.close()
+
+
+HANDSHAKE_SECONDS = 30
+
+
 class KubeEmulator:
     """An in-process API server on 127.0.0.1:<free port>. Use as a context manager.
 
@@ -119,12 +145,14 @@ class KubeEmulator:
 
     def start(self) -> KubeEmulator:
         handler = type("Handler", (_Handler,), {"api": self.api})
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        server.daemon_threads = True
+        server: ThreadingHTTPServer
         if self.tls:
             from .tls import server_context
-            context, self.ca_pem = server_context()
-            server.socket = context.wrap_socket(server.socket, server_side=True)
+            server = _TLSServer(("127.0.0.1", 0), handler)
+            server.context, self.ca_pem = server_context()
+        else:
+            server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="k8s-emulator", daemon=True)
