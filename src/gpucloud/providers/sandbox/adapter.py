@@ -20,7 +20,8 @@ import httpx
 
 from gpucloud.catalog.gpus import normalize_gpu
 from gpucloud.models import (
-    Connection, ExecResult, Instance, InstanceSpec, InstanceStatus, Job, JobStatus, Offer,
+    Connection, ExecResult, Instance, InstanceSpec, InstanceStatus, Job, JobStatus, Offer, Volume,
+    VolumeSpec,
 )
 from gpucloud.transport.ratelimit import RateLimit
 from gpucloud.transport.redaction import SECRETS_EXTENSION
@@ -55,7 +56,9 @@ class SandboxProvider(Provider):
     # "sbx-" and 12 hex digits (server.py makes them).
     id_format = re.compile(r"sbx-[0-9a-f]{12}")
     capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
-                                needs_ssh_key=False, native_shutdown=True)
+                                needs_ssh_key=False, native_shutdown=True, volumes=True)
+    # The simulated cloud's rate for a new volume (volume_sim.py): simulated.
+    volume_price_per_gb_month = Decimal("0.07")
     errors = wire.ERRORS
     error_fields = staticmethod(wire.error_fields)
 
@@ -181,6 +184,8 @@ class SandboxProvider(Provider):
         for key in ("max_runtime_seconds", "checkpoint_dir", "checkpoint_url"):
             if getattr(run, key) is not None:
                 body[key] = getattr(run, key)
+        if run.volumes:
+            body["volumes"] = [{"id": v.volume_id, "mount": v.mount} for v in run.volumes]
         request = self.request("POST", "/v1/jobs", json=body, kind="launch")
         request.extensions[SECRETS_EXTENSION] = tuple(
             v.get_secret_value() for v in run.secret_env.values())
@@ -269,6 +274,37 @@ class SandboxProvider(Provider):
 
     def set_deadline(self, instance: Instance, shutdown_at: datetime) -> Flow[Instance]:
         return (yield from self.set_shutdown(instance.id, shutdown_at))
+
+    # -- volumes (volume_sim.py) ----------------------------------------------------------
+
+    def list_volumes(self) -> Flow[list[Volume]]:
+        response = yield self.request("GET", "/v1/volumes")
+        self.raise_for_error(response)
+        return [self._volume(response, item) for item in self._data(response)]
+
+    def create_volume(self, spec: VolumeSpec) -> Flow[Volume]:
+        response = yield self.request(
+            "POST", "/v1/volumes", json={"name": spec.name, "size_gb": spec.size_gb,
+                                         "region": spec.region}, kind="launch")
+        self.raise_for_error(response)
+        return self._volume(response, self.json(response))
+
+    def delete_volume(self, volume_id: str) -> Flow[None]:
+        response = yield self.request("DELETE", f"/v1/volumes/{quote(volume_id, safe='')}",
+                                      kind="idempotent")
+        self.raise_for_error(response)
+
+    def _volume(self, response: httpx.Response, item: Any) -> Volume:
+        try:
+            price = item.get("price_per_gb_month")
+            return Volume(
+                provider=self.name, id=str(item["id"]), name=str(item["name"]),
+                size_gb=int(item["size_gb"]), region=item.get("region"),
+                price_per_gb_month=Decimal(str(price)) if price is not None else None,
+                status=item.get("status"), attached_to=tuple(item.get("attached_to") or ()),
+                created_at=_parse(item.get("created_at")), simulated=True)
+        except (KeyError, TypeError, ValueError, InvalidOperation, AttributeError) as exc:
+            raise self.invalid(response, f"bad volume: {exc!r}") from exc
 
     # -- exec: the simulated machine answers commands (exec_sim.py) ----------------------
 

@@ -7,7 +7,8 @@ API (same conventions as server.py):
     POST   /v1/jobs             body {instance_type, region, name, labels?, image,
                                  command?, args?, env?, secret_env?,
                                  max_runtime_seconds?, retries?, checkpoint_dir?,
-                                 checkpoint_url?, disk_gb?, shutdown_at?} -> 201 job
+                                 checkpoint_url?, disk_gb?, shutdown_at?,
+                                 volumes?: [{id, mount}]} -> 201 job
     GET    /v1/jobs             {"data": [job]}
     GET    /v1/jobs/{id}        job
     DELETE /v1/jobs/{id}        202 job (cancelled; its machine terminating); idempotent
@@ -30,6 +31,9 @@ the status computed from timestamps on every read, like a machine's:
 * ``max_runtime_seconds`` ends the job (failed, "max_runtime exceeded"), as
   does the machine's deadline (``shutdown_at``) when NATIVE_TIMER is on;
 * the machine ends with the job: it bills until the job's end, never after.
+
+A job's ``volumes`` (volume_sim.py) must be in its machine's region; the
+logs show each mount, and the volume lists the job's machine while it lives.
 
 Secret values (``secret_env``) are used and never stored: only their names are
 kept, and the logs show the names only.
@@ -55,7 +59,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 """
 JOB_FIELDS = {"image", "command", "args", "env", "secret_env", "max_runtime_seconds", "retries",
-              "checkpoint_dir", "checkpoint_url"}
+              "checkpoint_dir", "checkpoint_url", "volumes"}
 STEPS = 10  # progress lines per run
 
 
@@ -105,6 +109,8 @@ class JobSimulation:
         spec = _validate_job(job)
         with self.cloud._write_lock() as db:
             now = self.cloud._now()
+            spec["volumes"] = self.cloud.volumes.check_mounts(
+                db, job.get("volumes"), machine["region"])
             instance_id = self.cloud._insert(db, machine, now)
             runs = self._dice(spec, now + int(self.knobs.boot_seconds * US))
             end = runs[-1]["end_us"]
@@ -287,6 +293,9 @@ def _log_lines(spec: dict[str, Any], runs: list[dict[str, Any]], seen: list[dict
         at = run["start_us"]
         out.append(f"{iso(at)} [run {index + 1}/{spec['retries'] + 1}] pulled {spec['image']}; "
                    f"running: {' '.join(spec['command'] + spec['args']) or '(entrypoint)'}")
+        for volume in spec.get("volumes") or []:
+            out.append(f"{iso(at)} mounted volume {volume['name']} ({volume['id']}, "
+                       f"{volume['size_gb']} GB) at {volume['mount']}")
         out.append(f"{iso(at)} env: {' '.join(f'{k}={v}' for k, v in sorted(env.items()))}"
                    + (f"; secrets set: {', '.join(spec['secret_names'])} (values not shown)"
                       if spec["secret_names"] else ""))

@@ -53,6 +53,8 @@ looks. Terminated machines stay listed for ``retain_seconds``, then vanish
 (404). Capacity is per instance type per region and counts every machine
 not yet terminated.
 
+Volumes (/v1/volumes, mounted by jobs): see volume_sim.py.
+
 Knobs (capacity, delays, injected failures, jobs): see knobs.py.
 """
 
@@ -80,6 +82,7 @@ from gpucloud.providers.sandbox._wire import (
 )
 from gpucloud.providers.sandbox.job_sim import JobSimulation
 from gpucloud.providers.sandbox.knobs import Knobs
+from gpucloud.providers.sandbox.volume_sim import VolumeSimulation
 from gpucloud.providers.sandbox.storage import Storage, live_count, visible_rows
 
 if TYPE_CHECKING:
@@ -111,6 +114,7 @@ class SandboxCloud(Storage):
         self.log: deque[tuple[str, str, int]] = deque(maxlen=1000)
         self._open_storage()
         self.jobs = JobSimulation(self)  # /v1/jobs
+        self.volumes = VolumeSimulation(self, catalog.regions)  # /v1/volumes
 
     # -- plumbing -------------------------------------------------------------
 
@@ -135,6 +139,8 @@ class SandboxCloud(Storage):
         method = request.method
         if parts[:2] == ["v1", "jobs"]:
             return self.jobs.route(request, parts)
+        if parts[:2] == ["v1", "volumes"]:
+            return self.volumes.route(request, parts)
         if parts[:2] == ["v1", "instances"] and parts[3:] == ["exec"]:  # exec_sim.py
             # Loaded for an exec only: it reads the nvidia parser's marks, which
             # a listing never needs.
