@@ -30,7 +30,7 @@ def volume_providers(ctx: ClientContext, provider: str | None = None) -> list[st
     if provider is not None:
         # Refused before credentials are looked for: none would make it work.
         if not ctx.has_adapter(provider) or not ctx.adapter(provider).capabilities.volumes:
-            with_volumes = [n for n in ctx.known() if ctx.has_adapter(n)
+            with_volumes = [n for n in ctx.known if ctx.has_adapter(n)
                             and ctx.adapter(n).capabilities.volumes]
             raise SpecError(f"{provider} has no network volumes in gpucloud",
                             hint=f"providers with volumes: {', '.join(with_volumes) or 'none'}")
