@@ -240,6 +240,22 @@ class AsyncClient:
         return cast("builtins.list[Volume]",
                     await self._run(volumes.list_volumes(self._ctx, provider)))
 
+    async def volume(self, ref: str) -> Volume:
+        """One volume: provider/id, or its name (or id) where unique."""
+        from gpucloud.core import volumes
+
+        return cast("Volume", await self._run(volumes.find(self._ctx, ref)))
+
+    async def plan_volume(self, name: str, size_gb: int, region: str | None = None,
+                          provider: str | None = None) -> Volume:
+        """The volume create_volume would make (no id yet; status "planned"),
+        with the provider's rate, so its monthly cost (``price_per_month``;
+        None: unknown) can be shown first. Checks what create_volume checks."""
+        from gpucloud.core import volumes
+
+        return cast("Volume", await self._run(
+            volumes.plan_volume(self._ctx, name, size_gb, region, provider)))
+
     async def create_volume(self, name: str, size_gb: int, region: str | None = None,
                             provider: str | None = None) -> Volume:
         """Create a volume of `size_gb` GB in `region`; it bills by the GB-month

@@ -69,11 +69,14 @@ def record_listing(ctx: ClientContext, provider: str, volumes: list[Volume]) -> 
                  hours_per_month(ctx, provider))
 
 
-def create_volume(ctx: ClientContext, name: str, size_gb: int, region: str | None = None,
-                  provider: str | None = None, source: str = "create") -> Op:
-    """Create a volume; refused before anything is sent when the provider has
-    no volumes, the region is not one of the provider's, or the name is taken."""
-    from gpucloud.models import VolumeSpec
+def plan_volume(ctx: ClientContext, name: str, size_gb: int, region: str | None = None,
+                provider: str | None = None) -> Op:
+    """The volume a create would make, as a Volume with no id yet (status
+    "planned") and the provider's rate for new volumes (None: unknown), so its
+    monthly cost can be shown before anything is spent. Refused here when the
+    provider has no volumes, the region is not one of the provider's, or the
+    name is taken."""
+    from gpucloud.models import Volume
 
     if not isinstance(name, str) or not name.strip():
         raise SpecError("a volume needs a name", hint="e.g. `gpucloud volumes create data "
@@ -89,8 +92,19 @@ def create_volume(ctx: ClientContext, name: str, size_gb: int, region: str | Non
         raise SpecError(f"a volume named {name!r} exists on {chosen}: {taken[0].ref} "
                         f"({taken[0].size_gb} GB, {taken[0].region or 'region unknown'})",
                         hint="pick another name, or use that volume (a job mounts it by name)")
-    volume: Volume = yield Call(chosen, ctx.adapter(chosen).create_volume(
-        VolumeSpec(name=name, size_gb=size_gb, region=region)))
+    return Volume(provider=chosen, id="", name=name, size_gb=size_gb, region=region,
+                  price_per_gb_month=ctx.adapter(chosen).volume_price_per_gb_month,
+                  status="planned", simulated=ctx.catalogs[chosen].simulated)
+
+
+def create_volume(ctx: ClientContext, name: str, size_gb: int, region: str | None = None,
+                  provider: str | None = None, source: str = "create") -> Op:
+    """Create a volume, checked first as plan_volume does."""
+    from gpucloud.models import VolumeSpec
+
+    planned = yield from plan_volume(ctx, name, size_gb, region, provider)
+    volume: Volume = yield Call(planned.provider, ctx.adapter(planned.provider).create_volume(
+        VolumeSpec(name=name, size_gb=size_gb, region=planned.region)))
     record_created(ctx, volume, source)
     return volume
 
@@ -174,5 +188,5 @@ def record_deleted(ctx: ClientContext, provider: str, volume_id: str) -> None:
                  VolumeLedger(ctx.journal).deleted, provider, volume_id)
 
 
-__all__ = ["create_volume", "delete_volume", "find", "list_volumes", "record_created",
+__all__ = ["create_volume", "delete_volume", "find", "list_volumes", "plan_volume", "record_created",
            "record_deleted", "record_listing", "volume_providers"]
