@@ -188,5 +188,23 @@ def record_deleted(ctx: ClientContext, provider: str, volume_id: str) -> None:
                  VolumeLedger(ctx.journal).deleted, provider, volume_id)
 
 
+def unattached_warnings(ctx: ClientContext, providers: list[str]) -> list[str]:
+    """One line per volume of `providers` (those with volumes) that bills with
+    no machine for over a day, per the cost ledger (when a listing last saw
+    one attached, else its creation). Reads the ledger only: nothing is asked
+    of the providers, so a machine listing pays one query at most, and none
+    when no provider in scope has volumes or nothing was ever recorded."""
+    with_volumes = [n for n in providers if ctx.adapter(n).capabilities.volumes]
+    if not with_volumes or not ctx.journal.path.exists():
+        return []
+    from gpucloud.safety.journal import utcnow
+    from gpucloud.safety.ledger_volumes import VolumeLedger, unattached, warning
+
+    records = ctx.tolerant("volumes without a machine are not looked for",
+                           VolumeLedger(ctx.journal).records, with_volumes, True) or []
+    now = utcnow()
+    return [warning(r, now) for r in unattached(records, now)]
+
+
 __all__ = ["create_volume", "delete_volume", "find", "list_volumes", "plan_volume", "record_created",
-           "record_deleted", "record_listing", "volume_providers"]
+           "record_deleted", "record_listing", "unattached_warnings", "volume_providers"]

@@ -246,7 +246,7 @@ def owned(ctx: ClientContext, spec: JobSpec, created: list[Volume], job: Job) ->
 
 def ended(ctx: ClientContext, jobs: list[Job]) -> Op:
     """Delete the volumes that were to go with these jobs, now seen ended."""
-    from gpucloud.jobs.ops import ENDED
+    from gpucloud.jobs.costs import FINISHED as ENDED
 
     finished = {j.ref for j in jobs if j.status in ENDED}
     if not finished or not ctx.journal.path.exists():
@@ -281,7 +281,7 @@ def sweep(ctx: ClientContext) -> Op:
     if not ctx.journal.path.exists():
         return
     from gpucloud.errors import NotFoundError
-    from gpucloud.jobs.ops import ENDED
+    from gpucloud.jobs.costs import FINISHED as ENDED
     from gpucloud.safety.ledger_volumes import VolumeLedger
 
     records = ctx.tolerant("volumes to delete with their job are not looked for",
