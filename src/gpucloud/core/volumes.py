@@ -206,5 +206,6 @@ def unattached_warnings(ctx: ClientContext, providers: list[str]) -> list[str]:
     return [warning(r, now) for r in unattached(records, now)]
 
 
-__all__ = ["create_volume", "delete_volume", "find", "list_volumes", "plan_volume", "record_created",
-           "record_deleted", "record_listing", "unattached_warnings", "volume_providers"]
+__all__ = ["create_volume", "delete_volume", "find", "list_volumes", "plan_volume",
+           "record_created", "record_deleted", "record_listing", "unattached_warnings",
+           "volume_providers"]

@@ -210,7 +210,8 @@ def compute(rows: Iterable[Row], month: str | None = None, by: str = "instance",
     projected = None if any(p[2] is None for p in parts) else projected_known
     return CostReport(
         month=label, start=start, end=end, at=now, by=by,  # type: ignore[arg-type]
-        lines=lines, volumes=tuple(line for line, _, _ in storage), spent=_money(spent), projected=_money(projected),
+        lines=lines, volumes=tuple(line for line, _, _ in storage), spent=_money(spent),
+        projected=_money(projected),
         total=_money(spent + projected) if spent is not None and projected is not None
         else None,
         spent_known=money(spent_known), projected_known=money(projected_known),
@@ -297,4 +298,5 @@ def _round_hours(value: Decimal) -> Decimal:
     return value.quantize(Decimal("0.01"))
 
 
-__all__ = ["BY_VALUES", "CostReport", "SpendLine", "VolumeSpend", "compute", "machine_month", "month_bounds"]
+__all__ = ["BY_VALUES", "CostReport", "SpendLine", "VolumeSpend", "compute", "machine_month",
+           "month_bounds"]

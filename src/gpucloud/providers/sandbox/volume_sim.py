@@ -139,7 +139,8 @@ class VolumeSimulation:
                 users.setdefault(mount["id"], []).append(job["instance_id"])
         return users
 
-    def check_mounts(self, db: sqlite3.Connection, mounts: Any, region: str) -> list[dict[str, Any]]:
+    def check_mounts(self, db: sqlite3.Connection, mounts: Any,
+                     region: str) -> list[dict[str, Any]]:
         """A job's ``volumes``: [{id, mount}], each a live volume in the job's region."""
         if mounts is None:
             return []
