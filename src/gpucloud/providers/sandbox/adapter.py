@@ -20,20 +20,21 @@ import httpx
 
 from gpucloud.catalog.gpus import normalize_gpu
 from gpucloud.models import (
-    Connection, ExecResult, Instance, InstanceSpec, InstanceStatus, Job, JobStatus, Offer, Volume,
-    VolumeSpec,
+    Connection, ExecResult, Instance, InstanceSpec, InstanceStatus, Job, JobStatus, Offer,
 )
 from gpucloud.transport.ratelimit import RateLimit
 from gpucloud.transport.redaction import SECRETS_EXTENSION
 from gpucloud.providers import _batch_mark as batch_mark
-from gpucloud.providers.sandbox import _wire as wire
+from gpucloud.providers.sandbox import _wire as wire, volumes
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider
 from gpucloud.providers.sandbox.knobs import Knobs
 from gpucloud.providers.sandbox.server import SandboxCloud, SandboxTransport
+from gpucloud.providers.sandbox.volume_sim import PRICE_PER_GB_MONTH
 
 if TYPE_CHECKING:
     from gpucloud.catalog.bundled import ProviderCatalog
     from gpucloud.config.credentials import Credential
+    from gpucloud.models import Volume, VolumeSpec
 
 LAUNCH_LABEL = "gpucloud-launch-id"
 # Machines per page of a listing: enough that a page's request costs little
@@ -57,8 +58,7 @@ class SandboxProvider(Provider):
     id_format = re.compile(r"sbx-[0-9a-f]{12}")
     capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
                                 needs_ssh_key=False, native_shutdown=True, volumes=True)
-    # The simulated cloud's rate for a new volume (volume_sim.py): simulated.
-    volume_price_per_gb_month = Decimal("0.07")
+    volume_price_per_gb_month = PRICE_PER_GB_MONTH  # simulated (volume_sim.py)
     errors = wire.ERRORS
     error_fields = staticmethod(wire.error_fields)
 
@@ -275,36 +275,16 @@ class SandboxProvider(Provider):
     def set_deadline(self, instance: Instance, shutdown_at: datetime) -> Flow[Instance]:
         return (yield from self.set_shutdown(instance.id, shutdown_at))
 
-    # -- volumes (volume_sim.py) ----------------------------------------------------------
+    # -- volumes: requests and translation in volumes.py (volume_sim.py serves them) --------
 
     def list_volumes(self) -> Flow[list[Volume]]:
-        response = yield self.request("GET", "/v1/volumes")
-        self.raise_for_error(response)
-        return [self._volume(response, item) for item in self._data(response)]
+        return (yield from volumes.list_volumes(self))
 
     def create_volume(self, spec: VolumeSpec) -> Flow[Volume]:
-        response = yield self.request(
-            "POST", "/v1/volumes", json={"name": spec.name, "size_gb": spec.size_gb,
-                                         "region": spec.region}, kind="launch")
-        self.raise_for_error(response)
-        return self._volume(response, self.json(response))
+        return (yield from volumes.create_volume(self, spec))
 
     def delete_volume(self, volume_id: str) -> Flow[None]:
-        response = yield self.request("DELETE", f"/v1/volumes/{quote(volume_id, safe='')}",
-                                      kind="idempotent")
-        self.raise_for_error(response)
-
-    def _volume(self, response: httpx.Response, item: Any) -> Volume:
-        try:
-            price = item.get("price_per_gb_month")
-            return Volume(
-                provider=self.name, id=str(item["id"]), name=str(item["name"]),
-                size_gb=int(item["size_gb"]), region=item.get("region"),
-                price_per_gb_month=Decimal(str(price)) if price is not None else None,
-                status=item.get("status"), attached_to=tuple(item.get("attached_to") or ()),
-                created_at=_parse(item.get("created_at")), simulated=True)
-        except (KeyError, TypeError, ValueError, InvalidOperation, AttributeError) as exc:
-            raise self.invalid(response, f"bad volume: {exc!r}") from exc
+        yield from volumes.delete_volume(self, volume_id)
 
     # -- exec: the simulated machine answers commands (exec_sim.py) ----------------------
 
