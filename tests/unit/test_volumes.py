@@ -212,3 +212,14 @@ def test_a_failed_launch_deletes_the_volume_it_made(client, monkeypatch):
     assert client.volumes() == []
     (gone,) = ledger().records()
     assert gone.deleted_at is not None
+
+
+def test_reap_deletes_the_volume_of_a_job_that_ended_unseen(client, monkeypatch):
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_JOB_SECONDS", "0.2")
+    client.submit(job({"name": "scratch", "mount": "/scratch", "size_gb": 20,
+                       "delete_with_job": True}), provider="sandbox", region="sim-east-1")
+    time.sleep(0.4)
+    client.reap(dry_run=True)
+    assert [v.name for v in client.volumes()] == ["scratch"]  # a dry run deletes nothing
+    client.reap()
+    assert client.volumes() == []
