@@ -198,9 +198,8 @@ def compute(rows: Iterable[Row], month: str | None = None, by: str = "instance",
     for summary in machines:
         groups.setdefault(_key(summary.last, by), []).append(summary)
     lines = tuple(_line(key, members, by) for key, members in sorted(groups.items()))
+    # Each volume that existed in the month (the ledger's month() reads only those).
     storage = [_volume(r, start, end, now) for r in volumes]
-    storage = [(line, spent, ahead) for line, spent, ahead in storage
-               if line.hours or ahead is None or ahead != 0]
     parts = [(m.last.ref, m.spent, m.projected) for m in machines] \
         + [(line.ref, spent, ahead) for line, spent, ahead in storage]
     spent_known = sum((p[1] for p in parts if p[1] is not None), Decimal(0))
