@@ -223,3 +223,46 @@ def test_reap_deletes_the_volume_of_a_job_that_ended_unseen(client, monkeypatch)
     assert [v.name for v in client.volumes()] == ["scratch"]  # a dry run deletes nothing
     client.reap()
     assert client.volumes() == []
+
+
+# -- the monthly budget ----------------------------------------------------------------
+
+
+def _month_hours_left() -> Decimal:
+    now = datetime.now(UTC)
+    end = datetime(now.year + now.month // 12, now.month % 12 + 1, 1, tzinfo=UTC)
+    return Decimal(int((end - now).total_seconds())) / 3600
+
+
+@pytest.fixture
+def budget_of(tmp_path):
+    def write(amount: str) -> None:
+        path = settings.config_dir() / "config.toml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f'[budget]\nmonthly = "{amount}"\n')
+    return write
+
+
+BIG = 20000  # GB: $1,400 a month at the sandbox's rate, $1.92 an hour
+
+
+@pytest.mark.skipif(_month_hours_left() < 24, reason="the month's last day: too little left "
+                                                     "of it to tell the figures apart")
+def test_the_monthly_budget_counts_volumes_and_a_jobs_new_ones(budget_of):
+    hours = _month_hours_left()
+    to_month_end = Decimal(BIG) * Decimal("0.07") / 730 * hours  # >= $46
+    # Room for the job (10 h: $24.90) and half of the big volume to the month's end.
+    budget_of(str((Decimal("24.90") + to_month_end / 2).quantize(Decimal("0.01"))))
+    with Client(["sandbox"]) as client:
+        client.plan_job(job(), provider="sandbox", region="sim-east-1")  # fits
+        with pytest.raises(BudgetExceededError, match="over the monthly budget") as refused:
+            client.plan_job(job({"name": "big", "mount": "/big", "size_gb": BIG}),
+                            provider="sandbox", region="sim-east-1")
+        assert "the job's new volumes bill" in (refused.value.hint or "")
+        # Deleted with the job, it bills its 10 hours only ($19.18): that fits.
+        client.plan_job(job({"name": "big", "mount": "/big", "size_gb": BIG,
+                             "delete_with_job": True}), provider="sandbox", region="sim-east-1")
+        # Once it exists, the ledger counts it to the month's end for every plan.
+        client.create_volume("big", BIG, "sim-east-1", provider="sandbox")
+        with pytest.raises(BudgetExceededError, match="over the monthly budget"):
+            client.plan_job(job(), provider="sandbox", region="sim-east-1")

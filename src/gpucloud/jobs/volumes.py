@@ -171,6 +171,7 @@ def with_storage(ctx: ClientContext, spec: JobSpec, made: Plan) -> Op:
                 f"${made.max_cost}",
                 hint="shorten max_runtime, make the volume smaller, raise max_cost, or "
                      "create the volume first (an existing one is not in the total)")
+    _check_budget(ctx, spec, made, resolved, lines)
     per_hour_new = sum((line.price_per_hour or Decimal(0) for line, entry
                         in zip(lines, resolved) if entry.existing is None), Decimal(0))
     estimate = made.estimate.model_copy(update={
@@ -186,6 +187,36 @@ def with_storage(ctx: ClientContext, spec: JobSpec, made: Plan) -> Op:
         else made.total,
         "total_per_hour": made.total_per_hour + per_hour_new
         if made.total_per_hour is not None and not unknown else None})
+
+
+def _check_budget(ctx: ClientContext, spec: JobSpec, made: Plan, resolved: list[Resolved],
+                  lines: list[CostLine]) -> None:
+    """The monthly budget with the new volumes: each bills this month until the
+    end of the month, or until the job's deadline when it goes with the job."""
+    if ctx.config.budget_monthly is None:
+        return
+    from gpucloud.catalog import pricing
+    from gpucloud.safety import budget
+    from gpucloud.safety.costs import month_bounds
+    from gpucloud.safety.journal import utcnow
+
+    now = utcnow()
+    end = month_bounds(None, now)[2]
+    with_job = {v.name for v in spec.volumes if v.delete_with_job}
+    extra = Decimal(0)
+    for entry, line in zip(resolved, lines):
+        if entry.existing is not None:
+            continue  # in the ledger already, if gpucloud has seen it
+        if line.price_per_hour is None:
+            raise BudgetExceededError(
+                f"cannot keep the monthly budget: the rate of the new volume {entry.name} on "
+                f"{made.offer.provider} is unknown",
+                hint="create the volume first (`gpucloud volumes create`), or remove [budget] "
+                     f"from {ctx.config.path}")
+        stop = min(made.shutdown_at, end) if entry.name in with_job and made.shutdown_at \
+            else end
+        extra += line.price_per_hour * max(Decimal(0), pricing.duration_hours(stop - now))
+    budget.check_extra(ctx, made, extra, "the job's new volumes", spec.resources.disk_gb)
 
 
 def prepare(ctx: ClientContext, spec: JobSpec, offer: Offer, run: JobRun) -> Op:
