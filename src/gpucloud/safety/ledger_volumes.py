@@ -182,25 +182,34 @@ class VolumeLedger:
         where the provider says it, and those no longer listed ended."""
         now = now or utcnow()
         with self._db() as db:
-            known = {r[0]: r[1] for r in db.execute(
-                "SELECT volume_id, deleted_at FROM volume_ledger WHERE provider = ?",
-                (provider,))}
+            known = {r[0]: r[1:] for r in db.execute(
+                "SELECT volume_id, deleted_at, size_gb, price_per_gb_month FROM volume_ledger"
+                " WHERE provider = ?", (provider,))}
         for volume in volumes:
             if volume.id not in known:
                 since = min(volume.created_at, now) if volume.created_at else now
                 self.add(volume, hours, "list", at=since)
+        # Only what changed is written: a listing that changes nothing commits nothing.
+        changed = []
+        for v in volumes:
+            if v.id not in known:
+                continue
+            price = str(v.price_per_gb_month) if v.price_per_gb_month is not None else None
+            _, size, kept = known[v.id]
+            if v.attached_to or size != v.size_gb or (price is not None and price != kept):
+                changed.append((v.size_gb, price, 1 if v.attached_to else 0, now.isoformat(),
+                                provider, v.id))
+        listed = {v.id for v in volumes}
+        gone = [(now.isoformat(), provider, vid) for vid, (deleted, _, _) in known.items()
+                if deleted is None and vid not in listed]
+        if not changed and not gone:
+            return
         with self._db() as db:
             db.executemany(
                 "UPDATE volume_ledger SET size_gb = ?,"
                 " price_per_gb_month = coalesce(?, price_per_gb_month),"
                 " last_attached_at = CASE WHEN ? THEN ? ELSE last_attached_at END"
-                " WHERE provider = ? AND volume_id = ?",
-                [(v.size_gb, str(v.price_per_gb_month) if v.price_per_gb_month is not None
-                  else None, 1 if v.attached_to else 0, now.isoformat(), provider, v.id)
-                 for v in volumes])
-            listed = {v.id for v in volumes}
-            gone = [(now.isoformat(), provider, vid) for vid, deleted in known.items()
-                    if deleted is None and vid not in listed]
+                " WHERE provider = ? AND volume_id = ?", changed)
             db.executemany("UPDATE volume_ledger SET deleted_at = ? WHERE provider = ? AND"
                            " volume_id = ? AND deleted_at IS NULL", gone)
 
