@@ -66,3 +66,11 @@ def test_logs_and_follow_logs_answer_alike_on_both():
     assert sync_logs == "Iterator[str]" and async_logs == "AsyncIterator[str]"
     assert "Iterator[str]" in inspect.get_annotations(Client.logs)["return"]
     assert "AsyncIterator[str]" in inspect.get_annotations(AsyncClient.logs)["return"]
+
+
+@pytest.mark.parametrize("cls", [Client, AsyncClient])
+def test_both_clients_have_the_volume_calls(cls):
+    for name in ("volumes", "volume", "plan_volume", "create_volume", "delete_volume"):
+        assert callable(getattr(cls, name, None)), (cls.__name__, name)
+    assert list(inspect.signature(cls.create_volume).parameters) == [
+        "self", "name", "size_gb", "region", "provider"]

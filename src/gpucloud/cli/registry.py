@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "schema": ("job",),
     "completion": ("completion",),
     "queue": ("queue", "worker"),  # commands.worker adds `queue workers`
+    "volumes": ("volumes",),
 }
 
 

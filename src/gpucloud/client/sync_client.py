@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from gpucloud.jobs.ops import JobRef, JobSpecLike
     from gpucloud.models import (
         Attempt, AuthStatus, CostEstimate, ExecResult, Instance, Job, Offer, Plan,
-        ProviderStatus, ReapReport, ServiceAccountToken,
+        ProviderStatus, ReapReport, ServiceAccountToken, Volume,
     )
     from gpucloud.safety.costs import CostReport
     from gpucloud.safety.reconcile import ReconcileReport
@@ -283,6 +283,50 @@ class Client:
         from gpucloud.machine.exec import run_on
 
         return run_on(self._ctx, self.get(ref), command, timeout, identity)
+
+    # -- volumes --------------------------------------------------------------
+
+    def volumes(self, provider: str | None = None) -> builtins.list[Volume]:
+        """Network volumes on every provider in scope that has them (one
+        provider's failure is a warning); each listing is recorded in the cost
+        ledger, which bills volumes by the GB-month."""
+        from gpucloud.core import volumes
+
+        return cast("builtins.list[Volume]",
+                    self._run(volumes.list_volumes(self._ctx, provider)))
+
+    def volume(self, ref: str) -> Volume:
+        """One volume: provider/id, or its name (or id) where unique."""
+        from gpucloud.core import volumes
+
+        return cast("Volume", self._run(volumes.find(self._ctx, ref)))
+
+    def plan_volume(self, name: str, size_gb: int, region: str | None = None,
+                    provider: str | None = None) -> Volume:
+        """The volume create_volume would make (no id yet; status "planned"),
+        with the provider's rate, so its monthly cost (``price_per_month``;
+        None: unknown) can be shown first. Checks what create_volume checks."""
+        from gpucloud.core import volumes
+
+        return cast("Volume", self._run(
+            volumes.plan_volume(self._ctx, name, size_gb, region, provider)))
+
+    def create_volume(self, name: str, size_gb: int, region: str | None = None,
+                      provider: str | None = None) -> Volume:
+        """Create a volume of `size_gb` GB in `region`; it bills by the GB-month
+        until deleted, machine or not. A taken name, an unknown region or a
+        provider without volumes is a SpecError, before anything is sent."""
+        from gpucloud.core import volumes
+
+        return cast("Volume", self._run(
+            volumes.create_volume(self._ctx, name, size_gb, region, provider)))
+
+    def delete_volume(self, ref: Volume | str, *, force: bool = False) -> None:
+        """Delete a volume (provider/id or its unique name); its data is gone for
+        good. One a machine still uses is refused unless `force`."""
+        from gpucloud.core import volumes
+
+        self._run(volumes.delete_volume(self._ctx, ref, force))
 
     # -- deadlines, reconcile, costs ------------------------------------------
 

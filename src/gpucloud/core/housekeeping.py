@@ -90,6 +90,13 @@ def listing_pages(ctx: ClientContext, provider: str | None = None, all: bool = F
         return [m for m in machines if not _long_gone(m, moment)]
 
     yield from list_pages(ctx, provider, shape)
+    # Volumes that bill with no machine (from the ledger: no request to any provider).
+    listed = [n for n in ctx.scope(provider, listing=True) if ctx.can_call(n)]
+    if listed:
+        from gpucloud.core.volumes import unattached_warnings
+
+        for line in unattached_warnings(ctx, listed):
+            ctx.warn(line)
 
 
 def _long_gone(machine: Instance, now: datetime) -> bool:

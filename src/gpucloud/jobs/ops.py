@@ -16,6 +16,7 @@ from os import PathLike
 from typing import TYPE_CHECKING, Any, Union
 
 from gpucloud.jobs import costs as job_costs, placement
+from gpucloud.jobs import volumes as job_volumes
 from gpucloud.safety import ledger_events
 from gpucloud.providers.base import format_utc
 from gpucloud.errors import (
@@ -139,6 +140,8 @@ def plan(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
             f"{spec.nodes} nodes of {made.offer.instance_type} in {made.offer.region} "
             f"({how} multi-node); each node gets MASTER_ADDR, NODE_RANK, NNODES, "
             "WORLD_SIZE",)})
+    # The volumes it mounts: found (or to be made) in the offer's region, their storage estimated.
+    made = yield from job_volumes.with_storage(ctx, spec, made)
     return made
 
 
@@ -158,11 +161,18 @@ def submit(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
         for other in plan_.alternatives:
             placement.check_named(spec, other.provider)
     ctx.created, ctx.in_flight = [], []
+    # Volumes the job makes exist before the launch, and go again if it fails.
+    run, made_volumes = yield from job_volumes.prepare(ctx, spec, plan_.offer,
+                                                       job_run(spec, secret_env))
     # The container image travels in the JobRun; the machine keeps the provider's
     # default image (on a VM cloud, the OS image that runs the container).
-    job: Job = yield from launch(ctx, plan_, name=spec.name, image=None,
-                                 ssh_key=None, disk_gb=spec.resources.disk_gb,
-                                 job=job_run(spec, secret_env))
+    try:
+        job: Job = yield from launch(ctx, plan_, name=spec.name, image=None,
+                                     ssh_key=None, disk_gb=spec.resources.disk_gb, job=run)
+    except BaseException:
+        yield from job_volumes.undo(ctx, made_volumes)
+        raise
+    job_volumes.owned(ctx, spec, made_volumes, job)
     if job.instances:  # every node's machine exists (an interrupt names them all)
         ctx.created.extend(job.instances)
     elif job.instance is not None:
@@ -191,6 +201,7 @@ def jobs(ctx: ClientContext, provider: str | None = None) -> Op:
     whole = [n for n, r in zip(names, results) if isinstance(r, list)]
     ctx.tolerant("the cost ledger did not record the jobs that ended", job_costs.seen, ctx,
                  out, whole)
+    yield from job_volumes.ended(ctx, out)  # delete_with_job
     return sorted(out, key=lambda j: (j.created_at is None, j.created_at), reverse=True)
 
 
@@ -234,6 +245,7 @@ def job(ctx: ClientContext, ref: JobRef) -> Op:
     ctx.require_callable(provider)
     found: Job = yield Call(provider, ctx.adapter(provider).get_job(ident))
     ctx.tolerant("the cost ledger did not record the job's end", job_costs.seen, ctx, [found])
+    yield from job_volumes.ended(ctx, [found])  # delete_with_job
     return found
 
 
@@ -246,6 +258,7 @@ def cancel(ctx: ClientContext, ref: JobRef) -> Op:
     if before.status in ENDED:
         ctx.tolerant("the cost ledger did not record the job's end", job_costs.seen, ctx,
                      [before])
+        yield from job_volumes.ended(ctx, [before])  # delete_with_job
         return before
     yield Call(provider, adapter.cancel_job(ident))
     # Every node's machine ends with the job (node 0's alone for a one-node job).
@@ -262,7 +275,10 @@ def cancel(ctx: ClientContext, ref: JobRef) -> Op:
     try:
         after: Job = yield Call(provider, adapter.get_job(ident))
     except NotFoundError:  # some providers forget a cancelled job at once
-        return before.model_copy(update={"status": JobStatus.CANCELLED})
+        after = before.model_copy(update={"status": JobStatus.CANCELLED})
+    # Its delete_with_job volumes go now: the job is over, whatever the read says.
+    yield from job_volumes.ended(ctx, [after.model_copy(update={"status": JobStatus.CANCELLED})
+                                       if after.status not in ENDED else after])
     return after
 
 

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Mapping, Sequence
 import re
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from gpucloud.errors import APIError, APIResponseValidationError, APIStatusError, NotFoundError
@@ -79,6 +80,9 @@ class Provider:
     # The rows that map the provider's error replies to gpucloud's errors
     # (error_table.py; each adapter's _wire.ERRORS), read by map_error.
     errors: ClassVar[Sequence[ErrorRule]] = ()
+    # USD per GB-month of a new network volume, as the provider publishes it
+    # (the estimate of a job that creates one); None where not known here.
+    volume_price_per_gb_month: ClassVar[Decimal | None] = None
 
     def __init__(self, catalog: ProviderCatalog, credential: Credential | None = None) -> None:
         self.catalog = catalog

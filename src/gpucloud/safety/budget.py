@@ -9,7 +9,8 @@ Checked at the end of every plan (so ``create``, ``create --dry-run`` and
   what machines still running will cost up to their deadline or the end of
   the month, whichever is first (no deadline: the end of the month); a job
   without a machine (a Kubernetes Job) is in the ledger as itself
-  (jobs/costs.py);
+  (jobs/costs.py); a volume (ledger_volumes.py) counts to the end of the
+  month, and a job's plan adds the volumes it would create (``check_extra``);
 * this request: every machine of the plan at the chosen offer's price, up to
   the plan's deadline or the end of the month, by the same rule;
 * over the budget: BudgetExceededError (exit 7) with the figures; at 80 % or
@@ -183,11 +184,37 @@ def admit(ctx: ClientContext, plan: Plan, offer: Offer, record: Callable[[Decima
         record(cost)
 
 
+def check_extra(ctx: ClientContext, plan: Plan, extra: Decimal, what: str,
+                disk_gb: int | None = None) -> None:
+    """The monthly budget with `extra` (what `what` adds this month, e.g. a
+    job's new volumes) on top of the plan's own request: BudgetExceededError
+    when it does not fit."""
+    limit: Decimal | None = ctx.config.budget_monthly
+    if limit is None or extra <= 0:
+        return
+    now = utcnow()
+    month, start, end = month_bounds(None, now)
+    spent, committed, unsettled = _standing(ctx, month, start, now, warn=False)
+    request = _request(plan, plan.offer, now, end, disk_gb)
+    if request is None:
+        raise _unknown_price(ctx, plan, plan.offer, limit)
+    if spent + committed + request + extra > limit:
+        raise _over(ctx, month, limit, spent, committed, unsettled, request + extra).with_details(
+            hint=f"{what} bill ${pricing.money(extra)} of it this month: make them smaller, "
+                 "create them first only if you mean to keep them, or raise [budget] monthly "
+                 f"in {ctx.config.path}")
+
+
 def _standing(ctx: ClientContext, month: str, start: datetime, now: datetime,
               warn: bool) -> tuple[Decimal, Decimal, list[Decimal]]:
     """(spent, committed, the in-flight launches' part of committed) this month."""
+    from gpucloud.safety.ledger_volumes import VolumeLedger
+
     ledger = Ledger(ctx.journal)
-    report = compute(ledger.rows(), month, "instance", now=now)
+    _, _, end = month_bounds(month, now)
+    # Volumes bill by the GB-month until deleted: spent, and committed to the month's end.
+    report = compute(ledger.rows(), month, "instance", now=now,
+                     volumes=VolumeLedger(ctx.journal).month(start, end))
     unsettled = ledger.in_flight(start)
     if warn and report.unknown:
         ctx.warn(f"monthly budget: running machines of unknown price are not counted: "
@@ -256,4 +283,4 @@ def _percent(total: Decimal, limit: Decimal) -> str:
     return f"{(total * 100 / limit).quantize(Decimal('0.1'))} %"
 
 
-__all__ = ["WARN_AT", "admit", "check", "check_extension"]
+__all__ = ["WARN_AT", "admit", "check", "check_extension", "check_extra"]

@@ -1,6 +1,6 @@
 """The costs operation (``Client.costs``, ``gpucloud costs``): list the
-providers, so that machines and jobs ended elsewhere close their intervals in
-the cost ledger, then report a month from the ledger alone (costs.py)."""
+providers, so that machines, jobs and volumes ended elsewhere close their
+intervals in the cost ledger, then report a month from the ledger alone (costs.py)."""
 
 from __future__ import annotations
 
@@ -44,10 +44,22 @@ def report(ctx: ClientContext, month: str | None = None, by: str = "instance") -
         except GpuCloudError as exc:
             warnings.append(f"could not list the jobs of {name} ({exc}); jobs that ended "
                             "since gpucloud last saw them count to their deadline")
+    # Volumes deleted elsewhere end in the ledger when their provider lists them.
+    from gpucloud.core.volumes import list_volumes
+
+    try:
+        yield from list_volumes(ctx)
+        warnings.extend(w for w in ctx.warnings if w not in warnings)
+    except GpuCloudError as exc:
+        warnings.append(f"could not list the volumes ({exc}); the ledger may miss volumes "
+                        "deleted since it last saw them")
     # The month's machines only: those live or with a row since the month began.
     rows = Ledger(ctx.journal).month_rows(start, end)
+    from gpucloud.safety.ledger_volumes import VolumeLedger
+
+    volumes = VolumeLedger(ctx.journal).month(start, end)
     return compute(rows, month, by, now=now, budget=ctx.config.budget_monthly,
-                   warnings=warnings)
+                   warnings=warnings, volumes=volumes)
 
 
 __all__ = ["report"]

@@ -17,6 +17,11 @@ the providers first, so that the ledger is up to date.
   ``spent_known`` / ``projected_known`` are the sums of the parts that are
   known (at least this much).
 
+* **Volumes** (ledger_volumes.py): each volume's size x rate per GB-month x
+  hours / hours per month, from creation to deletion; projected to the end
+  of the month while it is not deleted (a volume has no deadline). They are
+  in the totals; ``volumes`` has one line each.
+
 The sandbox's prices count like real ones (nothing is billed, but the
 budget can be tried out on it); the report says so.
 """
@@ -27,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
 from gpucloud.errors import SpecError, option
 from gpucloud.safety.ledger import ENDED, RUNNING, STOPPED, Row
@@ -57,6 +62,22 @@ class SpendLine(_Model):
     simulated: bool = False
 
 
+class VolumeSpend(_Model):
+    """One network volume's month in a cost report (billed by the GB-month)."""
+
+    ref: str
+    name: str
+    size_gb: int
+    region: str | None = None
+    price_per_gb_month: Decimal | None  # None: unknown, never 0
+    status: Literal["live", "deleted"]
+    hours: Decimal  # existed this month, so far
+    spent: Decimal | None
+    projected: Decimal | None
+    total: Decimal | None
+    simulated: bool = False
+
+
 class CostReport(_Model):
     """`gpucloud costs` / Client.costs(): a month's spend, from the cost ledger."""
 
@@ -66,6 +87,7 @@ class CostReport(_Model):
     at: datetime  # "now": spent is up to here, projected from here
     by: By
     lines: tuple[SpendLine, ...]
+    volumes: tuple[VolumeSpend, ...] = ()  # storage, in the totals
     spent: Decimal | None
     projected: Decimal | None
     total: Decimal | None
@@ -155,8 +177,9 @@ def machine_month(rows: list[Row], start: datetime, end: datetime, now: datetime
 
 def compute(rows: Iterable[Row], month: str | None = None, by: str = "instance",
             now: datetime | None = None, budget: Decimal | None = None,
-            warnings: Iterable[str] = ()) -> CostReport:
-    """The report from ledger rows (per machine, in order); pure, for any clock."""
+            warnings: Iterable[str] = (), volumes: Iterable[Any] = ()) -> CostReport:
+    """The report from ledger rows (per machine, in order) and the ledger's
+    volume records (ledger_volumes.VolumeRecord); pure, for any clock."""
     if by not in BY_VALUES:
         raise SpecError(f"cannot group costs by {by!r}",
                         hint=f"{option('by', '--by')} is one of provider, instance, name")
@@ -175,20 +198,40 @@ def compute(rows: Iterable[Row], month: str | None = None, by: str = "instance",
     for summary in machines:
         groups.setdefault(_key(summary.last, by), []).append(summary)
     lines = tuple(_line(key, members, by) for key, members in sorted(groups.items()))
-    spent_known = sum((m.spent for m in machines if m.spent is not None), Decimal(0))
-    projected_known = sum((m.projected for m in machines if m.projected is not None), Decimal(0))
-    unknown = tuple(sorted({m.last.ref for m in machines
-                            if m.spent is None or m.projected is None}))
-    spent = None if any(m.spent is None for m in machines) else spent_known
-    projected = None if any(m.projected is None for m in machines) else projected_known
+    # Each volume that existed in the month (the ledger's month() reads only those).
+    storage = [_volume(r, start, end, now) for r in volumes]
+    parts = [(m.last.ref, m.spent, m.projected) for m in machines] \
+        + [(line.ref, spent, ahead) for line, spent, ahead in storage]
+    spent_known = sum((p[1] for p in parts if p[1] is not None), Decimal(0))
+    projected_known = sum((p[2] for p in parts if p[2] is not None), Decimal(0))
+    unknown = tuple(sorted({p[0] for p in parts if p[1] is None or p[2] is None}))
+    spent = None if any(p[1] is None for p in parts) else spent_known
+    projected = None if any(p[2] is None for p in parts) else projected_known
     return CostReport(
         month=label, start=start, end=end, at=now, by=by,  # type: ignore[arg-type]
-        lines=lines, spent=_money(spent), projected=_money(projected),
+        lines=lines, volumes=tuple(line for line, _, _ in storage), spent=_money(spent),
+        projected=_money(projected),
         total=_money(spent + projected) if spent is not None and projected is not None
         else None,
         spent_known=money(spent_known), projected_known=money(projected_known),
-        unknown=unknown, budget=budget, notes=tuple(_notes(machines, unknown, now, end)),
+        unknown=unknown, budget=budget,
+        notes=tuple(_notes(machines, unknown, now, end, [line for line, _, _ in storage])),
         warnings=tuple(warnings))
+
+
+def _volume(record: Any, start: datetime, end: datetime, now: datetime
+            ) -> tuple[VolumeSpend, Decimal | None, Decimal | None]:
+    """(the line, spent, projected: unrounded, for the totals)."""
+    from gpucloud.safety.ledger_volumes import month_cost
+
+    hours, _, spent, ahead = month_cost(record, start, end, now)
+    return VolumeSpend(
+        ref=record.ref, name=record.name, size_gb=record.size_gb, region=record.region,
+        price_per_gb_month=record.price_per_gb_month,
+        status="deleted" if record.deleted_at is not None else "live",
+        hours=_round_hours(hours), spent=_money(spent), projected=_money(ahead),
+        total=_money(spent + ahead) if spent is not None and ahead is not None else None,
+        simulated=record.simulated), spent, ahead
 
 
 def _key(row: Row, by: str) -> str:
@@ -219,7 +262,7 @@ def _line(key: str, members: list[Machine], by: str) -> SpendLine:
 
 
 def _notes(machines: list[Machine], unknown: tuple[str, ...], now: datetime,
-           end: datetime) -> list[str]:
+           end: datetime, volumes: list[VolumeSpend]) -> list[str]:
     notes = []
     if unknown:
         notes.append(f"price unknown for {', '.join(unknown)}: totals with it are unknown; "
@@ -235,6 +278,11 @@ def _notes(machines: list[Machine], unknown: tuple[str, ...], now: datetime,
                      "projected for them)")
     if any(m.last.simulated for m in machines):
         notes.append("sandbox machines count at their simulated prices; nothing is billed")
+    if any(v.simulated for v in volumes):
+        notes.append("sandbox volumes count at their simulated rate; nothing is billed")
+    if any(v.status == "live" for v in volumes):
+        notes.append("volumes bill by the GB-month until deleted: projected to the end of the "
+                     "month (`gpucloud volumes delete` ends one)")
     if now < end:
         notes.append("projected: machines still running, to their deadline or the end of the "
                      "month, whichever is first")
@@ -249,4 +297,5 @@ def _round_hours(value: Decimal) -> Decimal:
     return value.quantize(Decimal("0.01"))
 
 
-__all__ = ["BY_VALUES", "CostReport", "SpendLine", "compute", "machine_month", "month_bounds"]
+__all__ = ["BY_VALUES", "CostReport", "SpendLine", "VolumeSpend", "compute", "machine_month",
+           "month_bounds"]

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from gpucloud.models import Instance, InstanceStatus
 from gpucloud.safety import listing_memo
 from gpucloud.safety.journal import CHUNK, Journal
+from gpucloud.safety.ledger_volumes import SCHEMA as VOLUME_SCHEMA
 # The ledger's clock: the rows ledger_events.py writes are stamped by it.
 from gpucloud.safety.journal import utcnow  # noqa: F401 - read as ledger.utcnow
 
@@ -108,8 +109,10 @@ def _track_live(db: sqlite3.Connection) -> None:
     db.commit()
 
 
-# What the ledger needs in the state file, made once per connection.
-SCHEMA = (*_TABLES, _track_live)
+# What the ledger needs in the state file, made once per connection: the
+# volumes' table too, so a decision's transaction (the budget's) that reads it
+# finds it made before the transaction began, never inside one rolled back.
+SCHEMA = (*_TABLES, *VOLUME_SCHEMA, _track_live)
 # The source of the rows of a job that has no machine (a Kubernetes Job, keyed
 # by its provider and job id): no machine listing shows it, so a listing never
 # takes it for a machine that has gone (jobs/costs.py ends it).

@@ -106,6 +106,7 @@ def reap(ctx: ClientContext, dry_run: bool = False, provider: str | None = None,
         else:
             done.append(_action(machine, "terminated", now))
     actions = read + done
+    yield from _volumes(ctx, names, dry_run, warnings)
     found = None
     if unclaimed:  # not those this pass has just ended
         gone = {a.instance.ref for a in actions if a.action in ("terminated", "gone")}
@@ -114,6 +115,32 @@ def reap(ctx: ClientContext, dry_run: bool = False, provider: str | None = None,
                       checked=sum(1 for m in machines if is_gpucloud(m.launch_id)),
                       actions=tuple(actions), warnings=tuple(warnings),
                       unclaimed=tuple(found or ()))
+
+
+def _volumes(ctx: ClientContext, names: list[str], dry_run: bool, warnings: list[str]) -> Op:
+    """Volumes: those to go with a job that has ended are deleted (not in a
+    dry run); the volumes are listed (the ledger's record brought up to date);
+    each that bills with no machine for over a day is a warning."""
+    from gpucloud.core import volumes as volume_ops
+
+    with_volumes = [n for n in names if ctx.adapter(n).capabilities.volumes]
+    if not with_volumes:
+        return
+    # `warnings` may be ctx.warnings itself, which each listing starts afresh.
+    kept, more = list(warnings), []
+    if not dry_run:
+        from gpucloud.jobs import volumes as job_volumes
+
+        yield from job_volumes.sweep(ctx)
+        more.extend(ctx.warnings)
+    for name in with_volumes:
+        try:
+            yield from volume_ops.list_volumes(ctx, name)
+        except GpuCloudError as exc:
+            more.append(f"{name}: could not list volumes ({exc})")
+        more.extend(ctx.warnings)
+    more.extend(volume_ops.unattached_warnings(ctx, with_volumes))
+    warnings[:] = kept + [w for i, w in enumerate(more) if w not in kept and w not in more[:i]]
 
 
 class _Step:

@@ -45,6 +45,18 @@ def costs_table(report: Any) -> str:
         shrink=(0,) if report.by == "name" else ())
 
 
+def volumes_table(report: Any) -> str:
+    """Storage: one line per volume, billed by the GB-month (in the totals)."""
+    return output.table(
+        ["VOLUME", "NAME", "SIZE", "STATUS", "$/GB-MONTH", "HOURS", "SPENT", "PROJECTED",
+         "TOTAL"],
+        [[v.ref + (" (simulated)" if v.simulated else ""), v.name, f"{v.size_gb} GB",
+          v.status, output.usd(v.price_per_gb_month, 3) if v.price_per_gb_month is not None
+          else "unknown", _hours(v.hours), _amount(v.spent), _amount(v.projected),
+          _amount(v.total)] for v in report.volumes],
+        shrink=(1,), keep=(0,))
+
+
 def summary_text(report: Any) -> str:
     lines = [f"{report.month} (UTC) as of {output.iso(report.at)}: spent "
              f"{_amount(report.spent)}, projected {_amount(report.projected)}, total "
@@ -79,7 +91,8 @@ def costs(
     """Spend this month (or --month): so far, and projected for what still runs.
 
     From the cost ledger (every start, stop, termination and price gpucloud
-    has seen), after a listing of the providers. Unknown prices are shown as
+    has seen, and every volume, billed by the GB-month), after a listing of
+    the providers. Unknown prices are shown as
     unknown, never as zero.
     """
     from gpucloud.client import Client
@@ -93,6 +106,9 @@ def costs(
         output.warn(warning)
     if report.lines:
         output.out(costs_table(report))
-    else:
+    elif not report.volumes:
         output.err(f"no machine ran or is projected to run in {report.month}")
+    if report.volumes:
+        output.out(("\n" if report.lines else "") + "Storage (volumes):")
+        output.out(volumes_table(report))
     output.out(summary_text(report))

@@ -19,6 +19,7 @@ class Machines(Protocol):
     knobs: Knobs
     rng: random.Random
     _lock: threading.Lock
+    volumes: Any  # volume_sim.VolumeSimulation (which imports this module)
 
     def _now(self) -> int: ...
 

@@ -25,14 +25,16 @@ from gpucloud.models import (
 from gpucloud.transport.ratelimit import RateLimit
 from gpucloud.transport.redaction import SECRETS_EXTENSION
 from gpucloud.providers import _batch_mark as batch_mark
-from gpucloud.providers.sandbox import _wire as wire
+from gpucloud.providers.sandbox import _wire as wire, volumes
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider
 from gpucloud.providers.sandbox.knobs import Knobs
 from gpucloud.providers.sandbox.server import SandboxCloud, SandboxTransport
+from gpucloud.providers.sandbox.volume_sim import PRICE_PER_GB_MONTH
 
 if TYPE_CHECKING:
     from gpucloud.catalog.bundled import ProviderCatalog
     from gpucloud.config.credentials import Credential
+    from gpucloud.models import Volume, VolumeSpec
 
 LAUNCH_LABEL = "gpucloud-launch-id"
 # Machines per page of a listing: enough that a page's request costs little
@@ -55,9 +57,10 @@ class SandboxProvider(Provider):
     # "sbx-" and 12 hex digits (server.py makes them).
     id_format = re.compile(r"sbx-[0-9a-f]{12}")
     capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
-                                needs_ssh_key=False, native_shutdown=True,
+                                needs_ssh_key=False, native_shutdown=True, volumes=True,
                                 # the simulated cloud places a job's nodes itself
                                 multi_node="native")
+    volume_price_per_gb_month = PRICE_PER_GB_MONTH  # simulated (volume_sim.py)
     errors = wire.ERRORS
     error_fields = staticmethod(wire.error_fields)
 
@@ -185,6 +188,8 @@ class SandboxProvider(Provider):
                 body[key] = getattr(run, key)
         if run.nodes > 1:
             body.update(nodes=run.nodes, interconnect=run.interconnect)
+        if run.volumes:
+            body["volumes"] = [{"id": v.volume_id, "mount": v.mount} for v in run.volumes]
         request = self.request("POST", "/v1/jobs", json=body, kind="launch")
         request.extensions[SECRETS_EXTENSION] = tuple(
             v.get_secret_value() for v in run.secret_env.values())
@@ -273,6 +278,17 @@ class SandboxProvider(Provider):
 
     def set_deadline(self, instance: Instance, shutdown_at: datetime) -> Flow[Instance]:
         return (yield from self.set_shutdown(instance.id, shutdown_at))
+
+    # -- volumes: requests and translation in volumes.py (volume_sim.py serves them) --------
+
+    def list_volumes(self) -> Flow[list[Volume]]:
+        return (yield from volumes.list_volumes(self))
+
+    def create_volume(self, spec: VolumeSpec) -> Flow[Volume]:
+        return (yield from volumes.create_volume(self, spec))
+
+    def delete_volume(self, volume_id: str) -> Flow[None]:
+        yield from volumes.delete_volume(self, volume_id)
 
     # -- exec: the simulated machine answers commands (exec_sim.py) ----------------------
 

@@ -8,7 +8,7 @@ API (same conventions as server.py):
                                  command?, args?, env?, secret_env?,
                                  max_runtime_seconds?, retries?, checkpoint_dir?,
                                  checkpoint_url?, disk_gb?, shutdown_at?, nodes?,
-                                 interconnect?} -> 201 job
+                                 interconnect?, volumes?: [{id, mount}]} -> 201 job
     GET    /v1/jobs             {"data": [job]}
     GET    /v1/jobs/{id}        job
     DELETE /v1/jobs/{id}        202 job (cancelled; its machine terminating); idempotent
@@ -42,6 +42,9 @@ probability JOB_NODE_FAIL a run loses one node part-way, and the WHOLE run
 fails on every node (retried whole per ``retries``, from the checkpoint); a
 cancel, max_runtime or the deadline ends every node; no node outlives the job.
 
+A job's ``volumes`` (volume_sim.py) must be in its machine's region; the
+logs show each mount, and the volume lists the job's machine while it lives.
+
 Secret values (``secret_env``) are used and never stored: only their names are
 kept, and the logs show the names only.
 """
@@ -69,7 +72,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 """
 JOB_FIELDS = {"image", "command", "args", "env", "secret_env", "max_runtime_seconds", "retries",
-              "checkpoint_dir", "checkpoint_url", "nodes", "interconnect"}
+              "checkpoint_dir", "checkpoint_url", "nodes", "interconnect", "volumes"}
 MAX_NODES = 64
 STEPS = 10  # progress lines per run
 
@@ -120,6 +123,8 @@ class JobSimulation:
         spec = _validate_job(job)
         with self.cloud._write_lock() as db:  # all nodes or none: a 409 rolls back
             now = self.cloud._now()
+            spec["volumes"] = self.cloud.volumes.check_mounts(
+                db, job.get("volumes"), machine["region"])
             ids = [self.cloud._insert(db, dict(machine, name=_node_name(machine["name"], rank)),
                                       now) for rank in range(spec["nodes"])]
             instance_id = ids[0]
@@ -352,6 +357,9 @@ def _log_lines(spec: dict[str, Any], runs: list[dict[str, Any]], seen: list[dict
         out.append(f"{iso(at)} [run {index + 1}/{spec['retries'] + 1}] pulled {spec['image']}"
                    f"{f' on {len(addrs)} nodes' if addrs else ''}; "
                    f"running: {' '.join(spec['command'] + spec['args']) or '(entrypoint)'}")
+        for volume in spec.get("volumes") or []:
+            out.append(f"{iso(at)} mounted volume {volume['name']} ({volume['id']}, "
+                       f"{volume['size_gb']} GB) at {volume['mount']}")
         if not addrs:
             out.append(f"{iso(at)} env: {' '.join(f'{k}={v}' for k, v in sorted(env.items()))}"
                        + secrets_set)

@@ -30,8 +30,7 @@ API (JSON; base ``https://sandbox.gpucloud.invalid``; every response carries
 
     instance = {id, name, status, instance_type, region, gpu, gpu_count,
                 price_per_hour, image, disk_gb, ip, labels, created_at,
-                shutdown_at, terminated_at, billed_seconds, cost_so_far,
-                simulated: true}
+                shutdown_at, terminated_at, billed_seconds, cost_so_far, simulated: true}
 
 Billing (simulated, nothing is charged): a machine bills its price per hour
 from creation until it terminates, except while stopped; ``billed_seconds``
@@ -53,7 +52,7 @@ looks. Terminated machines stay listed for ``retain_seconds``, then vanish
 (404). Capacity is per instance type per region and counts every machine
 not yet terminated.
 
-Knobs (capacity, delays, injected failures, jobs): see knobs.py.
+Knobs (capacity, delays, injected failures, jobs): knobs.py; /v1/volumes: volume_sim.py.
 """
 
 from __future__ import annotations
@@ -80,6 +79,7 @@ from gpucloud.providers.sandbox._wire import (
 )
 from gpucloud.providers.sandbox.job_sim import JobSimulation
 from gpucloud.providers.sandbox.knobs import Knobs
+from gpucloud.providers.sandbox.volume_sim import VolumeSimulation
 from gpucloud.providers.sandbox.storage import Storage, live_count, visible_rows
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ class SandboxCloud(Storage):
         # (method, path, status) of recent requests: handy in tests and demos.
         self.log: deque[tuple[str, str, int]] = deque(maxlen=1000)
         self._open_storage()
-        self.jobs = JobSimulation(self)  # /v1/jobs
+        self.jobs, self.volumes = JobSimulation(self), VolumeSimulation(self, catalog.regions)
 
     # -- plumbing -------------------------------------------------------------
 
@@ -133,8 +133,8 @@ class SandboxCloud(Storage):
     def _route(self, request: httpx.Request, path: str) -> tuple[int, Any]:
         parts = path.strip("/").split("/")
         method = request.method
-        if parts[:2] == ["v1", "jobs"]:
-            return self.jobs.route(request, parts)
+        if parts[:2] in (["v1", "jobs"], ["v1", "volumes"]):  # job_sim.py, volume_sim.py
+            return (self.jobs if parts[1] == "jobs" else self.volumes).route(request, parts)
         if parts[:2] == ["v1", "instances"] and parts[3:] == ["exec"]:  # exec_sim.py
             # Loaded for an exec only: it reads the nvidia parser's marks, which
             # a listing never needs.

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gpucloud.providers.sandbox.job_sim import JOB_SCHEMA
+from gpucloud.providers.sandbox.volume_sim import VOLUME_SCHEMA
 
 NEVER = 2**63 - 1
 # When a machine ends, with and without the native timer (the knob may differ
@@ -71,7 +72,7 @@ class Storage:
         with self._read() as db:
             db.execute("PRAGMA journal_mode = WAL")  # kept in the file: once is enough
             table = _SCHEMA[:_SCHEMA.index("CREATE INDEX")]
-            db.executescript(table + JOB_SCHEMA)
+            db.executescript(table + JOB_SCHEMA + VOLUME_SCHEMA)
             have = {row["name"] for row in db.execute("PRAGMA table_info(instances)")}
             for column, kind in _ADDED_COLUMNS.items():
                 if column not in have:
