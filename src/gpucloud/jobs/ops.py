@@ -122,6 +122,14 @@ def submit(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
     if plan_ is None:
         plan_ = yield from plan(ctx, spec, provider, region)
     ctx.created, ctx.in_flight = [], []
+    adapter = ctx.adapter(plan_.offer.provider)
+    if spec.nodes > 1 and adapter.capabilities.multi_node == "batch":
+        from gpucloud.jobs import multinode_batch
+
+        nodes: Job = yield from multinode_batch.submit(
+            ctx, job_run(spec, secret_env), plan_, spec.resources.disk_gb)
+        ctx.created.extend(nodes.instances)
+        return nodes
     # The container image travels in the JobRun; the machine keeps the provider's
     # default image (on a VM cloud, the OS image that runs the container).
     job: Job = yield from launch(ctx, plan_, name=spec.name, image=None,
@@ -211,11 +219,11 @@ def cancel(ctx: ClientContext, ref: JobRef) -> Op:
         return before
     yield Call(provider, adapter.cancel_job(ident))
     if before.instance is not None:
-        machine = before.instance
-        ctx.tolerant(f"{machine.ref} was ended but the journal could not record it",
-                     ctx.journal.mark_deleted, provider, machine.id)
-        ctx.tolerant(f"{machine.ref}: its end is not in the cost ledger",
-                     ledger_events.ended, ctx, provider, machine.id, "delete")
+        for machine in before.instances or (before.instance,):  # every node of the job
+            ctx.tolerant(f"{machine.ref} was ended but the journal could not record it",
+                         ctx.journal.mark_deleted, provider, machine.id)
+            ctx.tolerant(f"{machine.ref}: its end is not in the cost ledger",
+                         ledger_events.ended, ctx, provider, machine.id, "delete")
     else:
         ctx.tolerant(f"{before.ref}: its end is not in the cost ledger",
                      job_costs.cancelled, ctx, provider, ident)

@@ -137,6 +137,11 @@ def vm_script(job: JobRun, end: EndAction = POWER_OFF) -> str:
         argv += ["-e", name]
     if job.checkpoint_dir:
         argv += ["-v", f"{job.checkpoint_dir}:{job.checkpoint_dir}"]
+    if job.nodes > 1:
+        # The nodes reach each other at the machines' own addresses and ports
+        # (MASTER_ADDR:MASTER_PORT, NCCL's sockets): the host's network, not
+        # docker's private bridge.
+        argv += ["--network", "host"]
     if job.command:
         argv += ["--entrypoint", job.command[0], job.image, *job.command[1:], *job.args]
     else:
