@@ -1,0 +1,82 @@
+"""The reaper treats a multi-node job's machines as one: once a node has
+ended, the others are ended too, deadline or not (Lambda answered by respx
+at the HTTP transport, from the contract fixtures); a job whose nodes all
+run is left alone, and a node missing from the listing counts as lost only
+once the launch is long over."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from gpucloud import Client
+from gpucloud.models import Instance, InstanceStatus
+from gpucloud.safety import reap as reap_mod
+from gpucloud.safety.journal import utcnow
+
+from .test_lambda_client import fake, fixture  # noqa: F401 - a fixture
+
+KEY = "mn-2-0123456789"  # a two-node job's batch key (providers/_batch_mark.job_key)
+
+
+def _node(fake, rank: int, status: str, launch_id: str, key: str = KEY) -> str:  # noqa: F811
+    ident = f"{rank + 1:032x}"
+    deadline = (utcnow() + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    fake.instances[ident] = {
+        **fixture("get_instance_200.json")["data"], "id": ident, "name": f"pair-node{rank}",
+        "status": status, "tags": [{"key": "gpucloud-launch-id", "value": launch_id},
+                                   {"key": "gpucloud-batch", "value": key},
+                                   {"key": "gpucloud-shutdown-at", "value": deadline}]}
+    return ident
+
+
+def _terminated(fake) -> list[str]:  # noqa: F811
+    import json
+
+    return [i for r in fake.sent if r.url.path == "/api/v1/instance-operations/terminate"
+            for i in json.loads(r.content)["instance_ids"]]
+
+
+def test_one_node_ended_ends_the_other_before_its_deadline(fake):  # noqa: F811
+    _node(fake, 0, "terminated", "gj-aaaaaaaaaa")
+    survivor = _node(fake, 1, "active", "gj-bbbbbbbbbb")
+
+    report = Client(providers=["lambda"], sleep=lambda _s: None).reap(provider="lambda")
+
+    assert _terminated(fake) == [survivor]
+    (action,) = report.actions
+    assert (action.instance.id, action.action) == (survivor, "terminated")
+    assert "is terminated" in action.reason and action.overdue_seconds == 0
+
+
+def test_a_dry_run_names_the_node_and_ends_nothing(fake):  # noqa: F811
+    _node(fake, 0, "terminated", "gj-aaaaaaaaaa")
+    survivor = _node(fake, 1, "active", "gj-bbbbbbbbbb")
+    report = Client(providers=["lambda"], sleep=lambda _s: None).reap(provider="lambda",
+                                                                       dry_run=True)
+    assert [(a.instance.id, a.action) for a in report.actions] == [(survivor, "would_terminate")]
+    assert _terminated(fake) == []
+
+
+def test_a_job_whose_nodes_all_run_is_left_alone(fake):  # noqa: F811
+    _node(fake, 0, "active", "gj-aaaaaaaaaa")
+    _node(fake, 1, "active", "gj-bbbbbbbbbb")
+    report = Client(providers=["lambda"], sleep=lambda _s: None).reap(provider="lambda")
+    assert report.actions == () and _terminated(fake) == []
+
+
+def _machine(ident: str, created_ago: timedelta | None,
+             status: InstanceStatus = InstanceStatus.RUNNING) -> Instance:
+    return Instance(provider="ssh", id=ident, status=status, launch_id="gj-cccccccccc",
+                    batch=KEY, created_at=None if created_ago is None else utcnow() - created_ago)
+
+
+@pytest.mark.parametrize(("created_ago", "lost"), [
+    (timedelta(minutes=1), False),  # its batch may still be launching the other node
+    (reap_mod.LOST_AFTER + timedelta(minutes=1), True),
+    (None, False),  # no creation time: a missing node cannot be told from a slow launch
+])
+def test_a_missing_node_is_lost_only_once_the_launch_is_long_over(created_ago, lost):
+    found = reap_mod.lone_nodes([_machine("box1", created_ago)], utcnow())
+    assert [m.id for m, _ in found] == (["box1"] if lost else [])
