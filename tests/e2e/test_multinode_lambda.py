@@ -8,6 +8,7 @@ in another region."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import httpx
@@ -21,6 +22,7 @@ from gpucloud.errors import InsufficientCapacityError
 
 from .test_lambda_client import KEY, PUBKEY, FakeLambda, fixture
 
+SECRET = "hf_multinode_lambda_0f3c9a"
 JOB = {"name": "pair", "image": "busybox", "nodes": 2, "command": ["python", "train.py"],
        "resources": {"gpu": "h100", "gpu_count": 8}, "max_runtime": "2h"}
 
@@ -83,3 +85,67 @@ def test_the_cli_exits_6_and_leaves_no_node(lambda_one, tmp_path):
     assert done.exit_code == 6, done.output
     assert "Traceback" not in done.output and "pair" in done.output
     assert lambda_one.terminated() == list(lambda_one.instances)
+
+
+class TwoNodes(FakeLambda):
+    """Lambda with room for both nodes, each running at once with its own
+    private address (the spec's Instance.private_ip)."""
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle(request)
+        for machine in self.instances.values():
+            machine["status"] = "active"
+            machine["private_ip"] = f"10.0.2.{101 + int(machine['name'][-1])}"
+        return response
+
+
+@pytest.fixture
+def lambda_two(monkeypatch, tmp_path):
+    """Both nodes, and an `ssh` first on PATH that records what it is given
+    (CONSTRUCTED: no Lambda machine to reach from a test) and answers as the
+    start command does."""
+    monkeypatch.setenv("GPUCLOUD_LAMBDA_API_KEY", KEY)
+    ssh = Path.home() / ".ssh"
+    ssh.mkdir()
+    (ssh / "id_ed25519.pub").write_text(PUBKEY + "\n")
+    calls = tmp_path / "ssh-calls"
+    calls.mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_ssh = bin_dir / "ssh"
+    fake_ssh.write_text(f'#!/bin/sh\nn=$(ls {calls} | wc -l)\nprintf "%s\\n" "$@" '
+                        f'>{calls}/$n.argv\ncat >{calls}/$n.stdin\necho started\n')
+    fake_ssh.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    with respx.mock(base_url="https://cloud.lambda.ai", assert_all_called=False) as router:
+        yield TwoNodes(router), calls
+
+
+def test_the_job_starts_on_each_node_over_ssh_with_the_private_addresses(lambda_two,
+                                                                         monkeypatch):
+    fake, calls = lambda_two
+    monkeypatch.setenv("MN_LAMBDA_TOKEN", SECRET)
+    job = Client(sleep=lambda _s: None).submit(
+        {**JOB, "secrets": {"TOKEN": {"env": "MN_LAMBDA_TOKEN"}}}, provider="lambda")
+
+    assert job.nodes == 2 and job.status.value == "running"
+    assert [m.name for m in job.instances] == ["pair-node0", "pair-node1"]
+    assert [m.private_ip for m in job.instances] == ["10.0.2.101", "10.0.2.102"]
+    started = sorted(calls.glob("*.argv"))
+    assert len(started) == 2
+    for rank, argv_file in enumerate(started):
+        argv = argv_file.read_text()
+        script = argv_file.with_suffix(".stdin").read_text()
+        assert "ubuntu@198.51.100.2" in argv  # reached at its public address
+        assert SECRET not in argv  # the secret travels on stdin only
+        assert f"export TOKEN={SECRET}" in script
+        assert "export MASTER_ADDR=10.0.2.101" in script
+        assert f"export NODE_RANK={rank}" in script
+        assert "export GPUCLOUD_NODE_ADDRS=10.0.2.101,10.0.2.102" in script
+        assert "--network host" in script and "shutdown -h now" in script
+    assert _terminated(fake) == []
+
+
+def _terminated(fake: FakeLambda) -> list[str]:
+    return [i for r in fake.sent if r.url.path == "/api/v1/instance-operations/terminate"
+            for i in json.loads(r.content)["instance_ids"]]
