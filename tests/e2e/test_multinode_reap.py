@@ -20,7 +20,7 @@ from .test_lambda_client import fake, fixture  # noqa: F401 - a fixture
 KEY = "mn-2-0123456789"  # a two-node job's batch key (providers/_batch_mark.job_key)
 
 
-def _node(fake, rank: int, status: str, launch_id: str, key: str = KEY) -> str:  # noqa: F811
+def _node(fake, rank: int, status: str, launch_id: str, key: str = KEY) -> str:
     ident = f"{rank + 1:032x}"
     deadline = (utcnow() + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
     fake.instances[ident] = {
@@ -31,14 +31,14 @@ def _node(fake, rank: int, status: str, launch_id: str, key: str = KEY) -> str: 
     return ident
 
 
-def _terminated(fake) -> list[str]:  # noqa: F811
+def _terminated(fake) -> list[str]:
     import json
 
     return [i for r in fake.sent if r.url.path == "/api/v1/instance-operations/terminate"
             for i in json.loads(r.content)["instance_ids"]]
 
 
-def test_one_node_ended_ends_the_other_before_its_deadline(fake):  # noqa: F811
+def test_one_node_ended_ends_the_other_before_its_deadline(fake):
     _node(fake, 0, "terminated", "gj-aaaaaaaaaa")
     survivor = _node(fake, 1, "active", "gj-bbbbbbbbbb")
 
@@ -50,7 +50,7 @@ def test_one_node_ended_ends_the_other_before_its_deadline(fake):  # noqa: F811
     assert "is terminated" in action.reason and action.overdue_seconds == 0
 
 
-def test_a_dry_run_names_the_node_and_ends_nothing(fake):  # noqa: F811
+def test_a_dry_run_names_the_node_and_ends_nothing(fake):
     _node(fake, 0, "terminated", "gj-aaaaaaaaaa")
     survivor = _node(fake, 1, "active", "gj-bbbbbbbbbb")
     report = Client(providers=["lambda"], sleep=lambda _s: None).reap(provider="lambda",
@@ -59,7 +59,7 @@ def test_a_dry_run_names_the_node_and_ends_nothing(fake):  # noqa: F811
     assert _terminated(fake) == []
 
 
-def test_a_job_whose_nodes_all_run_is_left_alone(fake):  # noqa: F811
+def test_a_job_whose_nodes_all_run_is_left_alone(fake):
     _node(fake, 0, "active", "gj-aaaaaaaaaa")
     _node(fake, 1, "active", "gj-bbbbbbbbbb")
     report = Client(providers=["lambda"], sleep=lambda _s: None).reap(provider="lambda")

@@ -24,8 +24,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from gpucloud.errors import APIError, APIResponseValidationError, APIStatusError, NotFoundError
 from gpucloud.core.flow import JOB_PREFIX, Flow, OfferQuery, Sleep, T  # noqa: F401 - re-exported
-from gpucloud.providers._batch_mark import job_nodes, node_rank
 from gpucloud.providers.capabilities import Capabilities
+# A job seen through its machine(s); a multi-node job's machines are one job.
+from gpucloud.providers import job_nodes
+from gpucloud.providers.job_nodes import job_of
 from gpucloud.providers.times import format_utc, parse_utc  # noqa: F401 - re-exported
 from gpucloud.providers.error_table import ErrorFields, ErrorRule
 from gpucloud.transport.ratelimit import RateLimit, account_digest
@@ -39,9 +41,8 @@ if TYPE_CHECKING:
 
     from gpucloud.catalog.bundled import ProviderCatalog
     from gpucloud.config.credentials import Credential
-    from gpucloud.models import (
-        ExecResult, Instance, InstanceSpec, Job, JobRun, Offer, Volume, VolumeSpec,
-    )
+    from gpucloud.models import ExecResult, Instance, InstanceSpec, Job, JobRun, Offer
+    from gpucloud.models import Volume, VolumeSpec
 
 
 # How a request may be retried (see transport/http.py):
@@ -318,42 +319,20 @@ class Provider:
         instance = yield from self.create(spec)
         return job_of(instance)
 
-    # A multi-node job ("batch" multi_node) is several machines sharing a job
-    # batch key (_batch_mark.job_key): listed, read and cancelled as one job.
-
     def list_jobs(self) -> Flow[list[Job]]:
         machines = yield from self.list_instances()
-        return jobs_of([m for m in machines if (m.launch_id or "").startswith(JOB_PREFIX)])
+        return job_nodes.jobs_of([m for m in machines
+                                  if (m.launch_id or "").startswith(JOB_PREFIX)])
 
     def get_job(self, job_id: str) -> Flow[Job]:
-        instance = yield from self.get(job_id)
-        if job_nodes(instance.batch) is None:
-            return job_of(instance)
-        return (yield from self._nodes_job(instance))
-
-    def _nodes_job(self, instance: Instance) -> Flow[Job]:
-        """The multi-node job ``instance`` is a node of, with every node listed."""
-        listed = yield from self.list_instances()
-        nodes = [m for m in listed if m.batch == instance.batch and m.id != instance.id]
-        return nodes_job([instance, *nodes])
+        return (yield from job_nodes.read_job(self, job_id))
 
     def cancel_job(self, job_id: str) -> Flow[None]:
-        instance = yield from self.get(job_id)
-        if job_nodes(instance.batch) is None:
-            yield from self.delete(job_id)
-            return
-        job = yield from self._nodes_job(instance)
-        for node in job.instances:  # every node: none is left to run (and bill) alone
-            try:
-                yield from self.delete(node.id)
-            except NotFoundError:
-                continue
+        yield from job_nodes.cancel_job(self, job_id)
 
     def start_node_job(self, instance: Instance, job: JobRun) -> Flow[bool]:
-        """Start ``job`` (one node's, its rendezvous env included) on ``instance``,
-        a running node of a multi-node job. True: the provider's own API did it
-        (the ssh provider, which starts jobs over its own transport); False, the
-        default: gpucloud starts it over ssh (jobs/multinode_batch.py)."""
+        """Start a multi-node job's node ``job`` on ``instance`` by the provider's own
+        means: True; False (default): gpucloud does, over ssh (jobs/multinode_batch.py)."""
         return False
         yield  # pragma: no cover - a flow
 
@@ -401,60 +380,6 @@ def _user_agent() -> str:
 
 __all__ = [
     "APIStatusError", "Capabilities", "Flow", "KIND_EXTENSION", "OfferQuery", "SECRETS_EXTENSION",
-    "Provider", "RequestKind", "Sleep", "job_of", "jobs_of", "nodes_job",
+    "Provider", "RequestKind", "Sleep", "job_of",
 ]
 
-
-def job_of(instance: Instance) -> Job:
-    """A job seen through the machine that runs it (VM and container clouds)."""
-    from gpucloud.models import InstanceStatus, Job, JobStatus
-
-    status = {
-        InstanceStatus.PENDING: JobStatus.QUEUED,
-        InstanceStatus.RUNNING: JobStatus.RUNNING,
-        InstanceStatus.STOPPING: JobStatus.RUNNING,
-    }.get(instance.status, JobStatus.UNKNOWN)
-    return Job(provider=instance.provider, id=instance.id, name=instance.name, status=status,
-               provider_status=instance.provider_status, launch_id=instance.launch_id,
-               instance=instance, created_at=instance.created_at,
-               shutdown_at=instance.shutdown_at, simulated=instance.simulated)
-
-
-def jobs_of(machines: Sequence[Instance]) -> list[Job]:
-    """Jobs seen through their machines: one per machine, except the nodes of
-    a multi-node job (one job batch key), which are one job."""
-    out: list[Job] = []
-    groups: dict[str, list[Instance]] = {}
-    for machine in machines:
-        if job_nodes(machine.batch) is None:
-            out.append(job_of(machine))
-        else:
-            groups.setdefault(str(machine.batch), []).append(machine)
-    out.extend(nodes_job(group) for group in groups.values())
-    return out
-
-
-def nodes_job(machines: Sequence[Instance]) -> Job:
-    """A multi-node job seen through the machines of its batch key, in rank
-    order (the ``-node<rank>`` their names end with; else by creation). Every
-    node present and running: running; a node missing or ended: the job is
-    no longer whole, so its status is unknown (the reaper ends the rest)."""
-    from gpucloud.models import JobStatus
-
-    ordered = sorted(machines, key=lambda m: (
-        node_rank(m.name) is None, node_rank(m.name) or 0, m.created_at is None,
-        m.created_at or datetime.min, m.id))
-    wanted = job_nodes(ordered[0].batch) or len(ordered)
-    each = [job_of(m).status for m in ordered]
-    status = JobStatus.UNKNOWN
-    if len(ordered) == wanted and JobStatus.UNKNOWN not in each:
-        status = JobStatus.QUEUED if JobStatus.QUEUED in each else JobStatus.RUNNING
-    first = job_of(ordered[0])
-    name = first.name
-    rank = node_rank(name)
-    if name and rank is not None:
-        name = name[: -len(f"-node{rank}")]
-    deadlines = [m.shutdown_at for m in ordered if m.shutdown_at is not None]
-    return first.model_copy(update={
-        "name": name, "status": status, "nodes": wanted, "instances": tuple(ordered),
-        "shutdown_at": min(deadlines) if deadlines else None})

@@ -250,7 +250,7 @@ class SshProvider(Provider):
                 skipped.append(problem)
                 continue
             if spec.job is not None:
-                yield from self._start_job(host, spec.launch_id, spec.job)
+                yield from self._start_job(host, spec)
             return self._instance(host, {k: v for k, v in info.items() if v is not None})
         if len(candidates) == 1 and errors:
             raise errors[0]  # one host, one reason: its own error (auth, unreachable)
@@ -289,7 +289,11 @@ class SshProvider(Provider):
         self._body(response)
         return True
 
-    def _start_job(self, host: Host, launch_id: str, job: JobRun) -> Flow[None]:
+    def _start_job(self, host: Host, spec: InstanceSpec) -> Flow[None]:
+        assert spec.job is not None
+        yield from self._run_job(host, spec.launch_id, spec.job)
+
+    def _run_job(self, host: Host, launch_id: str, job: JobRun) -> Flow[None]:
         from gpucloud.providers import _jobscript
         from gpucloud.providers.ssh import _remote
 
@@ -307,7 +311,7 @@ class SshProvider(Provider):
         if host is None or not instance.launch_id:
             raise NotFoundError(f"ssh: {instance.id} is not an allocation of gpucloud's",
                                 provider=self.name, status_code=404)
-        yield from self._start_job(host, instance.launch_id, job)
+        yield from self._run_job(host, instance.launch_id, job)
         return True
 
     def delete(self, instance_id: str) -> Flow[None]:
