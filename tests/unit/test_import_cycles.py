@@ -153,7 +153,7 @@ LAYERS: dict[str, frozenset[str]] = {
     # A multi-node job on a VM cloud launches its nodes as one batch and starts
     # the job on each over ssh (jobs/multinode_batch.py): batch and machine.
     "jobs": frozenset({"compat", "models", "errors", "config", "catalog", "kernel",
-                       "providers", "safety", "core", "machine", "batch", "transport"}),
+                       "providers", "safety", "core", "machine", "batch"}),
     "safety-ops": frozenset({"models", "errors", "catalog", "kernel", "providers", "safety",
                              "core", "jobs"}),
     "client": frozenset({"compat", "models", "errors", "types", "config", "catalog", "kernel",

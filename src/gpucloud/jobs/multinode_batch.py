@@ -58,10 +58,11 @@ def submit(ctx: ClientContext, job: JobRun, plan: Plan, disk_gb: int | None) -> 
     """Launch the job's nodes, start it on each; the Job (node 0's id)."""
     from gpucloud.batch.create import launch_batch
     from gpucloud.batch.models import BatchIncompleteError, CreateRequest
-    from gpucloud.transport.redaction import register_secrets
 
+    # The launches carry no secret (the machines boot without the job); the
+    # runner that holds them goes to each node by ssh's stdin, or, on the ssh
+    # provider, in a request marked with them (base.SECRETS_EXTENSION).
     nodes = job.nodes
-    register_secrets(job.secret_env.values())
     offer = plan.offer
     plan = one_region(plan)
     requests = [CreateRequest(gpu=offer.gpu, count=offer.gpu_count, provider=offer.provider,
