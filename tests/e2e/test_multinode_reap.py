@@ -20,9 +20,10 @@ from .test_lambda_client import fake, fixture  # noqa: F401 - a fixture
 KEY = "mn-2-0123456789"  # a two-node job's batch key (providers/_batch_mark.job_key)
 
 
-def _node(fake, rank: int, status: str, launch_id: str, key: str = KEY) -> str:
-    ident = f"{rank + 1:032x}"
-    deadline = (utcnow() + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _node(fake, rank: int, status: str, launch_id: str, key: str = KEY,
+          left: timedelta = timedelta(hours=2)) -> str:
+    ident = f"{len(fake.instances) + 1:032x}"
+    deadline = (utcnow() + left).strftime("%Y-%m-%dT%H:%M:%SZ")
     fake.instances[ident] = {
         **fixture("get_instance_200.json")["data"], "id": ident, "name": f"pair-node{rank}",
         "status": status, "tags": [{"key": "gpucloud-launch-id", "value": launch_id},
@@ -41,6 +42,9 @@ def _terminated(fake) -> list[str]:
 def test_one_node_ended_ends_the_other_before_its_deadline(fake):
     _node(fake, 0, "terminated", "gj-aaaaaaaaaa")
     survivor = _node(fake, 1, "active", "gj-bbbbbbbbbb")
+    # Another job whose nodes both run: left alone.
+    _node(fake, 0, "active", "gj-cccccccccc", key="mn-2-99999999ff")
+    _node(fake, 1, "active", "gj-dddddddddd", key="mn-2-99999999ff")
 
     report = Client(providers=["lambda"], sleep=lambda _s: None).reap(provider="lambda")
 
@@ -57,6 +61,19 @@ def test_a_dry_run_names_the_node_and_ends_nothing(fake):
                                                                        dry_run=True)
     assert [(a.instance.id, a.action) for a in report.actions] == [(survivor, "would_terminate")]
     assert _terminated(fake) == []
+
+
+def test_the_deadline_of_one_node_ends_the_whole_job_in_one_pass(fake):
+    """Each node's deadline is set as it launched, seconds apart: the first one
+    past ends them all, not one node now and the other a pass later."""
+    late = _node(fake, 0, "active", "gj-aaaaaaaaaa", left=-timedelta(minutes=1))
+    early = _node(fake, 1, "active", "gj-bbbbbbbbbb", left=timedelta(minutes=10))
+
+    report = Client(providers=["lambda"], sleep=lambda _s: None).reap(provider="lambda")
+
+    assert sorted(_terminated(fake)) == sorted([late, early])
+    assert {a.instance.id: a.action for a in report.actions} == {
+        late: "terminated", early: "terminated"}
 
 
 def _machine(ident: str, created_ago: timedelta | None,

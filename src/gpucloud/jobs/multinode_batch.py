@@ -45,13 +45,15 @@ NAME_ROOM = 40  # of the job's name in a node's name: "-node<rank>" must survive
 # providers that cut names (Hyperstack: 50 characters)
 
 
-def one_region(plan: Plan) -> Plan:
-    """The plan with no failover away from its offer's provider, region and
-    instance type: the nodes of one job stay together."""
+def node_plan(plan: Plan, nodes: int) -> Plan:
+    """The plan each node is launched by: no failover away from its offer's
+    provider, region and instance type (the nodes of one job stay together),
+    and ``nodes`` machines, so that each node's share of ``max_cost`` (its
+    deadline, core/launch.machine_cap) is the job's cap split between them."""
     o = plan.offer
     same = tuple(a for a in plan.alternatives if (a.provider, a.region, a.instance_type)
                  == (o.provider, o.region, o.instance_type))
-    return plan.model_copy(update={"alternatives": same})
+    return plan.model_copy(update={"alternatives": same, "instances": nodes})
 
 
 def submit(ctx: ClientContext, job: JobRun, plan: Plan, disk_gb: int | None) -> Op:
@@ -64,7 +66,7 @@ def submit(ctx: ClientContext, job: JobRun, plan: Plan, disk_gb: int | None) -> 
     # provider, in a request marked with them (base.SECRETS_EXTENSION).
     nodes = job.nodes
     offer = plan.offer
-    plan = one_region(plan)
+    plan = node_plan(plan, nodes)
     requests = [CreateRequest(gpu=offer.gpu, count=offer.gpu_count, provider=offer.provider,
                               region=offer.region, disk_gb=disk_gb,
                               name=_batch_mark.node_name(job.name[:NAME_ROOM], rank))
@@ -212,4 +214,4 @@ def _failed(job: JobRun, exc: Any) -> GpuCloudError:
         hint=hint + (f"; {first.hint}" if first.hint else ""))
 
 
-__all__ = ["BOOT_TIMEOUT", "address", "node_job", "one_region", "start", "submit"]
+__all__ = ["BOOT_TIMEOUT", "address", "node_job", "node_plan", "start", "submit"]

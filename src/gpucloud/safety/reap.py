@@ -174,7 +174,9 @@ def _action(instance: Instance, action: Any, now: datetime, error: str | None = 
 
 def lone_nodes(machines: list[Instance], now: datetime) -> list[tuple[Instance, str]]:
     """(machine, why) for every node still up of a multi-node job that has
-    lost a node: one ended, failed or stopped, or missing past LOST_AFTER."""
+    lost a node: one ended, failed or stopped, or missing past LOST_AFTER; or
+    whose deadline has passed on one node (the nodes' deadlines, set as each
+    launched, may be seconds apart: the job ends as one)."""
     groups: dict[str, list[Instance]] = {}
     for m in machines:
         if is_gpucloud(m.launch_id) and job_nodes(m.batch) is not None:
@@ -183,12 +185,14 @@ def lone_nodes(machines: list[Instance], now: datetime) -> list[tuple[Instance, 
     for key, group in groups.items():
         wanted = job_nodes(key) or 0
         ended = [m for m in group if m.status in NODE_ENDED]
+        late = [m for m in group if overdue(m, now)]
         born = [m.created_at for m in group]
         missing = len(group) < wanted and all(born) and \
             now - min(b for b in born if b is not None) > LOST_AFTER
-        if not ended and not missing:
+        if not ended and not late and not missing:
             continue
         why = (f"{ended[0].ref}, a node of the same job, is {ended[0].status.value}" if ended
+               else f"{late[0].ref}, a node of the same job, is past its deadline" if late
                else f"{wanted - len(group)} of the job's {wanted} nodes are gone")
         out += [(m, why) for m in group if m.status not in GONE]
     return out
