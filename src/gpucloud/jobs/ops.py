@@ -126,9 +126,9 @@ def submit(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
     if spec.nodes > 1 and adapter.capabilities.multi_node == "batch":
         from gpucloud.jobs import multinode_batch
 
+        # The nodes' launches record each machine in ctx.created (batch/create.py).
         nodes: Job = yield from multinode_batch.submit(
             ctx, job_run(spec, secret_env), plan_, spec.resources.disk_gb)
-        ctx.created.extend(nodes.instances)
         return nodes
     # The container image travels in the JobRun; the machine keeps the provider's
     # default image (on a VM cloud, the OS image that runs the container).
