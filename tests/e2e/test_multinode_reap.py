@@ -54,6 +54,19 @@ def test_one_node_ended_ends_the_other_before_its_deadline(fake):
     assert "is terminated" in action.reason and action.overdue_seconds == 0
 
 
+def test_the_cli_says_why_a_node_before_its_deadline_is_ended(fake):
+    from typer.testing import CliRunner
+
+    from gpucloud.cli import app
+
+    _node(fake, 0, "preempted", "gj-aaaaaaaaaa")  # Lambda: gone, no longer billed
+    survivor = _node(fake, 1, "active", "gj-bbbbbbbbbb")
+    done = CliRunner().invoke(app, ["reap", "--provider", "lambda"])
+    assert done.exit_code == 0, done.output
+    assert (f"terminated: lambda/{survivor} (pair-node1), a node of a job that lost one: "
+            in done.output) and "is terminated" in done.output
+
+
 def test_a_dry_run_names_the_node_and_ends_nothing(fake):
     _node(fake, 0, "terminated", "gj-aaaaaaaaaa")
     survivor = _node(fake, 1, "active", "gj-bbbbbbbbbb")
