@@ -126,7 +126,8 @@ def test_the_job_starts_on_each_node_over_ssh_with_the_private_addresses(lambda_
     fake, calls = lambda_two
     monkeypatch.setenv("MN_LAMBDA_TOKEN", SECRET)
     job = Client(sleep=lambda _s: None).submit(
-        {**JOB, "secrets": {"TOKEN": {"env": "MN_LAMBDA_TOKEN"}}}, provider="lambda")
+        {**JOB, "secrets": {"TOKEN": {"env": "MN_LAMBDA_TOKEN"}}, "retries": 2},
+        provider="lambda")
 
     assert job.nodes == 2 and job.status.value == "running"
     assert [m.name for m in job.instances] == ["pair-node0", "pair-node1"]
@@ -143,6 +144,7 @@ def test_the_job_starts_on_each_node_over_ssh_with_the_private_addresses(lambda_
         assert f"export NODE_RANK={rank}" in script
         assert "export GPUCLOUD_NODE_ADDRS=10.0.2.101,10.0.2.102" in script
         assert "--network host" in script and "shutdown -h now" in script
+        assert "GC_RETRIES=0" in script  # a node never reruns alone: the job fails
     assert _terminated(fake) == []
 
 

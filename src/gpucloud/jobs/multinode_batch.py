@@ -102,9 +102,12 @@ def submit(ctx: ClientContext, job: JobRun, plan: Plan, disk_gb: int | None) -> 
 
 
 def node_job(job: JobRun, rank: int, addrs: list[str]) -> JobRun:
-    """Node ``rank``'s JobRun: the job with the rendezvous env."""
+    """Node ``rank``'s JobRun: the job with the rendezvous env. No retries on
+    the node: one node's command run again alone would wait at a rendezvous
+    the others have left, so a failed node fails the job (the reaper then
+    ends the others)."""
     env = {**job.env, **node_env(rank, addrs, job.gpu_count)}
-    return job.model_copy(update={"env": env, "node_rank": rank})
+    return job.model_copy(update={"env": env, "node_rank": rank, "retries": 0})
 
 
 def address(machine: Instance) -> str:
