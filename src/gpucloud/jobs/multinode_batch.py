@@ -22,6 +22,11 @@ gpucloud places the nodes itself.
 
 The client must stay up until the job has started on every node: the
 machines wait for gpucloud, not the other way round.
+
+The ssh start (``_start_over_ssh``) is a blocking subprocess run inside the
+operation, as ``Client.exec`` is: under AsyncClient it holds the event loop
+for that node's few seconds of ssh (no instruction runs a blocking call in a
+thread yet).
 """
 
 from __future__ import annotations
