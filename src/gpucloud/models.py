@@ -310,6 +310,9 @@ class Instance(_Model):
     # The address on the provider's private network, where it gives one: what
     # the nodes of a multi-node job use to reach each other.
     private_ip: str | None = None
+    # The batch key the machine carries (providers/_batch_mark.py), where the
+    # provider gives it back: the machines of one multi-node job share it.
+    batch: str | None = None
     created_at: datetime | None = None
     shutdown_at: datetime | None = None
     launch_id: str | None = None
@@ -407,6 +410,9 @@ class ReapAction(_Model):
     action: Literal["terminated", "would_terminate", "extended", "failed", "gone"]
     overdue_seconds: int  # how far past its deadline when the reaper looked (>= 0)
     error: str | None = None
+    # Why a machine not past its deadline was ended: a node of a multi-node job
+    # that lost another node (safety/reap.py).
+    reason: str | None = None
 
 
 class UnclaimedMachine(_Model):

@@ -342,3 +342,13 @@ def test_a_flavor_that_is_not_an_object_is_a_validation_error():
     with pytest.raises(APIResponseValidationError, match="flavor"):
         run(lambda p: p.offers(OfferQuery()), {("GET", "/v1/core/flavors"): flavors,
                                                 ("GET", "/v1/core/stocks"): {"stocks": []}})
+
+
+def test_get_reads_the_private_address_and_the_batch_key():
+    """fixed_ip (the environment's own network) is where a job's nodes reach
+    each other; the batch label groups a multi-node job's machines."""
+    raw = body("get_vm_200.json")
+    raw["instance"]["labels"].append("gpucloud-batch=mn-2-0123456789")
+    machine, _ = run(lambda p: p.get("4711"), {("GET", VM): raw})
+    assert (machine.private_ip, machine.ip) == ("10.0.0.12", "38.80.122.17")
+    assert machine.batch == "mn-2-0123456789"

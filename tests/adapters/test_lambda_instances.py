@@ -238,6 +238,7 @@ def test_list_instances_maps_fields(api, run, provider):
         provider="lambda", id=INSTANCE_ID, name="My Instance", status=InstanceStatus.PENDING,
         provider_status="booting", gpu="H100", gpu_count=8, instance_type="gpu_8x_h100_sxm5gdr",
         region="us-west-1", price_per_hour=Decimal("35.92"), ip="198.51.100.2",
+        private_ip="10.0.2.100",  # the spec's Instance.private_ip
         created_at=None, shutdown_at=None, launch_id=None,
         connection=Connection(method="ssh", host="198.51.100.2", port=22, user="ubuntu"),
     )

@@ -141,3 +141,10 @@ def test_verify_is_one_cheap_signed_read(api, run, provider):
     api.on("GET", "/sshkeys", reply(200, body("sshkeys_200")))
     assert run(provider.verify()) is None
     assert paths(api) == ["GET /v1/sshkeys"]
+
+
+def test_list_reads_the_batch_tag(api, run, provider):
+    """The machines of a multi-node job are grouped by the batch tag create set."""
+    api.on("GET", "/instances", reply(200, listed(tags=[*OURS, "gpucloud-batch=mn-2-00112233aa"])))
+    [machine] = run(provider.list_instances())
+    assert machine.batch == "mn-2-00112233aa"

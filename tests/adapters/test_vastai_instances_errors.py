@@ -84,7 +84,8 @@ def test_list_maps_fields(api, run, provider):
         "status": InstanceStatus.RUNNING, "provider_status": "running", "gpu": "RTX4090",
         "gpu_count": 1, "instance_type": "1x-RTX_4090",
         "region": None,  # "California, United States" has no country code
-        "price_per_hour": Decimal("0.8021"), "ip": "192.0.2.45", "private_ip": None,
+        "price_per_hour": Decimal("0.8021"), "ip": "192.0.2.45",
+        "private_ip": None, "batch": None,
         "created_at": datetime.fromtimestamp(1668804745.1223178, timezone.utc),
         "shutdown_at": None, "launch_id": None, "simulated": False,
         "connection": {"method": "ssh", "host": "192.0.2.45", "port": 20000, "user": "root"},

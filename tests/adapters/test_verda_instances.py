@@ -48,7 +48,8 @@ def test_list_maps_the_sdk_instance(api, run, provider):
         "provider": "verda", "id": INSTANCE_ID, "name": "I'll be your host for today",
         "status": InstanceStatus.RUNNING, "provider_status": "running",
         "gpu": "super-duper-gpu", "gpu_count": 1, "instance_type": "1V100.6V",
-        "region": "FIN-01", "price_per_hour": Decimal("0.6"), "ip": "1.2.3.4", "private_ip": None,
+        "region": "FIN-01", "price_per_hour": Decimal("0.6"), "ip": "1.2.3.4",
+        "private_ip": None, "batch": None,
         "created_at": None,  # the fixture's placeholder is not a time
         "shutdown_at": None, "launch_id": None, "simulated": False,
         "connection": {"method": "ssh", "host": "1.2.3.4", "port": 22, "user": "root"},
@@ -183,3 +184,13 @@ def test_async_session(api, provider):
     assert [o.instance_type for o in offers] == ["1V100.6V"]
     assert [i.id for i in instances] == [INSTANCE_ID]
     assert len(api.grants) == 1
+
+
+def test_list_reads_the_batch_key_from_the_description(api, run, provider):
+    """The machines of a multi-node job are grouped by the key create wrote there."""
+    raw = instance_body(description="gpucloud launch_id=gj-0123456789; "
+                                    "shutdown_at=2026-12-01T12:00:00Z; batch=mn-2-00112233aa")
+    api.on("GET", "/instances", reply(200, [raw]))
+    [instance] = run(provider.list_instances())
+    assert (instance.launch_id, instance.batch) == ("gj-0123456789", "mn-2-00112233aa")
+    assert instance.private_ip is None  # the API's Instance has no private address

@@ -148,10 +148,12 @@ LAYERS: dict[str, frozenset[str]] = {
     "core": frozenset({"models", "errors", "types", "config", "catalog", "kernel", "transport",
                        "providers", "safety"}),
     "machine": frozenset({"models", "errors", "config", "catalog", "kernel", "safety", "core"}),
-    "jobs": frozenset({"compat", "models", "errors", "config", "catalog", "kernel",
-                       "providers", "safety", "core"}),
     "batch": frozenset({"compat", "models", "errors", "catalog", "kernel", "providers",
                         "safety", "core"}),
+    # A multi-node job on a VM cloud launches its nodes as one batch and starts
+    # the job on each over ssh (jobs/multinode_batch.py): batch and machine.
+    "jobs": frozenset({"compat", "models", "errors", "config", "catalog", "kernel",
+                       "providers", "safety", "core", "machine", "batch"}),
     "safety-ops": frozenset({"models", "errors", "catalog", "kernel", "providers", "safety",
                              "core", "jobs"}),
     "client": frozenset({"compat", "models", "errors", "types", "config", "catalog", "kernel",

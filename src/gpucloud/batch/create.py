@@ -193,8 +193,13 @@ class _Run:
     """What the slots of one batch share: the stop flag and the progress hook."""
 
     def __init__(self, ctx: ClientContext, key: str, all_or_nothing: bool,
-                 progress: Progress | None, *, keyed: bool = False) -> None:
+                 progress: Progress | None, *, keyed: bool = False,
+                 job_nodes: bool = False) -> None:
         self.ctx, self.key = ctx, key
+        self.job_nodes = job_nodes  # the machines of a multi-node job (gj- launch ids)
+        # Each failed slot's own error: an all-or-nothing batch's error is raised
+        # from the first one, so a caller can answer with its class (exit code).
+        self.errors: dict[int, GpuCloudError] = {}
         self.keyed = keyed  # the caller's key (resumable, locked), not a random one
         self.all_or_nothing = all_or_nothing
         self.progress = progress
@@ -220,7 +225,9 @@ class _Run:
 
 def launch_batch(ctx: ClientContext, requests: list[CreateRequest], plans: list[Plan], *,
                  concurrency: int | None, all_or_nothing: bool, batch: str | None,
-                 progress: Progress | None) -> Op:
+                 progress: Progress | None, job_nodes: bool = False) -> Op:
+    """``job_nodes``: the machines are the nodes of one multi-node job
+    (jobs/multinode_batch.py): job launch ids, never resumed from an earlier run."""
     if concurrency is not None and (isinstance(concurrency, bool)
                                     or not isinstance(concurrency, int) or concurrency < 1):
         raise SpecError(f"concurrency must be a positive number of launches, got "
@@ -232,18 +239,18 @@ def launch_batch(ctx: ClientContext, requests: list[CreateRequest], plans: list[
     try:
         return (yield from _launch_all(ctx, requests, plans, concurrency=concurrency,
                                        all_or_nothing=all_or_nothing, batch=batch,
-                                       progress=progress))
+                                       progress=progress, job_nodes=job_nodes))
     finally:
         ctx.key_memo = None
 
 
 def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[Plan], *,
                 concurrency: int | None, all_or_nothing: bool, batch: str | None,
-                progress: Progress | None) -> Op:
+                progress: Progress | None, job_nodes: bool = False) -> Op:
     run = _Run(ctx, batch or "b-" + secrets.token_hex(5), all_or_nothing, progress,
-               keyed=batch is not None)
+               keyed=batch is not None and not job_nodes, job_nodes=job_nodes)
     earlier: dict[int, BatchItem] = {}
-    if batch is not None:
+    if run.keyed:
         earlier = yield from _resume(run, len(requests))
         for item in earlier.values():
             run.settled(item)
@@ -291,6 +298,7 @@ def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[P
         elif isinstance(result, BatchItem):
             items[index] = result
         elif isinstance(result, GpuCloudError):
+            run.errors.setdefault(index, result)
             items[index] = _failed(index, requests[index].name, result, [])
         # else answered: its item came from a pass
     distinct = list({id(p): p for p in plans}.values())
@@ -334,7 +342,8 @@ def _launch_slot(run: _Run, index: int, request: CreateRequest, plan: Plan,
         made = yield from launch(run.ctx, plan, name=request.name, image=request.image,
                                  ssh_key=request.ssh_key, disk_gb=request.disk_gb,
                                  attempts=attempts, slot=(run.key, index),
-                                 confirm_later=listed, on_send=on_send)
+                                 confirm_later=listed, on_send=on_send,
+                                 job_node=run.job_nodes)
     except GpuCloudError as exc:
         made = exc
     if isinstance(made, Answered):
@@ -348,6 +357,7 @@ def _item(run: _Run, index: int, name: str | None, made: Instance | GpuCloudErro
     """A concluded launch as its slot's item, recorded and reported."""
     run.ctx.last_attempts.extend(attempts)
     if isinstance(made, GpuCloudError):
+        run.errors.setdefault(index, made)
         return run.settled(_failed(index, name, made, attempts))
     return run.settled(BatchItem(index=index, name=made.name, launch_id=made.launch_id,
                                  status="created", instance=made, attempts=tuple(attempts)))
@@ -471,4 +481,5 @@ def _roll_back(run: _Run, result: BatchResult) -> Op:
     raise BatchIncompleteError(
         f"batch {run.key} could not complete ({failed} of {len(items)} failed; first: "
         f"machine {first.index + 1}: {first.error})",
-        result=final, code=first.error_code, exit_code=first.exit_code or 1, hint=hint)
+        result=final, code=first.error_code, exit_code=first.exit_code or 1,
+        hint=hint) from run.errors.get(first.index)

@@ -245,10 +245,13 @@ class ClientContext:
     def instance_spec(self, offer: Offer, adapter: Provider, *, name: str | None,
                       image: str | None, ssh_key: str | None, disk_gb: int | None,
                       shutdown_at: Any, job: Any = None,
-                      batch: str | None = None, max_cost: Any = None) -> InstanceSpec:
+                      batch: str | None = None, max_cost: Any = None,
+                      job_node: bool = False) -> InstanceSpec:
+        """``job_node``: a machine of a multi-node job, launched without the job
+        (started on it later, over ssh) yet carrying a job launch id."""
         from gpucloud.models import InstanceSpec
 
-        launch_id = new_launch_id(job=job is not None)
+        launch_id = new_launch_id(job=job is not None or job_node)
         key_name, public_key, _ = self.ssh_key(ssh_key)
         if adapter.capabilities.needs_ssh_key and key_name is None:
             raise ConfigurationError(

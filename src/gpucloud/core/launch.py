@@ -79,7 +79,8 @@ def machine_cap(plan: Plan) -> Decimal | None:
 def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | None,
            ssh_key: str | None, disk_gb: int | None, job: JobRun | None = None,
            attempts: list[Attempt] | None = None, slot: tuple[str, int] | None = None,
-           confirm_later: bool = False, on_send: Callable[[], None] | None = None) -> Op:
+           confirm_later: bool = False, on_send: Callable[[], None] | None = None,
+           job_node: bool = False) -> Op:
     """One machine. ``attempts``: this launch's own list (a batch runs many at
     once on one context, so it passes one per slot); without it the list is
     also the context's ``last_attempts``. ``slot``: (batch key, slot index),
@@ -87,7 +88,8 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
     ``confirm_later``: a create answered with a well-formed id returns its
     ``Answered`` unconfirmed, for the caller to ``conclude`` (a batch confirms
     many with one listing); otherwise it is read back here. ``on_send``: called
-    just before each create request is sent."""
+    just before each create request is sent. ``job_node``: a machine of a
+    multi-node job (a job launch id, created without the job: jobs/multinode_batch.py)."""
     if attempts is None:
         attempts = []
         ctx.last_attempts = attempts
@@ -103,7 +105,8 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
         shutdown_at = deadline_for(plan, offer, disk_gb)
         spec = ctx.instance_spec(offer, adapter, name=name, image=image, ssh_key=ssh_key,
                                  disk_gb=disk_gb, shutdown_at=shutdown_at, job=job,
-                                 batch=batch_key, max_cost=machine_cap(plan))
+                                 batch=batch_key, max_cost=machine_cap(plan),
+                                 job_node=job_node)
         if job is not None:
             register_secrets(job.secret_env.values())
         # Admitted against the monthly budget and journaled in one transaction,

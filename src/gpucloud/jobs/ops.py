@@ -164,6 +164,19 @@ def submit(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
     # Volumes the job makes exist before the launch, and go again if it fails.
     run, made_volumes = yield from job_volumes.prepare(ctx, spec, plan_.offer,
                                                        job_run(spec, secret_env))
+    adapter = ctx.adapter(plan_.offer.provider)
+    if spec.nodes > 1 and adapter.capabilities.multi_node == "batch":
+        from gpucloud.jobs import multinode_batch
+
+        # The nodes' launches record each machine in ctx.created (batch/create.py).
+        try:
+            nodes: Job = yield from multinode_batch.submit(ctx, run, plan_,
+                                                           spec.resources.disk_gb)
+        except BaseException:
+            yield from job_volumes.undo(ctx, made_volumes)
+            raise
+        job_volumes.owned(ctx, spec, made_volumes, nodes)
+        return nodes
     # The container image travels in the JobRun; the machine keeps the provider's
     # default image (on a VM cloud, the OS image that runs the container).
     try:

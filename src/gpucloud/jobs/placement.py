@@ -12,6 +12,10 @@ each adapter declares (``Capabilities.multi_node``), before anything is sent.
   InfiniBand, the sandbox's simulation). A "batch" provider launches separate
   machines one by one, and no call of theirs requests or guarantees InfiniBand
   between two of them, so it is refused rather than promised.
+* ``volumes`` with ``nodes > 1`` run only where the provider places the nodes
+  (and mounts the volume on each) itself: a "batch" provider's nodes boot
+  without the job and are started over ssh, and that start mounts no volume,
+  so a job there would run without its data.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ def mode(provider: str) -> str:
 
 def _wanted(spec: JobSpec) -> tuple[str, ...]:
     """The multi_node modes that can run this job."""
-    if spec.placement.interconnect == "infiniband":
+    if spec.placement.interconnect == "infiniband" or spec.volumes:
         return ("native",)
     return ("native", "batch")
 
@@ -55,19 +59,25 @@ def able(spec: JobSpec, names: Iterable[str] | None = None) -> list[str]:
 def refusal(spec: JobSpec, providers: Iterable[str]) -> SpecError:
     """The one-line refusal naming why the providers cannot, and those that can."""
     refused = sorted(set(providers))
-    batch = [p for p in refused if mode(p) == "batch"]  # only infiniband refuses these
+    batch = [p for p in refused if mode(p) == "batch"]  # infiniband or volumes refuse these
     none = [p for p in refused if p not in batch]
+    infiniband = spec.placement.interconnect == "infiniband"
+    cannot = " and ".join((["cannot request or guarantee InfiniBand between them"]
+                           if infiniband else [])
+                          + (["mount no volume on the nodes"] if spec.volumes else []))
     why = ([f"{', '.join(none)} {'has' if len(none) == 1 else 'have'} no multi-node support"]
            if none else []) + (
         [f"{', '.join(batch)} {'launches' if len(batch) == 1 else 'launch'} separate machines "
-         "and cannot request or guarantee InfiniBand between them"] if batch else [])
-    infiniband = spec.placement.interconnect == "infiniband"
+         f"and {cannot}"] if batch else [])
+    asked = " and ".join((["interconnect: infiniband"] if infiniband else [])
+                         + (["volumes"] if spec.volumes else []))
     return SpecError(
-        f"a {spec.nodes}-node job{' with interconnect: infiniband' if infiniband else ''} "
+        f"a {spec.nodes}-node job{f' with {asked}' if asked else ''} "
         f"cannot run on {', '.join(refused)}: {'; '.join(why)}; providers that can: "
         f"{', '.join(able(spec)) or 'none installed'}",
         hint=f"pick one with {option('provider', '--provider')} (provider: in the job file)"
              + (", or interconnect: any" if infiniband else "")
+             + (", or no volumes" if spec.volumes else "")
              + ", or set nodes: 1; nothing was sent")
 
 

@@ -207,10 +207,12 @@ def shell_line(args: list[str]) -> str:
 
 
 def run_ssh(instance: Instance, command: str, timeout: float, *,
-            identity: str | None = None, journal: Journal | None = None) -> ExecResult:
+            identity: str | None = None, journal: Journal | None = None,
+            stdin: str | None = None) -> ExecResult:
     """Blocking: run `command` through the remote shell; ssh's own failures
     (unreachable, key refused) are exit code 255 with ssh's message in stderr,
-    as OpenSSH reports them. The key: see login_identity."""
+    as OpenSSH reports them. The key: see login_identity. ``stdin``: text the
+    command reads (what must never be on a command line: a job's secrets)."""
     from gpucloud.errors import WaitTimeoutError
     from gpucloud.models import ExecResult
 
@@ -219,8 +221,8 @@ def run_ssh(instance: Instance, command: str, timeout: float, *,
                     command=[command])
     try:
         done = subprocess.run([binary, *args[1:]], capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=timeout, check=False,
-                              errors="replace")
+                              input=stdin, stdin=subprocess.DEVNULL if stdin is None else None,
+                              timeout=timeout, check=False, errors="replace")
     except subprocess.TimeoutExpired as exc:
         raise WaitTimeoutError(f"{instance.ref}: `{command}` did not finish in {timeout:g} s",
                                hint="raise timeout= or run it in the background "

@@ -145,6 +145,11 @@ def vm_script(job: JobRun, end: EndAction = POWER_OFF,
         argv += ["-v", f"{job.checkpoint_dir}:{job.checkpoint_dir}"]
     for host, inside in mounts:
         argv += ["-v", f"{host}:{inside}"]
+    if job.nodes > 1:
+        # The nodes reach each other at the machines' own addresses and ports
+        # (MASTER_ADDR:MASTER_PORT, NCCL's sockets): the host's network, not
+        # docker's private bridge.
+        argv += ["--network", "host"]
     if job.command:
         argv += ["--entrypoint", job.command[0], job.image, *job.command[1:], *job.args]
     else:

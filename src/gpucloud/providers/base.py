@@ -26,6 +26,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from gpucloud.errors import APIError, APIResponseValidationError, APIStatusError, NotFoundError
 from gpucloud.core.flow import JOB_PREFIX, Flow, OfferQuery, Sleep, T  # noqa: F401 - re-exported
 from gpucloud.providers.capabilities import Capabilities
+# A job seen through its machine(s); a multi-node job's machines are one job.
+from gpucloud.providers import job_nodes
+from gpucloud.providers.job_nodes import job_of
 from gpucloud.providers.times import format_utc, parse_utc  # noqa: F401 - re-exported
 from gpucloud.providers.error_table import ErrorFields, ErrorRule
 from gpucloud.transport.ratelimit import RateLimit, account_digest
@@ -39,7 +42,8 @@ if TYPE_CHECKING:
 
     from gpucloud.catalog.bundled import ProviderCatalog
     from gpucloud.config.credentials import Credential
-    from gpucloud.models import ExecResult, Instance, InstanceSpec, Job, Offer, Volume, VolumeSpec
+    from gpucloud.models import ExecResult, Instance, InstanceSpec, Job, JobRun, Offer
+    from gpucloud.models import Volume, VolumeSpec
 
 
 # How a request may be retried (see transport/http.py):
@@ -321,14 +325,20 @@ class Provider:
 
     def list_jobs(self) -> Flow[list[Job]]:
         machines = yield from self.list_instances()
-        return [job_of(m) for m in machines if (m.launch_id or "").startswith(JOB_PREFIX)]
+        return job_nodes.jobs_of([m for m in machines
+                                  if (m.launch_id or "").startswith(JOB_PREFIX)])
 
     def get_job(self, job_id: str) -> Flow[Job]:
-        instance = yield from self.get(job_id)
-        return job_of(instance)
+        return (yield from job_nodes.read_job(self, job_id))
 
     def cancel_job(self, job_id: str) -> Flow[None]:
-        yield from self.delete(job_id)
+        yield from job_nodes.cancel_job(self, job_id)
+
+    def start_node_job(self, instance: Instance, job: JobRun) -> Flow[bool]:
+        """Start a multi-node job's node ``job`` on ``instance`` by the provider's own
+        means: True; False (default): gpucloud does, over ssh (jobs/multinode_batch.py)."""
+        return False
+        yield  # pragma: no cover - a flow
 
     def job_logs(self, job_id: str, tail: int | None = None) -> Flow[str]:
         """The job's output, where the provider offers it."""
@@ -374,20 +384,6 @@ def _user_agent() -> str:
 
 __all__ = [
     "APIStatusError", "Capabilities", "Flow", "KIND_EXTENSION", "OfferQuery", "SECRETS_EXTENSION",
-    "Provider", "RequestKind", "Sleep",
+    "Provider", "RequestKind", "Sleep", "job_of",
 ]
 
-
-def job_of(instance: Instance) -> Job:
-    """A job seen through the machine that runs it (VM and container clouds)."""
-    from gpucloud.models import InstanceStatus, Job, JobStatus
-
-    status = {
-        InstanceStatus.PENDING: JobStatus.QUEUED,
-        InstanceStatus.RUNNING: JobStatus.RUNNING,
-        InstanceStatus.STOPPING: JobStatus.RUNNING,
-    }.get(instance.status, JobStatus.UNKNOWN)
-    return Job(provider=instance.provider, id=instance.id, name=instance.name, status=status,
-               provider_status=instance.provider_status, launch_id=instance.launch_id,
-               instance=instance, created_at=instance.created_at,
-               shutdown_at=instance.shutdown_at, simulated=instance.simulated)

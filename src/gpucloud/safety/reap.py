@@ -17,6 +17,12 @@ credentials enforces every deadline, whoever created the machines:
 
 A machine that is terminated or terminating is left alone; one that is
 stopped or failed is terminated too (it still exists, and its disk may bill).
+
+The machines of a multi-node job (one job batch key, providers/_batch_mark.py)
+are one: once a node has ended, failed or stopped, or is missing from the
+listing for longer than a launch can take (``LOST_AFTER``, counted from the
+oldest node's creation), every other node is ended too, deadline or not, so
+that no node runs alone and bills. The job then fails; it is not run again.
 """
 
 from __future__ import annotations
@@ -28,8 +34,9 @@ from gpucloud.safety import ledger_events
 from gpucloud.errors import (
     GpuCloudError, NotFoundError,
 )
+from gpucloud.providers._batch_mark import job_nodes
 from gpucloud.providers.launch_ids import is_gpucloud
-from gpucloud.models import Instance, ReapAction, ReapReport
+from gpucloud.models import Instance, InstanceStatus, ReapAction, ReapReport
 from gpucloud.core.flow import Flow
 from gpucloud.core.instructions import Call, Gather, Op
 from gpucloud.safety import unclaimed as unclaimed_mod
@@ -41,6 +48,12 @@ if TYPE_CHECKING:
     from gpucloud.providers.base import Provider
 
 from gpucloud.safety.deadlines import GONE, overdue
+
+# A node missing from the listing for this long after the first node was
+# created is lost: a batch launch (and its roll-back) ends well within it.
+LOST_AFTER = timedelta(minutes=15)
+NODE_ENDED = (*GONE, InstanceStatus.FAILED, InstanceStatus.STOPPED)
+
 
 def reap(ctx: ClientContext, dry_run: bool = False, provider: str | None = None,
          unclaimed: bool = False) -> Op:
@@ -68,6 +81,9 @@ def reap(ctx: ClientContext, dry_run: bool = False, provider: str | None = None,
         raise next(r for r in listed if isinstance(r, BaseException))
     now = utcnow()
     steps = [_Step(m) for m in machines if overdue(m, now)]
+    stepped = {s.listed.ref for s in steps}
+    steps += [_Step(m, lost) for m, lost in lone_nodes(machines, now)
+              if m.ref not in stepped]
     # Each overdue machine in one flow: its fresh read, then at once its
     # delete, rather than every machine's read before any delete.
     results = yield Gather([Call(s.listed.provider,
@@ -90,10 +106,10 @@ def reap(ctx: ClientContext, dry_run: bool = False, provider: str | None = None,
                 read.append(_action(step.listed, "failed", now, f"could not re-read: {result}"))
             elif step.read is None or step.read.status in GONE:
                 continue
-            elif not overdue(step.read, now):
+            elif step.lost is None and not overdue(step.read, now):
                 read.append(_action(step.read, "extended", now))
             else:  # a dry run
-                done.append(_action(step.read, "would_terminate", now))
+                done.append(_action(step.read, "would_terminate", now, reason=step.lost))
             continue
         machine = step.read
         assert machine is not None  # read before any delete
@@ -104,7 +120,7 @@ def reap(ctx: ClientContext, dry_run: bool = False, provider: str | None = None,
         elif isinstance(result, GpuCloudError):
             done.append(_action(machine, "failed", now, str(result)))
         else:
-            done.append(_action(machine, "terminated", now))
+            done.append(_action(machine, "terminated", now, reason=step.lost))
     actions = read + done
     yield from _volumes(ctx, names, dry_run, warnings)
     found = None
@@ -147,10 +163,11 @@ class _Step:
     """One overdue machine of a pass: as listed, as read again, and whether
     its delete was sent (an error then is the delete's, not the read's)."""
 
-    __slots__ = ("deleting", "listed", "read")
+    __slots__ = ("deleting", "listed", "lost", "read")
 
-    def __init__(self, listed: Instance) -> None:
+    def __init__(self, listed: Instance, lost: str | None = None) -> None:
         self.listed = listed
+        self.lost = lost  # why a node of a multi-node job is ended (another was lost)
         self.read: Instance | None = None
         self.deleting = False
 
@@ -162,18 +179,50 @@ def _settle(adapter: Provider, step: _Step, now: datetime, dry_run: bool) -> Flo
     machine's delete follows its own read by one request, not by the reads
     of every other overdue machine."""
     step.read = yield from adapter.get(step.listed.id)
-    if step.read.status in GONE or not overdue(step.read, now) or dry_run:
+    if step.read.status in GONE or dry_run or (
+            step.lost is None and not overdue(step.read, now)):
         return None
+    if step.lost is not None:  # a node of a job that lost another: no deadline to check
+        step.deleting = True
+        yield from adapter.delete(step.read.id)
+        return True
     step.deleting = True
     ended: bool = yield from adapter.delete_expired(step.read)
     return ended
 
 
-def _action(instance: Instance, action: Any, now: datetime, error: str | None = None
-            ) -> ReapAction:
+def _action(instance: Instance, action: Any, now: datetime, error: str | None = None,
+            reason: str | None = None) -> ReapAction:
     late = (now - instance.shutdown_at) if instance.shutdown_at else timedelta(0)
     return ReapAction(instance=instance, action=action,
-                      overdue_seconds=max(0, int(late.total_seconds())), error=error)
+                      overdue_seconds=max(0, int(late.total_seconds())), error=error,
+                      reason=reason)
+
+
+def lone_nodes(machines: list[Instance], now: datetime) -> list[tuple[Instance, str]]:
+    """(machine, why) for every node still up of a multi-node job that has
+    lost a node: one ended, failed or stopped, or missing past LOST_AFTER; or
+    whose deadline has passed on one node (the nodes' deadlines, set as each
+    launched, may be seconds apart: the job ends as one)."""
+    groups: dict[str, list[Instance]] = {}
+    for m in machines:
+        if is_gpucloud(m.launch_id) and job_nodes(m.batch) is not None:
+            groups.setdefault(str(m.batch), []).append(m)
+    out = []
+    for key, group in groups.items():
+        wanted = job_nodes(key) or 0
+        ended = [m for m in group if m.status in NODE_ENDED]
+        late = [m for m in group if overdue(m, now)]
+        born = [m.created_at for m in group]
+        missing = len(group) < wanted and all(born) and \
+            now - min(b for b in born if b is not None) > LOST_AFTER
+        if not ended and not late and not missing:
+            continue
+        why = (f"{ended[0].ref}, a node of the same job, is {ended[0].status.value}" if ended
+               else f"{late[0].ref}, a node of the same job, is past its deadline" if late
+               else f"{wanted - len(group)} of the job's {wanted} nodes are gone")
+        out += [(m, why) for m in group if m.status not in GONE]
+    return out
 
 
 __all__ = ["reap"]

@@ -94,6 +94,9 @@ def _report_text(report: Any) -> None:
         late = output.span(timedelta(seconds=action.overdue_seconds))
         line = (f"{what}: {i.ref} ({i.name or '-'}), deadline {output.iso(i.shutdown_at)}"
                 + (f", {late} overdue" if action.action != "extended" else ""))
+        if getattr(action, "reason", None):  # a node of a multi-node job that lost one
+            line = f"{what}: {i.ref} ({i.name or '-'}), a node of a job that lost one: " \
+                   f"{action.reason}"
         output.out(line + (f": {action.error}" if action.error else ""))
     if report.unclaimed:
         from gpucloud.cli.commands.reconcile import _unclaimed_line

@@ -51,7 +51,8 @@ class HyperstackProvider(Provider):
     name = "hyperstack"
     id_format = re.compile(r"[0-9]{1,18}")  # Instance_Fields.id is an integer
     capabilities = Capabilities(spot=False, stop_start=False, custom_disk=False,
-                                needs_ssh_key=True, native_shutdown=False)
+                                needs_ssh_key=True, native_shutdown=False,
+                                multi_node="batch")
     # rate_limits stays {}: Hyperstack publishes none, so the driver paces by
     # the 429s it gets.
     errors = wire.ERRORS
@@ -325,6 +326,10 @@ class HyperstackProvider(Provider):
                 instance_type=itype, region=region,
                 price_per_hour=rows[0].price if rows else None,
                 ip=wire.text(raw.get("floating_ip")),
+                # The spec's Instance.fixed_ip: the address on the environment's own
+                # network (floating_ip is the public one).
+                private_ip=wire.text(raw.get("fixed_ip")),
+                batch=next(iter(ours.get(batch_mark.LABEL, [])), None),
                 created_at=wire.created_at(raw.get("created_at")),
                 launch_id=next(iter(ours.get(wire.LAUNCH_ID, [])), None),
                 shutdown_at=wire.deadline_of(ours),

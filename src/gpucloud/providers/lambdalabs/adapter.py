@@ -81,7 +81,7 @@ class LambdaProvider(Provider):
     id_format = re.compile(r"[0-9a-z]{32}")
     capabilities = Capabilities(spot=False, stop_start=False, custom_disk=False,
                                 needs_ssh_key=True, native_shutdown=False,
-                                volumes=True)
+                                volumes=True, multi_node="batch")
     # Lambda Cloud API spec 1.8.3, its description: "generally limited to one request
     # per second"; launch "one request per 12 seconds, or five requests per minute".
     rate_limits = {"*": RateLimit(1.0), "launch": RateLimit.every(12.0)}
@@ -373,6 +373,10 @@ class LambdaProvider(Provider):
                 instance_type=wire.text(itype.get("name")), region=wire.text(region.get("name")),
                 price_per_hour=Decimal(cents) / 100 if wire.is_int(cents) else None,
                 ip=wire.text(raw.get("ip")), launch_id=wire.text(tags.get(LAUNCH_ID_TAG)),
+                # The spec's Instance.private_ip: the address on the region's
+                # private network, where the nodes of a job reach each other.
+                private_ip=wire.text(raw.get("private_ip")),
+                batch=wire.text(tags.get(batch_mark.LABEL)),
                 connection=wire.connection_of(raw),
                 shutdown_at=latest(parse_utc(tags.get(SHUTDOWN_AT_TAG)), extended),
             )

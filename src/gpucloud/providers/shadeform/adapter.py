@@ -69,7 +69,7 @@ class ShadeformProvider(Provider):
     # reaper stays a second layer.
     capabilities = Capabilities(spot=False, stop_start=False, custom_disk=False,
                                 needs_ssh_key=False, native_shutdown=True,
-                                volumes=True)
+                                volumes=True, multi_node="batch")
     # None published: only 429s pace it (the driver slows on them).
     rate_limits = {}
     errors = wire.ERRORS
@@ -374,6 +374,7 @@ class ShadeformProvider(Provider):
                 created_at=parse_utc(raw.get("created_at")),
                 connection=wire.connection_of(raw),
                 launch_id=tags.get(wire.LAUNCH_ID_TAG),
+                batch=tags.get(wire.BATCH_TAG),
                 shutdown_at=held if held is not None
                 else parse_utc(tags.get(wire.SHUTDOWN_AT_TAG)),
             )

@@ -38,7 +38,7 @@ import httpx
 from gpucloud.errors import (
     APIError, AuthenticationError, InsufficientCapacityError, NotFoundError, PermissionDeniedError,
 )
-from gpucloud.models import Instance, InstanceSpec, InstanceStatus, Offer
+from gpucloud.models import Instance, InstanceSpec, InstanceStatus, JobRun, Offer
 from gpucloud.providers._connection import ssh_endpoint
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider, format_utc, \
     parse_utc
@@ -88,7 +88,8 @@ class SshProvider(Provider):
     # No spot, no power control (the hosts stay on), no disk choice; the deadline
     # is kept on the host (the lock) and enforced by the reaper, not the host.
     capabilities = Capabilities(spot=False, stop_start=False, custom_disk=False,
-                                needs_ssh_key=False, native_shutdown=False)
+                                needs_ssh_key=False, native_shutdown=False,
+                                multi_node="batch")
     rate_limits = {}
     errors = ERRORS
     error_fields = staticmethod(error_fields)
@@ -143,7 +144,7 @@ class SshProvider(Provider):
             gpu=host.gpu, gpu_count=host.gpu_count, instance_type=host.name, region=REGION,
             price_per_hour=host.cost_per_hour, ip=host.host,
             created_at=parse_utc(info.get("created")), shutdown_at=parse_utc(info.get("deadline")),
-            launch_id=info.get("launch_id") or None,
+            launch_id=info.get("launch_id") or None, batch=info.get("batch") or None,
             connection=ssh_endpoint(host.host, host.port, host.user))
 
     def _body(self, response: httpx.Response) -> dict[str, Any]:
@@ -289,16 +290,29 @@ class SshProvider(Provider):
         return True
 
     def _start_job(self, host: Host, spec: InstanceSpec) -> Flow[None]:
+        assert spec.job is not None
+        yield from self._run_job(host, spec.launch_id, spec.job)
+
+    def _run_job(self, host: Host, launch_id: str, job: JobRun) -> Flow[None]:
         from gpucloud.providers import _jobscript
         from gpucloud.providers.ssh import _remote
 
-        assert spec.job is not None
-        script = _jobscript.vm_script(spec.job, _remote.release_end(host.dir, spec.launch_id))
+        script = _jobscript.vm_script(job, _remote.release_end(host.dir, launch_id))
         response = yield self.request(
             "POST", self._path(host.name, "job"), kind="unsafe",
-            json={"launch_id": spec.launch_id, "script": script},
-            secrets=_jobscript.secret_values(spec.job))
+            json={"launch_id": launch_id, "script": script},
+            secrets=_jobscript.secret_values(job))
         self._body(response)
+
+    def start_node_job(self, instance: Instance, job: JobRun) -> Flow[bool]:
+        """A node's job, started as a one-node job is: over this provider's own
+        transport, so that releasing the host ends it too."""
+        host = self.host(instance.id)
+        if host is None or not instance.launch_id:
+            raise NotFoundError(f"ssh: {instance.id} is not an allocation of gpucloud's",
+                                provider=self.name, status_code=404)
+        yield from self._run_job(host, instance.launch_id, job)
+        return True
 
     def delete(self, instance_id: str) -> Flow[None]:
         host = self.host(instance_id)

@@ -227,6 +227,7 @@ def money(value: Any) -> Decimal | None:
 # in the create body sdk-python sends); list() reads them back from there.
 _LAUNCH_ID = re.compile(r"\blaunch_id=([A-Za-z0-9._-]+)")
 _SHUTDOWN_AT = re.compile(r"\bshutdown_at=([0-9T:+.Z-]+)")
+_BATCH = re.compile(r"\bbatch=([A-Za-z0-9._-]+)")
 
 
 def describe(launch_id: str, shutdown_at: datetime | None, batch: str | None = None) -> str:
@@ -245,6 +246,12 @@ def read_description(value: Any) -> tuple[str | None, datetime | None]:
     deadline = _SHUTDOWN_AT.search(value)
     return (launch.group(1) if launch else None,
             parse_utc(deadline.group(1)) if deadline else None)
+
+
+def read_batch(value: Any) -> str | None:
+    """The batch key ``describe`` wrote, as written."""
+    found = _BATCH.search(value) if isinstance(value, str) else None
+    return found.group(1) if found else None
 
 
 _HOST_INVALID = re.compile(r"[^a-z0-9-]+")

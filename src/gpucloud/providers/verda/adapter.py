@@ -75,7 +75,7 @@ class VerdaProvider(Provider):
     id_format = wire.UUID  # the form instance_id() reads replies with
     capabilities = Capabilities(spot=True, stop_start=False, custom_disk=True,
                                 needs_ssh_key=True, native_shutdown=False,
-                                volumes=True)
+                                volumes=True, multi_node="batch")
     # None documented (the official Go SDK, verdacloud-sdk-go, retries
     # 408/429/5xx): only 429s pace it.
     rate_limits = {}
@@ -447,7 +447,7 @@ class VerdaProvider(Provider):
                 price_per_hour=wire.money(raw.get("price_per_hour")),
                 ip=wire.text(raw.get("ip")), created_at=wire.parse_utc(raw.get("created_at")),
                 connection=wire.connection_of(raw),
-                launch_id=launch_id,
+                launch_id=launch_id, batch=wire.read_batch(description),
                 shutdown_at=latest(deadline, *_deadline.tag_deadlines(raw.get("tags")).values()),
             )
         except (TypeError, ValueError) as exc:  # pydantic's ValidationError included
