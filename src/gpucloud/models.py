@@ -149,7 +149,7 @@ class JobRun(_Model):
     memory_gb: float | None = None
     spot: bool = False
     # A multi-node job: every node runs the same container with the rendezvous
-    # env of jobs/multinode.py (MASTER_ADDR, NODE_RANK, ...). ``nodes`` is the
+    # env of providers/rendezvous.py (MASTER_ADDR, NODE_RANK, ...). ``nodes`` is the
     # whole job's count; ``node_rank`` says which node this launch is, where
     # gpucloud launches the nodes one machine each (VM clouds).
     nodes: int = 1

@@ -194,9 +194,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("gpucloud.providers.kubernetes.adapter", "gpucloud.safety.journal"):
         "unassigned: delete_expired reads the clock the tests set (journal.utcnow); it "
         "goes when one clock module sits below the providers",
-    ("gpucloud.providers.kubernetes._manifests", "gpucloud.jobs.multinode"):
-        "unassigned: a native multi-node provider writes the rendezvous env itself, "
-        "from the one place that names it; it goes when multinode moves below the providers",
     ("gpucloud.providers.sandbox.exec_sim", "gpucloud.machine.nvidia"):
         "unassigned: the sandbox prints the burn marker the nvidia parser reads; "
         "it goes when the marker moves below both",
@@ -213,12 +210,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "stays: an APIError keeps its request redacted by the one redaction rule",
     ("gpucloud.models", "gpucloud.catalog.limits"):
         "stays: the models and the catalog check one set of bounds (limits imports nothing)",
-    ("gpucloud.providers.sandbox.job_sim", "gpucloud.jobs.multinode"):
-        "stays: the simulated cloud gives its nodes the one rendezvous env (multinode "
-        "imports nothing)",
-    ("gpucloud.providers.runpod.cluster", "gpucloud.jobs.multinode"):
-        "stays: the rendezvous names live in one leaf module (it imports nothing of "
-        "gpucloud); a provider that places the nodes itself writes them",
 }
 
 

@@ -24,7 +24,7 @@ A job of N > 1 nodes is an Indexed Job (``completionMode: Indexed``,
 name whose selector is the Job's pods, with the pod template's ``subdomain``
 set to it: the Job controller names each pod's hostname ``<job>-<index>``,
 so node i is ``<job>-<i>.<service>`` in DNS (Kubernetes docs, "Job with
-Pod-to-Pod Communication"). Every pod gets jobs/multinode.py's rendezvous
+Pod-to-Pod Communication"). Every pod gets providers/rendezvous.py's rendezvous
 env; NODE_RANK is read from the pod's completion-index annotation.
 
 A job's volumes are PersistentVolumeClaims (``persistentVolumeClaim.claimName``
@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpucloud.errors import SpecError
-from gpucloud.jobs.multinode import node_env
+from gpucloud.providers.rendezvous import node_env
 from gpucloud.models import InstanceSpec, JobRun, VolumeSpec
 from gpucloud.providers._jobscript import sync_commands, sync_shell
 from gpucloud.providers import _batch_mark as batch_mark
@@ -169,7 +169,7 @@ def node_addresses(name: str, nodes: int) -> list[str]:
 
 
 def rendezvous_env(name: str, job: JobRun) -> list[dict[str, Any]]:
-    """jobs/multinode.py's env for every pod of the Job; the rank is each
+    """providers/rendezvous.py's env for every pod of the Job; the rank is each
     pod's own completion index, which only the pod knows: the downward API
     reads it from the annotation the Job controller writes (the same fieldRef
     the controller gives JOB_COMPLETION_INDEX; the annotation, not the label

@@ -31,10 +31,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gpucloud.jobs.multinode import node_env
+from gpucloud.providers.rendezvous import node_env
 from gpucloud.models import Instance, InstanceStatus, Job, JobStatus
 
-# The names gpucloud promises (jobs/multinode.py) that only the node itself
+# The names gpucloud promises (providers/rendezvous.py) that only the node itself
 # knows, each from RunPod's own variables, first found wins (RunPod sets the
 # MASTER_* twins too). Any port works between the nodes ("All ports are
 # available"): node_env's port only if RunPod set none.

@@ -35,7 +35,7 @@ the status computed from timestamps on every read, like a machine's:
 A job of ``nodes`` N > 1 is placed by the cloud itself, all or nothing: N
 machines of the type in the one region (409 when they do not all fit), rank
 0..N-1, each with its own private address (``private_ip``), and each node
-given the rendezvous env of gpucloud.jobs.multinode (the same MASTER_ADDR,
+given the rendezvous env of providers/rendezvous.py (the same MASTER_ADDR,
 its own NODE_RANK), which its log lines show. ``instance`` is node 0's
 machine, ``instances`` every node's in rank order. The nodes run as one: with
 probability JOB_NODE_FAIL a run loses one node part-way, and the WHOLE run
@@ -58,7 +58,7 @@ from typing import Any
 
 import httpx
 
-from gpucloud.jobs.multinode import node_env
+from gpucloud.providers.rendezvous import node_env
 from gpucloud.providers.sandbox._wire import (
     US, ApiError, fake_private_ip, iso, json_body, validate_create,
 )
