@@ -94,6 +94,8 @@ def lambda_accepts_the_key(monkeypatch, tmp_path):
             return_value=httpx.Response(200, json={"data": []}))
         router.get("https://cloud.lambda.ai/api/v1/instance-types").mock(
             return_value=httpx.Response(200, json={"data": {}}))
+        router.get("https://cloud.lambda.ai/api/v1/file-systems").mock(  # reap's volume check
+            return_value=httpx.Response(200, json={"data": []}))
         yield
 
 
