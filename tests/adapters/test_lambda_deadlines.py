@@ -187,6 +187,7 @@ def reap_routes(api):
         machine("gone", status="terminated"),
     ]}
     api.on("GET", "/api/v1/instances", reply(200, listing))
+    api.on("GET", "/api/v1/file-systems", reply(200, {"data": []}))  # reap's volume check
     api.on("GET", "/api/v1/instances/expired", reply(200, {"data": machine("expired")}))
     api.on("GET", "/api/v1/instances/moved", reply(200, {"data": machine(
         "moved", name="train-a gc-until:20990101T000000Z")}))
@@ -210,7 +211,7 @@ def test_reap_terminates_exactly_the_expired_machine(api):
     assert done == {"expired": "terminated", "moved": "extended"}
     assert report.checked == 4  # every machine with gpucloud's launch id, the terminated one too
     fresh = sorted(r.url.path for r in api.requests if r.method == "GET")
-    assert fresh == ["/api/v1/instances", "/api/v1/instances/expired",
+    assert fresh == ["/api/v1/file-systems", "/api/v1/instances", "/api/v1/instances/expired",
                      "/api/v1/instances/moved"]
 
 

@@ -338,6 +338,7 @@ def test_the_reaper_deletes_an_expired_cluster_whole(api):
                "GPUCLOUD_SHUTDOWN_AT": "2020-01-01T00:00:00Z"}
     nodes = [member("node0pod0", 0, env=expired), member("node1pod1", 1, env=expired)]
     api.on("GET", "/v2/pods", reply(200, {"pods": nodes}))
+    api.on("GET", "/v2/network-volumes", reply(200, []))  # reap's volume check
     for node in nodes:
         api.on("GET", f"/v2/pods/{node['id']}", reply(200, node))
         api.on("DELETE", f"/v2/pods/{node['id']}",

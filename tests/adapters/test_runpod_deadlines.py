@@ -109,6 +109,7 @@ def reap_routes(api):
         pod("gone", status="TERMINATED"),
     ]}
     api.on("GET", "/v2/pods", reply(200, listing))
+    api.on("GET", "/v2/network-volumes", reply(200, []))  # reap's volume check
     api.on("GET", "/v2/pods/expired", reply(200, pod("expired")))
     api.on("GET", "/v2/pods/moved", reply(200, pod("moved",
                                                    name="train-a gc-until:20990101T000000Z")))

@@ -152,6 +152,8 @@ def reap_routes(api):
         machine(IDS["gone"], deadline=PAST, status="discontinued"),
     ]
     api.on("GET", "/instances", reply(200, listing))
+    api.on("GET", "/volumes", reply(200, []))  # reap's volume check
+    api.on("GET", "/volume-types", reply(200, []))
     api.on("GET", f"/instances/{IDS['expired']}", reply(200, listing[0]))
     api.on("GET", f"/instances/{IDS['moved']}", reply(200, machine(
         IDS["moved"], deadline=PAST, tags={"gpucloud-until-a": FUTURE})))

@@ -70,8 +70,8 @@ def test_refusals_are_one_line_with_a_hint_and_their_exit_code(tmp_path):
         assert "Traceback" not in done.stderr
         return done.returncode, done.stderr
 
-    code, err = run("create", "x", "--size-gb", "10", "--provider", "lambda", "--yes")
-    assert code == 2 and "lambda has no network volumes" in err and "sandbox" in err
+    code, err = run("create", "x", "--size-gb", "10", "--provider", "vastai", "--yes")
+    assert code == 2 and "vastai has no network volumes" in err and "sandbox" in err
     code, err = run("create", "x", "--size-gb", "10", "--provider", "sandbox",
                     "--region", "mars", "--yes")
     assert code == 2 and "no region 'mars'" in err and "sim-east-1" in err

@@ -73,6 +73,8 @@ class FakeLambda:
             if ident not in self.instances:
                 return httpx.Response(404, json=fixture("error_instance_not_found_404.json"))
             return httpx.Response(200, json={"data": self.instances[ident]})
+        if path == "/api/v1/file-systems":  # the reaper's volume check: none here
+            return httpx.Response(200, json={"data": []})
         if path == "/api/v1/instance-operations/terminate":
             ids = json.loads(request.content)["instance_ids"]
             for ident in ids:
