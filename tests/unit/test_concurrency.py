@@ -9,10 +9,10 @@ import math
 import threading
 import time
 
-from gpucloud.core.concurrency import MAX_IN_FLIGHT, UNPACED, launch_limit
+from gpucloud.core.concurrency import MAX_IN_FLIGHT, UNPACED, gather_width, launch_limit
 from gpucloud.core.context import ClientContext
 from gpucloud.core.flow import Sleep
-from gpucloud.core.instructions import Concurrent
+from gpucloud.core.instructions import DEFAULT_CONCURRENCY, Call, Concurrent, Gather
 from gpucloud.core.runners import AsyncRunner, ThreadedRunner
 from gpucloud.transport.ratelimit import (
     DECREASE, FIRST_LATENCY, HEADROOM, SPARE, Limiter, RateLimit, limiter_for,
@@ -110,3 +110,67 @@ def _wrap(item: Concurrent):
     def outer():
         return (yield item)
     return outer()
+
+
+def test_threads_to_overlap_is_the_round_trip_over_this_threads_own_work():
+    limiter = Limiter({})
+    assert limiter.threads_to_overlap() is None  # nothing timed yet
+    limiter.spent(0.0004, 0.0004)  # served in-process: all of it this thread's work
+    assert limiter.threads_to_overlap() == 1
+    for _ in range(60):
+        limiter.spent(0.050, 0.0005)  # a network round trip: mostly waiting
+    assert limiter.threads_to_overlap() >= 50
+    coarse = Limiter({})
+    coarse.spent(0.0004, 0.0)  # a clock too coarse to see the work: not a measure
+    assert coarse.threads_to_overlap() is None
+
+
+def test_a_gather_is_as_wide_as_its_accounts_round_trips_overlap():
+    in_process, network, untimed = Limiter({}), Limiter({}), Limiter({})
+    in_process.spent(0.0003, 0.0003)
+    network.spent(0.2, 0.001)
+    assert gather_width([in_process]) == 1
+    assert gather_width([in_process, in_process]) == 2  # one thread per account
+    assert gather_width([untimed]) == DEFAULT_CONCURRENCY
+    assert gather_width([network, in_process]) == DEFAULT_CONCURRENCY  # the cap
+
+
+def _thread_of():
+    yield from ()
+    return threading.get_ident()
+
+
+def test_a_gather_over_an_in_process_round_trip_runs_in_the_callers_thread():
+    runner = ThreadedRunner(ClientContext(["sandbox"], None, None, False), time.sleep)
+    runner.session("sandbox").limiter.spent(0.0003, 0.0003)  # timed: all own work
+    results = runner.run(_wrap(Gather([Call("sandbox", _thread_of()) for _ in range(6)])))
+    assert results == [threading.get_ident()] * 6
+
+
+def test_a_gather_over_round_trips_that_wait_still_runs_at_once():
+    runner = ThreadedRunner(ClientContext(["sandbox"], None, None, False), time.sleep)
+    runner.session("sandbox").limiter.spent(0.05, 0.0005)
+    meet = threading.Barrier(3, timeout=10)  # passed only by three calls in flight at once
+
+    def waits():
+        yield from ()
+        return meet.wait()
+
+    results = runner.run(_wrap(Gather([Call("sandbox", waits()) for _ in range(3)])))
+    assert sorted(results) == [0, 1, 2]
+
+
+def test_a_session_times_its_round_trips_and_this_threads_work_in_them(monkeypatch):
+    from gpucloud.transport.http import Session
+
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_LATENCY_MS", "30")  # a wait, not work
+    ctx = ClientContext(["sandbox"], None, None, False)
+    session = Session(ctx.adapter("sandbox"))
+    try:
+        session.run(ctx.adapter("sandbox").list_page())
+    finally:
+        session.close()
+    limiter = session.limiter
+    assert limiter.sync_wall is not None and limiter.sync_cpu is not None
+    assert 0 < limiter.sync_cpu <= limiter.sync_wall and limiter.sync_wall >= 0.03
+    assert (limiter.threads_to_overlap() or 0) >= 2

@@ -54,17 +54,26 @@ class ThreadedRunner:
         if isinstance(item, Call):
             return self._call(item)
         if isinstance(item, Gather):
-            if len(item.calls) <= 1:
+            width = self._gather_width(item) if len(item.calls) > 1 else 1
+            if width <= 1:
                 return [self._capture(c) for c in item.calls]
             from concurrent.futures import ThreadPoolExecutor  # not for a lone call
 
-            with ThreadPoolExecutor(max_workers=min(8, len(item.calls))) as pool:
+            with ThreadPoolExecutor(max_workers=min(width, len(item.calls))) as pool:
                 return list(pool.map(self._capture, item.calls))
         if isinstance(item, Sleep):
             return self._sleep(item.seconds)
         if isinstance(item, Concurrent):
             return self._concurrent(item)
         raise TypeError(f"unknown instruction {item!r}")
+
+    def _gather_width(self, item: Gather) -> int:
+        """Threads for the calls of `item`: what their providers' timed round
+        trips overlap (core/concurrency.py)."""
+        from gpucloud.core.concurrency import gather_width
+
+        names = dict.fromkeys(call.provider for call in item.calls)
+        return gather_width(self.session(name).limiter for name in names)
 
     def _concurrent(self, item: Concurrent) -> list[Any]:
         """Each sub-operation in a thread, at most item.bound() at once (asked

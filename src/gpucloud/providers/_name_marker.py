@@ -36,6 +36,8 @@ def split_name(name: str | None) -> tuple[str | None, datetime | None]:
     """(the user's part of a name, the latest valid marker in it)."""
     if not name:
         return name or None, None
+    if MARKER not in name:  # most names: no marker to look for (a listing reads every one)
+        return name, None
     found = [parse_marker_value(m.group(1)) for m in _TOKEN.finditer(name)]
     valid = [d for d in found if d is not None]
     user = " ".join(_TOKEN.sub(" ", name).split()) if found else name

@@ -405,8 +405,17 @@ class Session:
 
     def run(self, flow: Flow[T]) -> T:
         wrapped = with_policy(self.provider.name, flow, self.limiter, self.policy)
-        send = watched(self.provider.name, self._client.send, self.notice_after)
+        send = watched(self.provider.name, self._send, self.notice_after)
         return run_flow(wrapped, send, self.sleep)
+
+    def _send(self, request: httpx.Request) -> httpx.Response:
+        """Send, timing the round trip and this thread's CPU in it: how much of
+        it a second thread could overlap (Limiter.threads_to_overlap)."""
+        wall, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return self._client.send(request)
+        finally:
+            self.limiter.spent(time.perf_counter() - wall, time.thread_time() - cpu)
 
     def close(self) -> None:
         self._client.close()

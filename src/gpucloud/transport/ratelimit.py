@@ -91,6 +91,11 @@ class Limiter:
         self._tat: dict[str, float] = {}
         self._lock = threading.Lock()
         self.latency: float | None = None  # moving average of the answers' round trips
+        # Moving averages, over the requests sent from a thread of this process
+        # (Session), of a request's wall time and of the CPU its thread spent
+        # on it: how much of a round trip is waiting (threads_to_overlap).
+        self.sync_wall: float | None = None
+        self.sync_cpu: float | None = None
 
     def reserve(self, kind: str) -> float:
         """Book the next slot for a request of this kind; seconds to wait for it."""
@@ -159,6 +164,31 @@ class Limiter:
         if self.factor < 1.0:
             with self._lock:
                 self.factor = min(1.0, self.factor + RECOVER)
+
+    def spent(self, wall: float, cpu: float) -> None:
+        """A request sent from this thread took `wall` seconds, `cpu` of them
+        this thread's own work (building it, the transport, reading the
+        answer). Unlocked: the GIL keeps each float whole, and a lost sample
+        only moves an average a little less."""
+        if self.sync_wall is None or self.sync_cpu is None:
+            self.sync_wall, self.sync_cpu = wall, cpu
+            return
+        self.sync_wall += LATENCY_WEIGHT * (wall - self.sync_wall)
+        self.sync_cpu += LATENCY_WEIGHT * (cpu - self.sync_cpu)
+
+    def threads_to_overlap(self) -> int | None:
+        """How many of this account's requests one process's threads can
+        usefully have in flight with no rate to pace them: as many as fit
+        their own work into one round trip. A round trip that is all this
+        process's work (a transport served in-process: the sandbox, a test's
+        mock) gains nothing from a second thread, only the interpreter lock
+        traded between them; a network round trip is mostly waiting. None
+        until a request has been timed."""
+        if self.sync_wall is None or self.sync_cpu is None:
+            return None
+        if self.sync_cpu <= 0:  # a coarse clock (Windows: 15.6 ms) saw none
+            return None
+        return max(1, int(self.sync_wall / self.sync_cpu))
 
     def in_flight(self) -> int | None:
         """The requests this account needs in flight to send at its rate: the
