@@ -93,7 +93,7 @@ def plan_volume(ctx: ClientContext, name: str, size_gb: int, region: str | None 
                         f"({taken[0].size_gb} GB, {taken[0].region or 'region unknown'})",
                         hint="pick another name, or use that volume (a job mounts it by name)")
     return Volume(provider=chosen, id="", name=name, size_gb=size_gb, region=region,
-                  price_per_gb_month=ctx.adapter(chosen).volume_price_per_gb_month,
+                  price_per_gb_month=ctx.adapter(chosen).volume_rate(size_gb),
                   status="planned", simulated=ctx.catalogs[chosen].simulated)
 
 

@@ -64,7 +64,7 @@ def refusal(spec: JobSpec, providers: Iterable[str]) -> SpecError:
     infiniband = spec.placement.interconnect == "infiniband"
     cannot = " and ".join((["cannot request or guarantee InfiniBand between them"]
                            if infiniband else [])
-                          + (["mount no volume on the nodes"] if spec.volumes else []))
+                          + (["cannot mount a volume on the nodes"] if spec.volumes else []))
     why = ([f"{', '.join(none)} {'has' if len(none) == 1 else 'have'} no multi-node support"]
            if none else []) + (
         [f"{', '.join(batch)} {'launches' if len(batch) == 1 else 'launch'} separate machines "

@@ -96,7 +96,7 @@ def resolve(ctx: ClientContext, spec: JobSpec, offer: Offer) -> Op:
 def rate_of(ctx: ClientContext, entry: Resolved, provider: str) -> Decimal | None:
     if entry.existing is not None:
         return entry.existing.price_per_gb_month
-    return ctx.adapter(provider).volume_price_per_gb_month
+    return ctx.adapter(provider).volume_rate(entry.size_gb or 0)
 
 
 def storage_lines(ctx: ClientContext, resolved: list[Resolved], offer: Offer,

@@ -86,7 +86,13 @@ class Provider:
     errors: ClassVar[Sequence[ErrorRule]] = ()
     # USD per GB-month of a new network volume, as the provider publishes it
     # (the estimate of a job that creates one); None where not known here.
+    # An adapter whose rate depends on the size or on settings overrides
+    # volume_rate instead.
     volume_price_per_gb_month: ClassVar[Decimal | None] = None
+
+    def volume_rate(self, size_gb: int) -> Decimal | None:
+        """USD per GB-month of a new volume of ``size_gb`` (no request made)."""
+        return self.volume_price_per_gb_month
 
     def __init__(self, catalog: ProviderCatalog, credential: Credential | None = None) -> None:
         self.catalog = catalog

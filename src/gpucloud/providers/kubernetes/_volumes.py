@@ -10,6 +10,8 @@ unknown. ``attached_to`` lists the live pods that mount it.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import math
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -49,6 +51,11 @@ class KubernetesVolumes:
 
         @property
         def target(self) -> KubeTarget: ...
+
+    def volume_rate(self, size_gb: int) -> Decimal | None:
+        """The cluster's storage is the operator's to price: volume_price from
+        config.toml, else unknown."""
+        return self.settings.volume_price
 
     def list_volumes(self) -> Flow[list[Volume]]:
         claims = yield from _pages.items(self, "/api/v1" + self._ns(CLAIMS), {})
