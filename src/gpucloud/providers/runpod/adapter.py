@@ -11,10 +11,10 @@ What shapes this adapter:
   container disk size is free, and a pod can be stopped (disk kept) and
   started again. v2 has no spot/interruptible field, so no spot offers.
 * Offers come from ``GET /v2/catalog/gpus`` with ``include=AVAILABILITY``
-  (which needs ``product=POD``), per GPU count and per cloud: availability
-  differs between SECURE (RunPod's data centers) and COMMUNITY (hosted)
-  machines, so the community list is read only when a matching GPU is sold
-  there. Prices are per GPU; an offer is priced for the whole pod.
+  (which needs ``product=POD``), per GPU count and per cloud (_offers.py):
+  availability differs between SECURE (RunPod's data centers) and COMMUNITY
+  (hosted) machines, so the community list is read only when a matching GPU
+  is sold there. Prices are per GPU; an offer is priced for the whole pod.
 * Instance types are named ``"<count>x <GpuType id>"`` (``" (community)"``
   appended for the community cloud), the same names as providers/runpod.toml;
   regions are data-center ids. So create() needs nothing but the offer.
@@ -56,12 +56,11 @@ from gpucloud.errors import (
     SpecError,
     option,
 )
-from gpucloud.catalog.gpus import gpu_info, normalize_gpu
 from gpucloud.models import (
-    Instance, InstanceSpec, InstanceStatus, Job, JobStatus, Offer, Volume, VolumeSpec,
+    Instance, InstanceSpec, InstanceStatus, Job, Offer, Volume, VolumeSpec,
 )
 from gpucloud.providers import _batch_mark as batch_mark
-from gpucloud.providers.runpod import _wire as wire, cluster as clusters, volumes
+from gpucloud.providers.runpod import _offers, _wire as wire, cluster as clusters, volumes
 from gpucloud.providers._jobscript import (
     RUNPOD_STOP, EndAction, container_env, container_script, secret_values,
 )
@@ -78,13 +77,6 @@ JOB_SCRIPT_ENV = "GPUCLOUD_JOB"
 # quote it shell-style (`--args "bash -c '...'"`). Kept this short so that its
 # quoting is the only thing depending on how RunPod splits it.
 JOB_ARGS = f"sh -c 'eval \"${JOB_SCRIPT_ENV}\"'"
-CLOUDS = ("SECURE", "COMMUNITY")
-# Member pods cannot be stopped through the pod endpoints (409): a node whose
-# job ended keeps its container alive, and the cluster goes at its deadline
-# (the reaper) or on cancel.
-CLUSTER_HOLD = EndAction(
-    "waits for gpucloud to delete the cluster (RunPod ends no single node of a cluster)",
-    ":", hold=True)
 
 log = logging.getLogger("gpucloud.runpod")
 
@@ -109,18 +101,7 @@ class RunPodProvider(Provider):
     # -- flows -----------------------------------------------------------------
 
     def offers(self, query: OfferQuery) -> Flow[list[Offer]]:
-        if query.spot:
-            return []  # no spot pods on v2
-        count = query.count or 1
-        out: list[Offer] = []
-        for cloud in CLOUDS:
-            response = yield self.request("GET", "/v2/catalog/gpus", params={
-                "include": "AVAILABILITY", "product": "POD", "count": count, "cloud": cloud})
-            offers, community = self._read_catalog(response, cloud, count, query)
-            out.extend(offers)
-            if not community:
-                break  # nothing that matches is sold on the community cloud
-        return out
+        return (yield from _offers.offers(self, query))
 
     def create(self, spec: InstanceSpec) -> Flow[Instance]:
         offer = spec.offer
@@ -172,8 +153,7 @@ class RunPodProvider(Provider):
         deadline is the job's, and RunPod deletes no single member pod."""
         response = yield self.request("DELETE", wire.pod_path(instance.id), kind="idempotent")
         if response.status_code == 409:
-            cluster_id = yield from self._cluster_of_pod(instance.id, response)
-            yield from self._delete_cluster(cluster_id)
+            yield from clusters.delete_cluster_of(self, instance.id, response)
             return True
         self.raise_for_error(response)
         return True
@@ -200,18 +180,18 @@ class RunPodProvider(Provider):
         if spec.job is None or spec.job.nodes <= 1:
             instance = yield from self.create(spec)
             return job_of(instance)
-        return (yield from self._create_cluster(spec))
+        return (yield from clusters.create(self, spec))
 
     def get_job(self, job_id: str) -> Flow[Job]:
         """A pod's job, else the cluster's (a multi-node job's id is its cluster's;
         a member pod's id leads to its cluster too)."""
         response = yield self.request("GET", wire.pod_path(job_id))
         if response.status_code == 404:
-            return (yield from self._cluster_job(job_id))
+            return (yield from clusters.cluster_job(self, job_id))
         raw = self._object(response)
         cluster_id = clusters.cluster_of(raw)
         if cluster_id is not None:
-            return (yield from self._cluster_job(cluster_id))
+            return (yield from clusters.cluster_job(self, cluster_id))
         return job_of(self._instance(response, raw))
 
     def list_jobs(self) -> Flow[list[Job]]:
@@ -225,54 +205,30 @@ class RunPodProvider(Provider):
                 members.setdefault(cluster_id, []).append(instance)
             elif (instance.launch_id or "").startswith(JOB_PREFIX):
                 jobs.append(job_of(instance))
-        ours = {k: v for k, v in members.items()
-                if any((m.launch_id or "").startswith(JOB_PREFIX) for m in v)}
-        if not ours:
-            return jobs
-        listed = yield self.request("GET", "/v2/clusters")
-        found = {c["id"]: c for c in self._field(listed, "clusters")
-                 if isinstance(c, dict) and wire.text(c.get("id"))}
-        for cluster_id, nodes in ours.items():
-            raw = found.get(cluster_id, {})  # a cluster just deleted: its pods say enough
-            jobs.append(clusters.job_of_cluster(
-                self.name, cluster_id, wire.text(raw.get("name")),
-                clusters.node_count(raw) or len(nodes), nodes, clusters.summary(raw),
-                parse_utc(raw.get("createdAt"))))
-        return jobs
+        return jobs + (yield from clusters.cluster_jobs(self, members))
 
     def cancel_job(self, job_id: str) -> Flow[None]:
         """Delete the pod, else the cluster with every node (a member pod's id
         cancels its whole cluster: RunPod deletes no single member)."""
         response = yield self.request("DELETE", wire.pod_path(job_id), kind="idempotent")
         if response.status_code == 404:
-            yield from self._delete_cluster(job_id)
+            yield from clusters.delete_cluster(self, job_id)
             return
         if response.status_code == 409:
-            cluster_id = yield from self._cluster_of_pod(job_id, response)
-            yield from self._delete_cluster(cluster_id)
+            yield from clusters.delete_cluster_of(self, job_id, response)
             return
         self.raise_for_error(response)
 
-    # -- network volumes ---------------------------------------------------------------
+    # -- network volumes: requests and parsing in volumes.py -------------------------
 
     def list_volumes(self) -> Flow[list[Volume]]:
-        response = yield self.request("GET", "/v2/network-volumes")
-        listed = self._field(response, "networkVolumes")
-        # The volume says nothing of its pods; the pods name their volume.
-        pods = yield from self._pods()
-        attached = volumes.attachments(self._field(pods, "pods"))
-        return [self._volume(response, raw, attached) for raw in listed]
+        return (yield from volumes.list_volumes(self))
 
     def create_volume(self, spec: VolumeSpec) -> Flow[Volume]:
-        body = {"name": spec.name, "size": volumes.checked_size(spec.size_gb),
-                "dataCenter": spec.region}
-        response = yield self.request("POST", "/v2/network-volumes", json=body, kind="launch")
-        return self._volume(response, self._object(response), {})
+        return (yield from volumes.create_volume(self, spec))
 
     def delete_volume(self, volume_id: str) -> Flow[None]:
-        response = yield self.request("DELETE", volumes.volume_path(volume_id),
-                                      kind="idempotent")
-        self.raise_for_error(response)
+        yield from volumes.delete_volume(self, volume_id)
 
     def verify(self) -> Flow[None]:
         response = yield self.request("GET", "/v2/pods")
@@ -324,70 +280,10 @@ class RunPodProvider(Provider):
             container["startSsh"] = True
         return container
 
-    def _create_cluster(self, spec: InstanceSpec) -> Flow[Job]:
-        """A multi-node job as one Instant Cluster: spec.job.nodes pods of the
-        offer's GPU type and count, in the offer's data center. No deadline
-        field exists for clusters: the deadline travels in env as for a pod,
-        and the reaper deletes the cluster when it passes."""
-        job, offer = spec.job, spec.offer
-        assert job is not None
-        gpu_type, community = self._type_of(offer)
-        if community:
-            raise SpecError(
-                f"{offer.instance_type!r} is a community-cloud type; a RunPod Instant "
-                "Cluster has no cloud choice (createCluster takes none)",
-                hint="pick the same GPU without ' (community)' for a multi-node job")
-        prelude = clusters.rendezvous_shell(job.nodes, offer.gpu_count)
-        body = clusters.create_body(spec.name, gpu_type, offer.gpu_count, job.nodes,
-                                    offer.region, self._container(spec, CLUSTER_HOLD, prelude))
-        response = yield self.request("POST", "/v2/clusters", json=body, kind="launch",
-                                      secrets=secret_values(job))
-        raw = self._object(response)
-        cluster_id = wire.text(raw.get("id"))
-        if cluster_id is None:
-            raise self.invalid(response, "no cluster id in the create response")
-        return Job(provider=self.name, id=cluster_id, name=wire.text(raw.get("name")) or spec.name,
-                   status=JobStatus.QUEUED, provider_status=clusters.summary(raw),
-                   launch_id=spec.launch_id, nodes=job.nodes,
-                   created_at=parse_utc(raw.get("createdAt")), shutdown_at=spec.shutdown_at)
-
-    def _cluster_job(self, cluster_id: str) -> Flow[Job]:
-        response = yield self.request("GET", clusters.cluster_path(cluster_id))
-        raw = self._object(response)
-        pods = yield self.request("GET", clusters.cluster_path(cluster_id) + "/pods")
-        members = [self._instance(pods, m)
-                   for m in sorted(self._field(pods, "pods"), key=clusters.rank_of)]
-        return clusters.job_of_cluster(
-            self.name, cluster_id, wire.text(raw.get("name")),
-            clusters.node_count(raw) or len(members), members, clusters.summary(raw),
-            parse_utc(raw.get("createdAt")))
-
-    def _cluster_of_pod(self, pod_id: str, conflict: httpx.Response) -> Flow[str]:
-        """The cluster of a pod the pod endpoints refused to change (409)."""
-        response = yield self.request("GET", wire.pod_path(pod_id))
-        cluster_id = clusters.cluster_of(self._object(response))
-        if cluster_id is None:
-            raise self.map_error(conflict)
-        return cluster_id
-
-    def _delete_cluster(self, cluster_id: str) -> Flow[None]:
-        """deleteCluster: "terminates all of its member pods"."""
-        response = yield self.request("DELETE", clusters.cluster_path(cluster_id),
-                                      kind="idempotent")
-        self.raise_for_error(response)
-
     def _pods(self) -> Flow[httpx.Response]:
         response: httpx.Response = yield self.request(
             "GET", "/v2/pods", params={"includeClusterPods": "true"})
         return response
-
-    def _volume(self, response: httpx.Response, raw: Any,
-                attached: dict[str, list[str]]) -> Volume:
-        try:
-            ident = raw.get("id") if isinstance(raw, dict) else None
-            return volumes.volume_of(self.name, raw, attached.get(ident, ()) if ident else ())
-        except ValueError as exc:  # pydantic's ValidationError included
-            raise self.invalid(response, f"network volume: {exc}") from exc
 
     def _action(self, instance_id: str, action: str, done: set[str]) -> Flow[Instance]:
         # Repeating stop or start has the same effect (or a 409): idempotent.
@@ -416,55 +312,6 @@ class RunPodProvider(Provider):
             raise self.invalid(response, f"no {key!r} list in the body")
         return value
 
-    def _read_catalog(self, response: httpx.Response, cloud: str, count: int,
-                      query: OfferQuery) -> tuple[list[Offer], bool]:
-        """Offers of one cloud, and whether the community cloud sells a match too."""
-        offers: list[Offer] = []
-        community = False
-        for raw in self._field(response, "gpus"):
-            try:
-                gpu = self._gpu_of(raw)
-                if wire.sells(raw, cloud, count, query, gpu):
-                    offers.extend(self._offers_of(raw, gpu, cloud, count, query))
-                community = community or wire.sells(raw, "COMMUNITY", count, query, gpu)
-            except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
-                ident = raw.get("id") if isinstance(raw, dict) else raw
-                raise self.invalid(response, f"GPU type {ident!r}: "
-                                             f"{type(exc).__name__}: {exc}") from exc
-        return offers, community
-
-    def _gpu_of(self, raw: Any) -> str:
-        """Canonical name of a GpuType: by its id, else its display name."""
-        if not isinstance(raw, dict) or not wire.text(raw.get("id")):
-            raise ValueError("a GPU type without an id")
-        gpu = normalize_gpu(raw["id"])
-        if gpu_info(gpu) is None and wire.text(raw.get("name")) and gpu_info(
-                normalize_gpu(raw["name"])) is not None:
-            return normalize_gpu(raw["name"])
-        return gpu
-
-    def _offers_of(self, raw: dict[str, Any], gpu: str, cloud: str, count: int,
-                   query: OfferQuery) -> list[Offer]:
-        key = cloud.lower()
-        name = f"{count}x {raw['id']}" + (
-            wire.COMMUNITY_SUFFIX if cloud == "COMMUNITY" else "")
-        price = wire.money(raw["price"][key]) * count
-        memory = wire.integer(raw["memory"])
-        live: dict[str, bool] = {}
-        for dc in raw.get("dataCenters") or ():
-            if not wire.text(dc["id"]) or not wire.text(dc["availability"]):
-                raise ValueError("a data center without id or availability")
-            live[dc["id"]] = dc["availability"] != "NONE"
-        # The live list names every data center that carries the type (sold out
-        # ones with availability NONE): no catalog region is added to it.
-        return [
-            Offer(provider=self.name, instance_type=name, region=region, gpu=gpu,
-                  gpu_count=count, gpu_memory_gb=memory, price_per_hour=price,
-                  spot=False, available=available, source="live")
-            for region, available in live.items()
-            if query.region is None or region == query.region
-        ]
-
     def _instance(self, response: httpx.Response, raw: Any) -> Instance:
         if not isinstance(raw, dict) or not wire.text(raw.get("id")) \
                 or not wire.text(raw.get("status")):
@@ -488,7 +335,7 @@ class RunPodProvider(Provider):
             return Instance(
                 provider=self.name, id=raw["id"], name=name,
                 status=wire.STATUS.get(status, InstanceStatus.UNKNOWN), provider_status=status,
-                gpu=self._gpu_of(gpu) if gpu_id else None,
+                gpu=_offers.gpu_of(gpu) if gpu_id else None,
                 gpu_count=count if wire.is_int(count) else None, instance_type=itype,
                 region=wire.text(raw.get("dataCenterId")),
                 price_per_hour=wire.money(cost) if wire.is_number(cost) else None,

@@ -1,8 +1,9 @@
 """RunPod Instant Clusters: a multi-node job as one cluster (REST v2 createCluster).
 
-The pure half of the cluster flows in adapter.py: the create body, the shell
-that gives every node gpucloud's rendezvous names, and reading a cluster and
-its member pods back as one Job.
+The cluster flows behind the adapter's job methods (create, read, list and
+delete a cluster, and end the cluster of a member pod the pod endpoints
+refuse), the create body, the shell that gives every node gpucloud's
+rendezvous names, and reading a cluster and its member pods back as one Job.
 
 The contract is RunPod's OpenAPI 2.0.0 (tests/fixtures/runpod/openapi-v2.json):
 ``POST /v2/clusters`` takes ``compute`` {gpuTypeId, gpuCountPerPod, podCount}
@@ -29,10 +30,21 @@ set on RunPod (docs/providers/runpod.md).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from gpucloud.errors import SpecError
+from gpucloud.models import Instance, InstanceSpec, InstanceStatus, Job, JobStatus, Offer
+from gpucloud.providers._jobscript import EndAction, secret_values
+from gpucloud.providers.base import JOB_PREFIX, Flow, parse_utc
 from gpucloud.providers.rendezvous import node_env
-from gpucloud.models import Instance, InstanceStatus, Job, JobStatus
+from gpucloud.providers.runpod import _wire as wire
+
+if TYPE_CHECKING:
+    import httpx
+
+    from gpucloud.errors import APIError, APIResponseValidationError
+    from gpucloud.providers.base import RequestKind
+    from gpucloud.providers.error_table import ErrorRule
 
 # The names gpucloud promises (providers/rendezvous.py) that only the node itself
 # knows, each from RunPod's own variables, first found wins (RunPod sets the
@@ -46,6 +58,120 @@ FROM_RUNPOD = {
 # Promised names with no RunPod source: left unset rather than guessed.
 UNKNOWN_ON_RUNPOD = ("GPUCLOUD_NODE_ADDRS",)
 CLUSTER_TYPE = "TRAINING"  # the spec's "generic distributed-training cluster"
+# Member pods cannot be stopped through the pod endpoints (409): a node whose
+# job ended keeps its container alive, and the cluster goes at its deadline
+# (the reaper) or on cancel.
+CLUSTER_HOLD = EndAction(
+    "waits for gpucloud to delete the cluster (RunPod ends no single node of a cluster)",
+    ":", hold=True)
+
+
+class RunPod(Protocol):
+    """What the cluster flows need of the adapter (adapter.py imports this module)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def request(self, method: str, path: str, *, json: Any = None,
+                params: dict[str, Any] | None = None, kind: RequestKind | None = None,
+                secrets: Sequence[str] = ()) -> httpx.Request: ...
+
+    def raise_for_error(self, response: httpx.Response) -> None: ...
+
+    def map_error(self, response: httpx.Response, *,
+                  rules: Sequence[ErrorRule] = ()) -> APIError: ...
+
+    def invalid(self, response: httpx.Response, detail: str) -> APIResponseValidationError: ...
+
+    def _object(self, response: httpx.Response) -> dict[str, Any]: ...
+
+    def _field(self, response: httpx.Response, key: str) -> list[Any]: ...
+
+    def _instance(self, response: httpx.Response, raw: Any) -> Instance: ...
+
+    def _type_of(self, offer: Offer) -> tuple[str, bool]: ...
+
+    def _container(self, spec: InstanceSpec, end: EndAction,
+                   prelude: str = "") -> dict[str, Any]: ...
+
+
+def create(provider: RunPod, spec: InstanceSpec) -> Flow[Job]:
+    """A multi-node job as one Instant Cluster: spec.job.nodes pods of the
+    offer's GPU type and count, in the offer's data center. No deadline
+    field exists for clusters: the deadline travels in env as for a pod,
+    and the reaper deletes the cluster when it passes."""
+    job, offer = spec.job, spec.offer
+    assert job is not None
+    gpu_type, community = provider._type_of(offer)
+    if community:
+        raise SpecError(
+            f"{offer.instance_type!r} is a community-cloud type; a RunPod Instant "
+            "Cluster has no cloud choice (createCluster takes none)",
+            hint="pick the same GPU without ' (community)' for a multi-node job")
+    prelude = rendezvous_shell(job.nodes, offer.gpu_count)
+    body = create_body(spec.name, gpu_type, offer.gpu_count, job.nodes,
+                       offer.region, provider._container(spec, CLUSTER_HOLD, prelude))
+    response = yield provider.request("POST", "/v2/clusters", json=body, kind="launch",
+                                      secrets=secret_values(job))
+    raw = provider._object(response)
+    cluster_id = wire.text(raw.get("id"))
+    if cluster_id is None:
+        raise provider.invalid(response, "no cluster id in the create response")
+    return Job(provider=provider.name, id=cluster_id,
+               name=wire.text(raw.get("name")) or spec.name,
+               status=JobStatus.QUEUED, provider_status=summary(raw),
+               launch_id=spec.launch_id, nodes=job.nodes,
+               created_at=parse_utc(raw.get("createdAt")), shutdown_at=spec.shutdown_at)
+
+
+def cluster_job(provider: RunPod, cluster_id: str) -> Flow[Job]:
+    response = yield provider.request("GET", cluster_path(cluster_id))
+    raw = provider._object(response)
+    pods = yield provider.request("GET", cluster_path(cluster_id) + "/pods")
+    members = [provider._instance(pods, m)
+               for m in sorted(provider._field(pods, "pods"), key=rank_of)]
+    return job_of_cluster(
+        provider.name, cluster_id, wire.text(raw.get("name")),
+        node_count(raw) or len(members), members, summary(raw),
+        parse_utc(raw.get("createdAt")))
+
+
+def cluster_jobs(provider: RunPod, members: dict[str, list[Instance]]
+                 ) -> Flow[list[Job]]:
+    """The jobs of the clusters whose member pods (cluster id -> pods in rank
+    order) carry a job's launch id, each read with its cluster's summary."""
+    ours = {k: v for k, v in members.items()
+            if any((m.launch_id or "").startswith(JOB_PREFIX) for m in v)}
+    if not ours:
+        return []
+    listed = yield provider.request("GET", "/v2/clusters")
+    found = {c["id"]: c for c in provider._field(listed, "clusters")
+             if isinstance(c, dict) and wire.text(c.get("id"))}
+    jobs: list[Job] = []
+    for cluster_id, nodes in ours.items():
+        raw = found.get(cluster_id, {})  # a cluster just deleted: its pods say enough
+        jobs.append(job_of_cluster(
+            provider.name, cluster_id, wire.text(raw.get("name")),
+            node_count(raw) or len(nodes), nodes, summary(raw),
+            parse_utc(raw.get("createdAt"))))
+    return jobs
+
+
+def delete_cluster(provider: RunPod, cluster_id: str) -> Flow[None]:
+    """deleteCluster: "terminates all of its member pods"."""
+    response = yield provider.request("DELETE", cluster_path(cluster_id), kind="idempotent")
+    provider.raise_for_error(response)
+
+
+def delete_cluster_of(provider: RunPod, pod_id: str,
+                      conflict: httpx.Response) -> Flow[None]:
+    """Delete the cluster of a pod the pod endpoints refused to change (409);
+    a pod of no cluster: the refusal stands."""
+    response = yield provider.request("GET", wire.pod_path(pod_id))
+    cluster_id = cluster_of(provider._object(response))
+    if cluster_id is None:
+        raise provider.map_error(conflict)
+    yield from delete_cluster(provider, cluster_id)
 
 
 def rendezvous_shell(nodes: int, gpus_per_node: int) -> str:
@@ -148,6 +274,7 @@ def job_of_cluster(provider: str, cluster_id: str, name: str | None, nodes: int,
                shutdown_at=next((m.shutdown_at for m in members if m.shutdown_at), None))
 
 
-__all__ = ["CLUSTER_TYPE", "FROM_RUNPOD", "UNKNOWN_ON_RUNPOD", "cluster_of", "cluster_path",
-           "create_body", "job_of_cluster", "node_count", "rank_of", "rendezvous_shell",
-           "summary"]
+__all__ = ["CLUSTER_HOLD", "CLUSTER_TYPE", "FROM_RUNPOD", "UNKNOWN_ON_RUNPOD", "cluster_job",
+           "cluster_jobs", "cluster_of", "cluster_path", "create", "create_body",
+           "delete_cluster", "delete_cluster_of", "job_of_cluster", "node_count", "rank_of",
+           "rendezvous_shell", "summary"]

@@ -1,5 +1,6 @@
 """RunPod network volumes (REST v2 ``/v2/network-volumes``) and how a pod or a
-cluster mounts one: the pure half of the volume flows in adapter.py.
+cluster mounts one: the requests and parsing behind the adapter's
+list_volumes, create_volume and delete_volume.
 
 The contract is RunPod's OpenAPI 2.0.0 (tests/fixtures/runpod/openapi-v2.json).
 A NetworkVolume is {id, name, size (GB, 10..4096), dataCenter, type
@@ -14,11 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from gpucloud.errors import SpecError
-from gpucloud.models import Volume, VolumeMount
+from gpucloud.models import Volume, VolumeMount, VolumeSpec
+from gpucloud.providers.base import Flow
+
+if TYPE_CHECKING:
+    import httpx
+
+    from gpucloud.errors import APIResponseValidationError
+    from gpucloud.providers.base import RequestKind
 
 MIN_GB, MAX_GB = 10, 4096  # CreateNetworkVolumeRequest.size
 
@@ -32,6 +40,57 @@ STANDARD_PRICE = Decimal("0.07")
 STANDARD_FLAT_UP_TO_GB = 1000
 HIGH_PERFORMANCE_PRICE = Decimal("0.14")
 PRICE_SOURCE = "https://docs.runpod.io/storage/network-volumes"
+
+
+class RunPod(Protocol):
+    """What the volume flows need of the adapter (adapter.py imports this module)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def request(self, method: str, path: str, *, json: Any = None,
+                params: dict[str, Any] | None = None, kind: RequestKind | None = None,
+                secrets: Sequence[str] = ()) -> httpx.Request: ...
+
+    def raise_for_error(self, response: httpx.Response) -> None: ...
+
+    def invalid(self, response: httpx.Response, detail: str) -> APIResponseValidationError: ...
+
+    def _object(self, response: httpx.Response) -> dict[str, Any]: ...
+
+    def _field(self, response: httpx.Response, key: str) -> list[Any]: ...
+
+    def _pods(self) -> Flow[httpx.Response]: ...
+
+
+def list_volumes(provider: RunPod) -> Flow[list[Volume]]:
+    response = yield provider.request("GET", "/v2/network-volumes")
+    listed = provider._field(response, "networkVolumes")
+    # The volume says nothing of its pods; the pods name their volume.
+    pods = yield from provider._pods()
+    attached = attachments(provider._field(pods, "pods"))
+    return [_volume(provider, response, raw, attached) for raw in listed]
+
+
+def create_volume(provider: RunPod, spec: VolumeSpec) -> Flow[Volume]:
+    body = {"name": spec.name, "size": checked_size(spec.size_gb),
+            "dataCenter": spec.region}
+    response = yield provider.request("POST", "/v2/network-volumes", json=body, kind="launch")
+    return _volume(provider, response, provider._object(response), {})
+
+
+def delete_volume(provider: RunPod, volume_id: str) -> Flow[None]:
+    response = yield provider.request("DELETE", volume_path(volume_id), kind="idempotent")
+    provider.raise_for_error(response)
+
+
+def _volume(provider: RunPod, response: httpx.Response, raw: Any,
+            attached: dict[str, list[str]]) -> Volume:
+    try:
+        ident = raw.get("id") if isinstance(raw, dict) else None
+        return volume_of(provider.name, raw, attached.get(ident, ()) if ident else ())
+    except ValueError as exc:  # pydantic's ValidationError included
+        raise provider.invalid(response, f"network volume: {exc}") from exc
 
 
 def volume_path(volume_id: str) -> str:
@@ -101,5 +160,5 @@ def mounts(volumes: Sequence[VolumeMount], job: str) -> dict[str, Any] | None:
 
 
 __all__ = ["HIGH_PERFORMANCE_PRICE", "MAX_GB", "MIN_GB", "PRICE_SOURCE", "STANDARD_PRICE",
-           "attachments", "checked_size", "mounts", "price_per_gb_month", "volume_of",
-           "volume_path"]
+           "attachments", "checked_size", "create_volume", "delete_volume", "list_volumes",
+           "mounts", "price_per_gb_month", "volume_of", "volume_path"]

@@ -28,15 +28,9 @@ What shapes this adapter:
   account's default key is used, as the contract allows.
 * No stop/start, no spot, no jobs (the contract's docker launch
   configuration never ends the machine when the container does).
-* Volumes (``/volumes``, ``/volumes/create``, ``/volumes/{id}/delete``,
-  ``/volumes/{id}/info``) belong to one upstream cloud and region; a create
-  names the cloud, found from ``/volumes/types`` for the region asked for
-  ("<cloud>:<region>" picks one where several clouds sell volumes there).
-  The price is that list's ``price_per_gb_per_hour`` times the catalog's
-  hours per month; a volume whose cloud and region it does not list has
-  none (unknown). A Volume has no status in the contract; ``mounted_by``
-  names the machine using it. Jobs are refused (above), so no launch
-  mounts a volume.
+* Volumes (``/volumes``, volumes.py) belong to one upstream cloud and
+  region; a create names the cloud, found from ``/volumes/types``. Jobs are
+  refused (above), so no launch mounts a volume.
 * No rate limits are published: only 429s pace it.
 """
 
@@ -44,18 +38,16 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
 from gpucloud.catalog.gpus import gpu_info, normalize_gpu
-from gpucloud.catalog.pricing import HOURS_PER_MONTH
 from gpucloud.errors import ConfigurationError, SpecError
 from gpucloud.models import Instance, InstanceSpec, InstanceStatus, Offer, Volume, VolumeSpec
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
-from gpucloud.providers.shadeform import _wire as wire
+from gpucloud.providers.shadeform import _wire as wire, volumes
 from gpucloud.transport.bearer_auth import HeaderKeyAuth
 
 NAME_MAX = 64  # kept short: upstream clouds cap instance names (Lambda: 64)
@@ -194,75 +186,18 @@ class ShadeformProvider(Provider):
         response = yield self.request("GET", "/sshkeys")
         self._body(response)
 
-    # -- volumes -------------------------------------------------------------------
+    # -- volumes: requests and parsing in volumes.py ---------------------------------
 
     def list_volumes(self) -> Flow[list[Volume]]:
-        response = yield self.request("GET", "/volumes")
-        raw = self._body(response).get("volumes")
-        if not isinstance(raw, list):
-            raise self.invalid(response, "no volumes list")
-        prices = yield from self._volume_prices()
-        return [self._volume(response, item, prices) for item in raw]
+        return (yield from volumes.list_volumes(self))
 
     def create_volume(self, spec: VolumeSpec) -> Flow[Volume]:
-        prices = yield from self._volume_prices()
-        wanted_cloud, sep, region = spec.region.partition(":")
-        if not sep:
-            wanted_cloud, region = "", spec.region
-        clouds = sorted({c for c, r in prices if r == region
-                         and (not wanted_cloud or c == wanted_cloud)})
-        if len(clouds) != 1:
-            sold = ", ".join(sorted(f"{c}:{r}" for c, r in prices)) or "none listed"
-            why = "no cloud sells" if not clouds else f"{', '.join(clouds)} sell"
-            raise SpecError(f"{why} Shadeform volumes in {spec.region!r}",
-                            hint=f"name one as <cloud>:<region> ({sold})")
-        body = {"cloud": clouds[0], "region": region, "size_in_gb": spec.size_gb,
-                "name": spec.name}
-        response = yield self.request("POST", "/volumes/create", json=body, kind="unsafe")
-        volume_id = wire.text(self._body(response).get("id"))
-        if not volume_id:
-            raise self.invalid(response, "no volume id in the reply")
-        response = yield self.request("GET", self._volume_path(volume_id, "info"))
-        return self._volume(response, self._body(response), prices)
+        return (yield from volumes.create_volume(self, spec))
 
     def delete_volume(self, volume_id: str) -> Flow[None]:
-        response = yield self.request("POST", self._volume_path(volume_id, "delete"),
-                                      kind="idempotent")
-        self.raise_for_error(response)
-
-    def _volume_prices(self) -> Flow[dict[tuple[str, str], Decimal | None]]:
-        """(cloud, region) -> USD per GB-month, for each volume type listed."""
-        response = yield self.request("GET", "/volumes/types")
-        types = self._body(response).get("volume_types")
-        if not isinstance(types, list) or not all(isinstance(t, dict) for t in types):
-            raise self.invalid(response, "no volume_types list")
-        month = Decimal(self.catalog.hours_per_month or HOURS_PER_MONTH)
-        return {(c, r): wire.per_gb_month(t.get("price_per_gb_per_hour"), month)
-                for t in types
-                if (c := wire.text(t.get("cloud"))) and (r := wire.text(t.get("region")))}
-
-    def _volume(self, response: httpx.Response, raw: Any,
-                prices: dict[tuple[str, str], Decimal | None]) -> Volume:
-        if not isinstance(raw, dict) or not wire.text(raw.get("id")):
-            raise self.invalid(response, "a volume without id")
-        cloud, region = wire.text(raw.get("cloud")), wire.text(raw.get("region"))
-        mounted_by = wire.text(raw.get("mounted_by"))
-        size = raw.get("size_in_gb")
-        if not isinstance(size, int) or isinstance(size, bool):
-            raise self.invalid(response, f"volume {raw['id']!r}: size_in_gb is not an integer")
-        try:
-            return Volume(
-                provider=self.name, id=raw["id"], name=wire.text(raw.get("name")) or "",
-                size_gb=size, region=region,
-                price_per_gb_month=prices.get((cloud or "", region or "")),
-                attached_to=(mounted_by,) if mounted_by else ())
-        except (TypeError, ValueError) as exc:  # pydantic's ValidationError included
-            raise self.invalid(response, f"volume {raw['id']!r}: {exc}") from exc
+        yield from volumes.delete_volume(self, volume_id)
 
     # -- helpers -----------------------------------------------------------------
-
-    def _volume_path(self, volume_id: str, action: str) -> str:
-        return f"/volumes/{quote(volume_id, safe='')}/{action}"
 
     def _path(self, instance_id: str, action: str) -> str:
         return f"/instances/{quote(instance_id, safe='')}/{action}"

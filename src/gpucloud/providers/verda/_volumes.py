@@ -1,4 +1,6 @@
-"""Verda's volumes as gpucloud volumes, and how a job's VM mounts them.
+"""Verda's volumes as gpucloud volumes, and how a job's VM mounts them: the
+requests and parsing behind the adapter's list_volumes, create_volume,
+delete_volume and a job's volume mounts.
 
 The contract is sdk-python's ``VolumesService`` / ``VolumeTypesService``
 (verda/volumes/_volumes.py, verda/volume_types/_volume_types.py): ``GET
@@ -21,14 +23,112 @@ filesystem with the NFS source of the volume's own ``mount_command`` (at
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import quote
 
 from gpucloud.errors import SpecError
+from gpucloud.models import JobRun, Volume, VolumeSpec
+from gpucloud.providers.base import Flow
 from gpucloud.providers.verda import _wire as wire
+
+if TYPE_CHECKING:
+    import httpx
+
+    from gpucloud.errors import APIResponseValidationError
+    from gpucloud.providers.base import RequestKind
 
 SHARED = "NVMe_Shared"  # sdk-python VolumeTypes.SFS
 HOST_ROOT = "/mnt/gpucloud"
+
+
+class Verda(Protocol):
+    """What the volume flows need of the adapter (adapter.py imports this module)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def request(self, method: str, path: str, *, json: Any = None,
+                params: dict[str, Any] | None = None, kind: RequestKind | None = None,
+                secrets: Sequence[str] = ()) -> httpx.Request: ...
+
+    def raise_for_error(self, response: httpx.Response) -> None: ...
+
+    def invalid(self, response: httpx.Response, detail: str) -> APIResponseValidationError: ...
+
+    def _body(self, response: httpx.Response, expected: type) -> Any: ...
+
+
+def list_volumes(provider: Verda) -> Flow[list[Volume]]:
+    response = yield provider.request("GET", "/volumes")
+    listed = provider._body(response, list)
+    prices = yield from _type_prices(provider)
+    return [_volume(provider, response, raw, prices) for raw in listed
+            if not (isinstance(raw, dict) and raw.get("is_os_volume") is True)]
+
+
+def create_volume(provider: Verda, spec: VolumeSpec) -> Flow[Volume]:
+    # The body sdk-python's volumes.create() sends, field for field.
+    response = yield provider.request("POST", "/volumes", kind="unsafe", json={
+        "type": SHARED, "name": spec.name, "size": spec.size_gb,
+        "instance_id": None, "location_code": spec.region})
+    provider.raise_for_error(response)
+    volume_id = wire.plain_id(response)
+    if volume_id is None:
+        raise provider.invalid(response, "no volume id in the reply")
+    response = yield provider.request("GET", f"/volumes/{quote(volume_id, safe='')}")
+    raw = provider._body(response, dict)
+    prices = yield from _type_prices(provider)
+    return _volume(provider, response, raw, prices)
+
+
+def delete_volume(provider: Verda, volume_id: str) -> Flow[None]:
+    # is_permanent: a volume in Verda's trash is out of gpucloud's sight.
+    response = yield provider.request("DELETE", f"/volumes/{quote(volume_id, safe='')}",
+                                      json={"is_permanent": True}, kind="idempotent")
+    provider.raise_for_error(response)
+
+
+def job_volumes(provider: Verda, job: JobRun
+                ) -> Flow[tuple[list[tuple[str, str]], list[str]]]:
+    """(host directory, container path) binds and the setup shell mounting
+    each of the job's volumes; each is read for its type and NFS source."""
+    mounts: list[tuple[str, str]] = []
+    setup: list[str] = []
+    for volume in job.volumes:
+        if not volume.volume_id:
+            raise SpecError(f"job {job.name!r}: volume {volume.name!r} has no verda id yet",
+                            hint="create it first (`gpucloud volumes create`)")
+        response = yield provider.request("GET",
+                                          f"/volumes/{quote(volume.volume_id, safe='')}")
+        host, lines = nfs_mount(provider._body(response, dict), volume.name)
+        mounts.append((host, volume.mount))
+        setup += lines
+    return mounts, setup
+
+
+def _type_prices(provider: Verda) -> Flow[dict[str, Any]]:
+    response = yield provider.request("GET", "/volume-types")
+    return type_prices(provider._body(response, list))
+
+
+def _volume(provider: Verda, response: httpx.Response, raw: Any,
+            prices: dict[str, Any]) -> Volume:
+    if not isinstance(raw, dict) or not wire.text(raw.get("id")):
+        raise provider.invalid(response, "a volume without an id")
+    size = wire.integer(raw.get("size"))
+    if size is None:
+        raise provider.invalid(response, f"volume {raw['id']!r}: size is not an integer")
+    try:
+        return Volume(
+            provider=provider.name, id=raw["id"], name=wire.text(raw.get("name")) or "",
+            size_gb=size, region=wire.text(raw.get("location")),
+            price_per_gb_month=price_per_gb_month(raw, prices),
+            status=wire.text(raw.get("status")), attached_to=attached_ids(raw),
+            created_at=wire.parse_utc(raw.get("created_at")))
+    except (TypeError, ValueError) as exc:  # pydantic's ValidationError included
+        raise provider.invalid(response, f"volume {raw['id']!r}: {exc}") from exc
 
 
 def price_per_gb_month(raw: dict[str, Any], types: dict[str, Decimal]) -> Decimal | None:

@@ -10,11 +10,8 @@ What shapes this adapter:
   provider instance, so every session shares one token (refreshed ahead of
   expiry, once under concurrency; see gpucloud.tokens).
 * Offers join ``/instance-types`` (prices) with ``/instance-availability``
-  (where each type can be launched now); spot is a separate availability
-  list and ``spot_price``. Create sends ``is_spot`` accordingly. A type Verda
-  prices is never dropped for want of capacity: with none anywhere it is
-  offered, unavailable, in the bundled catalog's locations for it, else in
-  every location ``/locations`` lists (fetched only then).
+  (where each type can be launched now; _offers.py); spot is a separate
+  availability list and ``spot_price``. Create sends ``is_spot`` accordingly.
 * ``POST /instances`` answers with the new id as plain text. There is no
   idempotency key, so the launch id and the deadline travel in the
   instance description, where ``list_instances`` reads them back. The
@@ -50,13 +47,12 @@ import httpx
 from gpucloud.errors import (
     ConfigurationError, CredentialsError, SpecError, option,
 )
-from gpucloud.catalog.gpus import gpu_info, normalize_gpu
 from gpucloud.models import (
-    Instance, InstanceSpec, InstanceStatus, JobRun, Offer, Volume, VolumeSpec,
+    Instance, InstanceSpec, InstanceStatus, Offer, Volume, VolumeSpec,
 )
 from gpucloud.transport.tokens import RefreshingTokenAuth
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider, _user_agent
-from gpucloud.providers.verda import _deadline, _startup, _volumes
+from gpucloud.providers.verda import _deadline, _offers, _startup, _volumes
 from gpucloud.providers.verda import _wire as wire
 from gpucloud.providers._name_marker import latest
 
@@ -117,58 +113,7 @@ class VerdaProvider(Provider):
     # -- flows -------------------------------------------------------------------
 
     def offers(self, query: OfferQuery) -> Flow[list[Offer]]:
-        response = yield self.request("GET", "/instance-types", params={"currency": "usd"})
-        types = self._body(response, list)
-        spot = "true" if query.spot else "false"
-        # sdk-python sends isSpot, the Go SDK is_spot: send both, whichever the server reads.
-        response = yield self.request("GET", "/instance-availability",
-                                      params={"is_spot": spot, "isSpot": spot})
-        live: dict[str, set[str]] = {}
-        for entry in self._body(response, list):
-            location = wire.text(entry.get("location_code")) if isinstance(entry, dict) else None
-            names = entry.get("availabilities") if isinstance(entry, dict) else None
-            if location is None or not isinstance(names, list):
-                raise self.invalid(response, "an availability entry without location_code "
-                                             "or availabilities")
-            live.setdefault(location, set()).update(n for n in names if isinstance(n, str))
-        # (offer without a region, locations with capacity, catalog locations)
-        shapes: list[tuple[Offer, list[str], list[str]]] = []
-        for item in types:
-            try:
-                shape = self._offer_of(item, query)
-            except (AttributeError, KeyError, TypeError, ValueError, ArithmeticError) as exc:
-                name = item.get("instance_type") if isinstance(item, dict) else None
-                raise self.invalid(response, f"instance type {name!r}: {exc}") from exc
-            if shape is not None:
-                name = shape.instance_type
-                # Catalog locations the type is sold in but has no capacity in
-                # right now are still offers, shown as unavailable.
-                catalog = [r for t in self.catalog.types_named(name) for r in t.regions
-                           if not query.spot or t.spot_price is not None]
-                shapes.append((shape, sorted(loc for loc, names in live.items()
-                                             if name in names), catalog))
-        everywhere: list[str] = []
-        if any(not here and not catalog for _, here, catalog in shapes):
-            # Priced, yet no capacity anywhere and not in the catalog: still an
-            # offer (unavailable) in each location Verda lists, never missing.
-            everywhere = yield from self._locations(live)
-        out: list[Offer] = []
-        for shape, here, catalog in shapes:
-            for region in dict.fromkeys([*here, *catalog] or everywhere):
-                if query.region is None or region == query.region:
-                    out.append(shape.model_copy(update={"region": region,
-                                                        "available": region in here}))
-        return out
-
-    def _locations(self, live: dict[str, set[str]]) -> Flow[list[str]]:
-        """Every location code: ``/locations`` (the SDK's locations.get()), then
-        any the availability listing named that it does not."""
-        response = yield self.request("GET", "/locations")
-        codes = [wire.text(entry.get("code")) if isinstance(entry, dict) else None
-                 for entry in self._body(response, list)]
-        if None in codes:
-            raise self.invalid(response, "a location without a code")
-        return list(dict.fromkeys([*(c for c in codes if c), *sorted(live)]))
+        return (yield from _offers.offers(self, query))
 
     def create(self, spec: InstanceSpec) -> Flow[Instance]:
         # Everything that can be refused locally is refused before any request.
@@ -188,7 +133,7 @@ class VerdaProvider(Provider):
         host = wire.hostname(spec.name, spec.launch_id)
         if spec.job is None:
             return (yield from self._launch(spec, key_id, host, None))
-        mounts, setup = yield from self._job_volumes(spec.job)
+        mounts, setup = yield from _volumes.job_volumes(self, spec.job)
         # The job's runner is an account-level start-up script: created for this
         # launch and deleted once the launch is answered, whatever the answer
         # (it holds the job's secrets).
@@ -269,70 +214,16 @@ class VerdaProvider(Provider):
         response = yield self.request("GET", "/locations")
         self._body(response, list)
 
-    # -- volumes -------------------------------------------------------------------
+    # -- volumes: requests and parsing in _volumes.py --------------------------------
 
     def list_volumes(self) -> Flow[list[Volume]]:
-        response = yield self.request("GET", "/volumes")
-        listed = self._body(response, list)
-        prices = yield from self._volume_type_prices()
-        return [self._volume(response, raw, prices) for raw in listed
-                if not (isinstance(raw, dict) and raw.get("is_os_volume") is True)]
+        return (yield from _volumes.list_volumes(self))
 
     def create_volume(self, spec: VolumeSpec) -> Flow[Volume]:
-        # The body sdk-python's volumes.create() sends, field for field.
-        response = yield self.request("POST", "/volumes", kind="unsafe", json={
-            "type": _volumes.SHARED, "name": spec.name, "size": spec.size_gb,
-            "instance_id": None, "location_code": spec.region})
-        self.raise_for_error(response)
-        volume_id = wire.plain_id(response)
-        if volume_id is None:
-            raise self.invalid(response, "no volume id in the reply")
-        response = yield self.request("GET", f"/volumes/{quote(volume_id, safe='')}")
-        raw = self._body(response, dict)
-        prices = yield from self._volume_type_prices()
-        return self._volume(response, raw, prices)
+        return (yield from _volumes.create_volume(self, spec))
 
     def delete_volume(self, volume_id: str) -> Flow[None]:
-        # is_permanent: a volume in Verda's trash is out of gpucloud's sight.
-        response = yield self.request("DELETE", f"/volumes/{quote(volume_id, safe='')}",
-                                      json={"is_permanent": True}, kind="idempotent")
-        self.raise_for_error(response)
-
-    def _volume_type_prices(self) -> Flow[dict[str, Any]]:
-        response = yield self.request("GET", "/volume-types")
-        return _volumes.type_prices(self._body(response, list))
-
-    def _volume(self, response: httpx.Response, raw: Any, prices: dict[str, Any]) -> Volume:
-        if not isinstance(raw, dict) or not wire.text(raw.get("id")):
-            raise self.invalid(response, "a volume without an id")
-        size = wire.integer(raw.get("size"))
-        if size is None:
-            raise self.invalid(response, f"volume {raw['id']!r}: size is not an integer")
-        try:
-            return Volume(
-                provider=self.name, id=raw["id"], name=wire.text(raw.get("name")) or "",
-                size_gb=size, region=wire.text(raw.get("location")),
-                price_per_gb_month=_volumes.price_per_gb_month(raw, prices),
-                status=wire.text(raw.get("status")), attached_to=_volumes.attached_ids(raw),
-                created_at=wire.parse_utc(raw.get("created_at")))
-        except (TypeError, ValueError) as exc:  # pydantic's ValidationError included
-            raise self.invalid(response, f"volume {raw['id']!r}: {exc}") from exc
-
-    def _job_volumes(self, job: JobRun) -> Flow[tuple[list[tuple[str, str]], list[str]]]:
-        """(host directory, container path) binds and the setup shell mounting
-        each of the job's volumes; each is read for its type and NFS source."""
-        mounts: list[tuple[str, str]] = []
-        setup: list[str] = []
-        for volume in job.volumes:
-            if not volume.volume_id:
-                raise SpecError(f"job {job.name!r}: volume {volume.name!r} has no verda id yet",
-                                hint="create it first (`gpucloud volumes create`)")
-            response = yield self.request("GET",
-                                          f"/volumes/{quote(volume.volume_id, safe='')}")
-            host, lines = _volumes.nfs_mount(self._body(response, dict), volume.name)
-            mounts.append((host, volume.mount))
-            setup += lines
-        return mounts, setup
+        yield from _volumes.delete_volume(self, volume_id)
 
     # -- helpers -------------------------------------------------------------------
 
@@ -342,34 +233,6 @@ class VerdaProvider(Provider):
         if not isinstance(body, expected):
             raise self.invalid(response, f"the body is not a JSON {expected.__name__}")
         return body
-
-    def _offer_of(self, item: Any, query: OfferQuery) -> Offer | None:
-        """The offer an instance type makes for `query`, its region still to be set;
-        None when the type is not sold that way."""
-        name = wire.text(item["instance_type"])
-        if name is None:
-            raise ValueError("no instance_type")
-        gpu_count = wire.integer(item["gpu"]["number_of_gpus"])
-        if gpu_count is None:
-            raise TypeError("gpu.number_of_gpus is not an integer")
-        if gpu_count == 0 or (query.count is not None and gpu_count != query.count):
-            return None  # CPU-only types, or another count
-        total_memory = wire.size_gb(item.get("gpu_memory"))
-        per_gpu = total_memory // gpu_count if total_memory else None
-        gpu = _gpu_name(item, per_gpu)
-        if query.gpu is not None and gpu != query.gpu:
-            return None
-        price = wire.money(item.get("spot_price") if query.spot else item.get("price_per_hour"))
-        if price is None or price == 0:
-            return None  # not sold this way (no spot price for this type)
-        info = gpu_info(gpu)
-        return Offer(provider=self.name, instance_type=name, region="", gpu=gpu,
-                     gpu_count=gpu_count,
-                     gpu_memory_gb=per_gpu or (info.memory_gb if info else None),
-                     vcpus=wire.integer((item.get("cpu") or {}).get("number_of_cores")),
-                     memory_gb=wire.size_gb(item.get("memory")),
-                     disk_gb=wire.size_gb(item.get("storage")), price_per_hour=price,
-                     spot=query.spot, available=False, source="live")
 
     def _ssh_key_id(self, name: str | None, public_key: str | None) -> Flow[str]:
         """The id of a registered key: found by key text (or by name/id), else registered."""
@@ -430,7 +293,7 @@ class VerdaProvider(Provider):
         gpu_block = raw.get("gpu") if isinstance(raw.get("gpu"), dict) else {}
         count = wire.integer(gpu_block.get("number_of_gpus"))
         total_memory = wire.size_gb(raw.get("gpu_memory"))
-        gpu = _gpu_name(raw, total_memory // count if total_memory and count else None) \
+        gpu = _offers.gpu_name(raw, total_memory // count if total_memory and count else None) \
             if count else None
         description = raw.get("description")
         if description is not None and not isinstance(description, str):
@@ -457,20 +320,6 @@ class VerdaProvider(Provider):
         # Tokens too: the client secret is not the only thing worth hiding here.
         text = super().redact(text)
         return self._auth.redact(text) if self._auth is not None else text
-
-
-def _gpu_name(item: dict[str, Any], per_gpu_memory: int | None) -> str:
-    """Canonical GPU name from the description ("1x H100 SXM5 80GB") or the model."""
-    description = wire.text((item.get("gpu") or {}).get("description")) or ""
-    model = wire.text(item.get("model")) or ""
-    candidates = [description]
-    if model and per_gpu_memory:
-        candidates.append(f"{model} {per_gpu_memory}GB")
-    candidates.append(model)
-    for candidate in candidates:
-        if candidate and gpu_info(normalize_gpu(candidate)) is not None:
-            return normalize_gpu(candidate)
-    return normalize_gpu(description or model or "unknown")
 
 
 __all__ = ["VerdaProvider"]
