@@ -73,13 +73,14 @@ def test_price_per_gb_month_follows_runpods_published_rates(api, run, provider, 
         assert volume.price_per_month == price * size
 
 
-def test_create_volume_sends_exactly_name_size_and_data_center(api, run, provider):
+def test_create_volume_sends_exactly_name_size_data_center_and_the_standard_tier(
+        api, run, provider):
     route = api.on("POST", "/v2/network-volumes",
                    reply(201, body("v2_create_network_volume_201_networkVolume")))
     volume = run(provider.create_volume(VolumeSpec(name="training-dataset", size_gb=50,
                                                    region="US-KS-2")))
     assert sent_json(route.calls.last.request) == {
-        "name": "training-dataset", "size": 50, "dataCenter": "US-KS-2"}
+        "name": "training-dataset", "size": 50, "dataCenter": "US-KS-2", "type": "STANDARD"}
     assert (volume.id, volume.size_gb, volume.region, volume.attached_to) == (
         VOLUME_ID, 50, "US-KS-2", ())
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import logging
 import re
+from decimal import Decimal
 from datetime import datetime
 from typing import Any
 
@@ -220,6 +221,9 @@ class RunPodProvider(Provider):
         self.raise_for_error(response)
 
     # -- network volumes: requests and parsing in volumes.py -------------------------
+
+    def volume_rate(self, size_gb: int) -> Decimal | None:
+        return volumes.new_volume_rate(size_gb)
 
     def list_volumes(self) -> Flow[list[Volume]]:
         return (yield from volumes.list_volumes(self))
