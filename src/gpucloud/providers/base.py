@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from gpucloud.config.credentials import Credential
     from gpucloud.models import ExecResult, Instance, InstanceSpec, Job, JobRun, Offer
     from gpucloud.models import Volume, VolumeSpec
+    from gpucloud.errors import SpecError
 
 
 # How a request may be retried (see transport/http.py):
@@ -361,6 +362,12 @@ class Provider:
     # -- volumes (flows) ----------------------------------------------------------
     # Network storage billed by the GB-month (capabilities.volumes). A provider
     # without volumes refuses with a SpecError naming the ones that have them.
+
+    def volume_refusal(self) -> SpecError | None:
+        """Why gpucloud lists and deletes this provider's volumes but neither
+        creates one nor mounts one in a job (None: it does both): the SpecError
+        a create, or a job with volumes, gets at plan time, before any request."""
+        return None
 
     def list_volumes(self) -> Flow[list[Volume]]:
         raise self._no_volumes()
