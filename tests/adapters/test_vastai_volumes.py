@@ -100,15 +100,20 @@ def test_a_listing_that_is_not_one_is_an_invalid_reply(api, run, provider, bad):
         run(provider.list_volumes())
 
 
-def test_reap_lists_vast_volumes_and_warns_of_none_when_all_are_fresh(api):
+def test_reap_warns_of_an_idle_vast_volume_that_still_bills(api):
     listed = api.on("GET", PATH, reply(200, body("list_volumes_200_constructed")))
     instances = body("list_instances_v1_200_from_schema_examples")
     instances["instances"], instances["next_token"] = [], None
     api.on("GET", "/api/v1/instances/", reply(200, instances))
     with vast_client() as client:
-        client.reap()
-        assert listed.call_count == 1  # the reaper now looks at what bills on Vast
+        report = client.reap()
         assert [v.ref for v in client.volumes()] == ["vastai/20118481", "vastai/20118482"]
+    assert listed.call_count == 2  # the reaper looks at what bills on Vast too
+    # Rented since start_date, no instance: a warning, its rate unknown (never $0).
+    (line,) = [w for w in report.warnings if "vastai/20118482" in w]
+    assert "vastai/20118482 (V.20118482, 51 GB) has had no machine" in line
+    assert "at a rate not known here" in line
+    assert "gpucloud volumes delete vastai/20118482" in line
 
 
 # -- delete -----------------------------------------------------------------------------
