@@ -364,9 +364,7 @@ class Provider:
     # without volumes refuses with a SpecError naming the ones that have them.
 
     def volume_refusal(self) -> SpecError | None:
-        """Why gpucloud lists and deletes this provider's volumes but neither
-        creates one nor mounts one in a job (None: it does both): the SpecError
-        a create, or a job with volumes, gets at plan time, before any request."""
+        """Why its volumes are listed but never created or mounted (None: both are done)."""
         return None
 
     def list_volumes(self) -> Flow[list[Volume]]:

@@ -73,11 +73,11 @@ def volume_of(provider: str, raw: Any) -> Volume:
     if not isinstance(raw, dict) or not is_int(raw.get("id")):
         raise TypeError("a volume without an integer id")
     ident = raw["id"]
-    space = raw.get("disk_space")
+    space: Any = raw.get("disk_space")
     if not is_num(space) or space < 0:
         raise ValueError(f"volume {ident}: disk_space {space!r} is not a size in GB")
     name = (as_str(raw.get("name")) or "").strip() or f"V.{ident}"
-    start = raw.get("start_date")
+    start: Any = raw.get("start_date")
     status = as_str(raw.get("status"))
     return Volume(
         provider=provider, id=str(ident), name=name, size_gb=math.ceil(space),
