@@ -119,6 +119,7 @@ def reap_routes(api):
         raw(105, f"gpucloud:gc-1 shutdown:{PAST} lookalike", PAST),  # not gpucloud's form
     ]
     api.on("GET", LIST, reply(200, listing))
+    api.on("GET", "/api/v0/volumes/", reply(200, {"volumes": []}))  # reap's volume check
     api.on("GET", "/api/v0/instances/101/", reply(200, show("101", label=(
         f"gpucloud:gc-a000000001 shutdown:{PAST} expired"))))
     api.on("GET", "/api/v0/instances/103/", reply(200, show("103", label=(
@@ -160,6 +161,7 @@ def test_reap_destroys_an_exited_machine_past_its_deadline(api):
     listing["instances"] = [raw(201, f"gpucloud:gc-a000000009 shutdown:{PAST} crashed", PAST,
                                 status="exited")]
     api.on("GET", LIST, reply(200, listing))
+    api.on("GET", "/api/v0/volumes/", reply(200, {"volumes": []}))  # reap's volume check
     api.on("GET", "/api/v0/instances/201/", reply(200, show(
         "201", actual_status="exited", label=f"gpucloud:gc-a000000009 shutdown:{PAST} x")))
     delete = api.on("DELETE", "/api/v0/instances/201/", reply(200, body(

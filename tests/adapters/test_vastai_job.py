@@ -101,11 +101,12 @@ def test_job_status_from_the_instance(api, run, provider, actual, job):
 
 
 def test_a_job_with_volumes_is_refused_before_any_request(api, run, provider):
-    # Vast's volumes live on one host machine: nothing a job on any offer could mount.
+    # Vast's volumes live on one host machine: nothing a job on any offer could mount
+    # (gpucloud lists and deletes them, test_vastai_volumes.py).
     put, _ = create_routes(api)
     job = make_job(volumes=(VolumeMount(name="data", mount="/data", volume_id="42"),))
     with pytest.raises(SpecError, match="vastai has no network volumes") as caught:
         run(provider.create(make_spec(job=job)))
     assert exit_code_for(caught.value) == 2
     assert put.call_count == 0
-    assert provider.capabilities.volumes is False
+    assert provider.volume_refusal() is not None

@@ -142,7 +142,7 @@ def test_max_cost_counts_the_new_volumes(client):
 
 def test_a_provider_without_volumes_is_refused_for_a_job_that_mounts_one(client):
     with pytest.raises(SpecError, match="has no network volumes"):
-        client.create_volume("x", 1, provider="vastai")
+        client.create_volume("x", 1, provider="fluidstack")
 
 
 # -- warnings ------------------------------------------------------------------------

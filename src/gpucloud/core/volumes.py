@@ -119,7 +119,15 @@ def record_created(ctx: ClientContext, volume: Volume, source: str,
 
 
 def _one_provider(ctx: ClientContext, provider: str | None) -> str:
-    names = volume_providers(ctx, provider)
+    """The provider a create goes to. One whose volumes gpucloud only lists and
+    deletes (volume_refusal) is refused before credentials are looked for, and
+    is never picked when no provider is named."""
+    if provider is not None and ctx.has_adapter(provider):
+        refusal = ctx.adapter(provider).volume_refusal()
+        if refusal is not None:
+            raise refusal
+    names = [n for n in volume_providers(ctx, provider)
+             if ctx.adapter(n).volume_refusal() is None]
     if len(names) == 1:
         return names[0]
     if not names:

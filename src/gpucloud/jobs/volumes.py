@@ -59,6 +59,11 @@ def resolve(ctx: ClientContext, spec: JobSpec, offer: Offer) -> Op:
                         "network volumes in gpucloud",
                         hint="run it on a provider with volumes (--provider; `gpucloud "
                              "providers` shows them)")
+    refusal = adapter.volume_refusal()
+    if refusal is not None:  # volumes it lists and deletes, but no job mounts
+        raise SpecError(f"job {spec.name} mounts volumes ({names}) but {refusal.message}",
+                        hint="run it on a provider whose jobs mount volumes (--provider; "
+                             "`gpucloud providers`), or drop `volumes` from the job file")
     if not ctx.can_call(provider):  # a dry run from the catalog: nothing to ask
         return [Resolved(v.name, v.size_gb, None, checked=False) for v in spec.volumes]
     from gpucloud.core.volumes import record_listing

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from gpucloud.config.credentials import Credential
     from gpucloud.models import ExecResult, Instance, InstanceSpec, Job, JobRun, Offer
     from gpucloud.models import Volume, VolumeSpec
+    from gpucloud.errors import SpecError
 
 
 # How a request may be retried (see transport/http.py):
@@ -361,6 +362,10 @@ class Provider:
     # -- volumes (flows) ----------------------------------------------------------
     # Network storage billed by the GB-month (capabilities.volumes). A provider
     # without volumes refuses with a SpecError naming the ones that have them.
+
+    def volume_refusal(self) -> SpecError | None:
+        """Why its volumes are listed but never created or mounted (None: both are done)."""
+        return None
 
     def list_volumes(self) -> Flow[list[Volume]]:
         raise self._no_volumes()

@@ -241,7 +241,7 @@ ERRORS = (
     ErrorRule(code=("insufficient_credit", "insufficient_balance"), error=QuotaExceededError,
               hint=BILLING_HINT),
     ErrorRule(text=_INSUFFICIENT_CREDIT, error=QuotaExceededError, hint=BILLING_HINT),
-    ErrorRule(code=("not_found", "no_such_instance"), error=NotFoundError),
+    ErrorRule(code=("not_found", "no_such_instance", "no_such_volume"), error=NotFoundError),
     ErrorRule(status=404, error=NotFoundError),
     ErrorRule(status=SERVER_ERROR, error=InternalServerError),
     # invalid_token is the list's bad after_token (400), not a bad key.

@@ -26,6 +26,8 @@ What shapes this adapter:
   goes into the container's environment (the create's deadline: reads take the
   later of label and env). An ``onstart`` self-guard (_guard.py) destroys a
   machine past its deadline with the per-instance key Vast injects.
+* Volumes (_volumes.py) are listed and deleted, never created or mounted by a
+  job: a Vast volume is tied to one host machine, yet bills all the same.
 * A job (spec.job) rents the job's image; its onstart runs the job's command
   after the guard and destroys the instance when it ends (_job.py).
 * Per-endpoint minimum intervals (see rate_limits); a 429 rarely carries
@@ -49,7 +51,8 @@ from gpucloud.errors import (
     SpecError,
     option,
 )
-from gpucloud.models import Instance, InstanceSpec, InstanceStatus, Offer, UsagePrice
+from gpucloud.models import (Instance, InstanceSpec, InstanceStatus, Offer, UsagePrice, Volume,
+                             VolumeSpec)
 from gpucloud.transport.ratelimit import RateLimit
 from gpucloud.providers import _batch_mark as batch_mark
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider
@@ -57,7 +60,7 @@ from gpucloud.providers._name_marker import latest
 from gpucloud.providers._jobscript import container_env, secret_values
 from gpucloud.providers.vastai._guard import onstart
 from gpucloud.providers.vastai._job import job_onstart
-from gpucloud.providers.vastai import _wire as wire
+from gpucloud.providers.vastai import _volumes, _wire as wire
 from gpucloud.providers.vastai._wire import (
     ask_price,
     LABEL_MAX,
@@ -101,7 +104,8 @@ class VastProvider(Provider):
     # self_guard: the onstart guard (_guard.py) destroys a machine past its
     # deadline with the per-instance key Vast injects, following extend.
     capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
-                                needs_ssh_key=False, native_shutdown=False, self_guard=True)
+                                needs_ssh_key=False, native_shutdown=False, self_guard=True,
+                                volumes=True)  # listed and deleted; see volume_refusal
     # Vast enforces a minimum interval per endpoint and identity
     # (vast-ai/docs api-reference/rate-limits-and-errors.mdx). Per request
     # kind, the strictest interval among the endpoints of that kind: reads
@@ -257,6 +261,31 @@ class VastProvider(Provider):
 
     def verify(self) -> Flow[None]:
         response = yield self.request("GET", "/api/v1/instances/", params={"limit": 1})
+        self._body(response)
+
+    # -- volumes (_volumes.py) -------------------------------------------------------
+
+    def volume_refusal(self) -> SpecError:
+        return _volumes.refusal(self.name)
+
+    def list_volumes(self) -> Flow[list[Volume]]:
+        response = yield self.request("GET", _volumes.PATH, params=dict(_volumes.LIST_PARAMS))
+        rows = self._body(response).get("volumes")
+        if not isinstance(rows, list):
+            raise self.invalid(response, "no 'volumes' list")
+        try:
+            return [_volumes.volume_of(self.name, raw) for raw in rows]
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise self.invalid(response, str(exc)) from exc
+
+    def create_volume(self, spec: VolumeSpec) -> Flow[Volume]:
+        raise self.volume_refusal()
+        yield  # pragma: no cover - a flow
+
+    def delete_volume(self, volume_id: str) -> Flow[None]:
+        params, body = _volumes.delete_request(volume_id)
+        response = yield self.request("DELETE", _volumes.PATH, params=params, json=body,
+                                      kind="idempotent")
         self._body(response)
 
     # -- helpers -------------------------------------------------------------------
