@@ -112,6 +112,22 @@ def test_a_volume_first_seen_in_a_listing_is_billed_from_its_creation(client):
     assert seen.created_at == made.created_at
 
 
+def test_a_volume_first_seen_in_use_is_not_idle_since_its_creation(client):
+    from gpucloud.models import Volume
+    from gpucloud.safety.ledger_volumes import unattached
+
+    now = datetime.now(timezone.utc)
+    old = now - timedelta(days=5)
+    in_use = Volume(provider="sandbox", id="sbv-inuse", name="inuse", size_gb=10,
+                    created_at=old, attached_to=("sbx-1",))
+    idle = Volume(provider="sandbox", id="sbv-idle", name="idle", size_gb=10, created_at=old)
+    ledger().seen("sandbox", [in_use, idle], 730, now=now)
+    records = {r.volume_id: r for r in ledger().records()}
+    assert records["sbv-inuse"].created_at == old  # billed from its creation
+    assert records["sbv-inuse"].last_attached_at == now
+    assert [r.volume_id for r in unattached(records.values(), now)] == ["sbv-idle"]
+
+
 # -- a job's estimate ----------------------------------------------------------------
 
 

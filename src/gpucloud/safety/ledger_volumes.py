@@ -150,9 +150,12 @@ class VolumeLedger:
         return [_record(r) for r in found]
 
     def add(self, volume: Volume, hours: int, source: str, job_ref: str | None = None,
-            at: datetime | None = None) -> None:
-        """A volume gpucloud made (or first saw): billed from `at` (default: now)."""
+            at: datetime | None = None, seen_at: datetime | None = None) -> None:
+        """A volume gpucloud made (or first saw): billed from `at` (default: now).
+        Seen attached, it was attached at `seen_at` (the listing's time), not
+        since its creation: a volume made long ago and in use now is not idle."""
         since = at or utcnow()
+        seen = seen_at or since
         with self._db() as db:
             db.execute(
                 f"INSERT OR IGNORE INTO volume_ledger ({', '.join(_COLUMNS)}) VALUES"
@@ -160,7 +163,7 @@ class VolumeLedger:
                 (volume.provider, volume.id, volume.name, volume.region, volume.size_gb,
                  str(volume.price_per_gb_month) if volume.price_per_gb_month is not None
                  else None, hours, since.isoformat(), None,
-                 since.isoformat() if volume.attached_to else None, source, job_ref,
+                 seen.isoformat() if volume.attached_to else None, source, job_ref,
                  int(volume.simulated)))
 
     def own(self, provider: str, volume_ids: Iterable[str], job_ref: str) -> None:
@@ -188,7 +191,7 @@ class VolumeLedger:
         for volume in volumes:
             if volume.id not in known:
                 since = min(volume.created_at, now) if volume.created_at else now
-                self.add(volume, hours, "list", at=since)
+                self.add(volume, hours, "list", at=since, seen_at=now)
         # Only what changed is written: a listing that changes nothing commits nothing.
         changed = []
         for v in volumes:
