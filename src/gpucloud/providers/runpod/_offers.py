@@ -11,34 +11,23 @@ community cloud), as in providers/runpod.toml.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpucloud.catalog.gpus import gpu_info, normalize_gpu
 from gpucloud.models import Offer
+from gpucloud.providers.adapter_calls import AdapterCalls
 from gpucloud.providers.base import Flow, OfferQuery
 from gpucloud.providers.runpod import _wire as wire
 
 if TYPE_CHECKING:
     import httpx
 
-    from gpucloud.errors import APIResponseValidationError
-    from gpucloud.providers.base import RequestKind
 
 CLOUDS = ("SECURE", "COMMUNITY")
 
 
-class RunPod(Protocol):
+class RunPod(AdapterCalls, Protocol):
     """What the offer flows need of the adapter (adapter.py imports this module)."""
-
-    @property
-    def name(self) -> str: ...
-
-    def request(self, method: str, path: str, *, json: Any = None,
-                params: dict[str, Any] | None = None, kind: RequestKind | None = None,
-                secrets: Sequence[str] = ()) -> httpx.Request: ...
-
-    def invalid(self, response: httpx.Response, detail: str) -> APIResponseValidationError: ...
 
     def _field(self, response: httpx.Response, key: str) -> list[Any]: ...
 

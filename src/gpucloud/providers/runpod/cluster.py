@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from gpucloud.errors import SpecError
 from gpucloud.models import Instance, InstanceSpec, InstanceStatus, Job, JobStatus, Offer
 from gpucloud.providers._jobscript import EndAction, secret_values
+from gpucloud.providers.adapter_calls import AdapterCalls
 from gpucloud.providers.base import JOB_PREFIX, Flow, parse_utc
 from gpucloud.providers.rendezvous import node_env
 from gpucloud.providers.runpod import _wire as wire
@@ -42,9 +43,6 @@ from gpucloud.providers.runpod import _wire as wire
 if TYPE_CHECKING:
     import httpx
 
-    from gpucloud.errors import APIError, APIResponseValidationError
-    from gpucloud.providers.base import RequestKind
-    from gpucloud.providers.error_table import ErrorRule
 
 # The names gpucloud promises (providers/rendezvous.py) that only the node itself
 # knows, each from RunPod's own variables, first found wins (RunPod sets the
@@ -66,22 +64,8 @@ CLUSTER_HOLD = EndAction(
     ":", hold=True)
 
 
-class RunPod(Protocol):
+class RunPod(AdapterCalls, Protocol):
     """What the cluster flows need of the adapter (adapter.py imports this module)."""
-
-    @property
-    def name(self) -> str: ...
-
-    def request(self, method: str, path: str, *, json: Any = None,
-                params: dict[str, Any] | None = None, kind: RequestKind | None = None,
-                secrets: Sequence[str] = ()) -> httpx.Request: ...
-
-    def raise_for_error(self, response: httpx.Response) -> None: ...
-
-    def map_error(self, response: httpx.Response, *,
-                  rules: Sequence[ErrorRule] = ()) -> APIError: ...
-
-    def invalid(self, response: httpx.Response, detail: str) -> APIResponseValidationError: ...
 
     def _object(self, response: httpx.Response) -> dict[str, Any]: ...
 

@@ -20,13 +20,12 @@ from urllib.parse import quote
 
 from gpucloud.errors import SpecError
 from gpucloud.models import Volume, VolumeMount, VolumeSpec
+from gpucloud.providers.adapter_calls import AdapterCalls
 from gpucloud.providers.base import Flow
 
 if TYPE_CHECKING:
     import httpx
 
-    from gpucloud.errors import APIResponseValidationError
-    from gpucloud.providers.base import RequestKind
 
 MIN_GB, MAX_GB = 10, 4096  # CreateNetworkVolumeRequest.size
 
@@ -43,19 +42,8 @@ NEW_TIER = "STANDARD"  # what create_volume asks for
 PRICE_SOURCE = "https://docs.runpod.io/storage/network-volumes"
 
 
-class RunPod(Protocol):
+class RunPod(AdapterCalls, Protocol):
     """What the volume flows need of the adapter (adapter.py imports this module)."""
-
-    @property
-    def name(self) -> str: ...
-
-    def request(self, method: str, path: str, *, json: Any = None,
-                params: dict[str, Any] | None = None, kind: RequestKind | None = None,
-                secrets: Sequence[str] = ()) -> httpx.Request: ...
-
-    def raise_for_error(self, response: httpx.Response) -> None: ...
-
-    def invalid(self, response: httpx.Response, detail: str) -> APIResponseValidationError: ...
 
     def _object(self, response: httpx.Response) -> dict[str, Any]: ...
 

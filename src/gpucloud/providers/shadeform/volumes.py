@@ -16,7 +16,6 @@ machine using it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
@@ -24,33 +23,17 @@ from urllib.parse import quote
 from gpucloud.catalog.pricing import HOURS_PER_MONTH
 from gpucloud.errors import SpecError
 from gpucloud.models import Volume, VolumeSpec
+from gpucloud.providers.adapter_calls import AdapterCalls
 from gpucloud.providers.base import Flow
 from gpucloud.providers.shadeform import _wire as wire
 
 if TYPE_CHECKING:
     import httpx
 
-    from gpucloud.catalog.bundled import ProviderCatalog
-    from gpucloud.errors import APIResponseValidationError
-    from gpucloud.providers.base import RequestKind
 
 
-class Shadeform(Protocol):
+class Shadeform(AdapterCalls, Protocol):
     """What the volume flows need of the adapter (adapter.py imports this module)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def catalog(self) -> ProviderCatalog: ...
-
-    def request(self, method: str, path: str, *, json: Any = None,
-                params: dict[str, Any] | None = None, kind: RequestKind | None = None,
-                secrets: Sequence[str] = ()) -> httpx.Request: ...
-
-    def raise_for_error(self, response: httpx.Response) -> None: ...
-
-    def invalid(self, response: httpx.Response, detail: str) -> APIResponseValidationError: ...
 
     def _body(self, response: httpx.Response) -> dict[str, Any]: ...
 

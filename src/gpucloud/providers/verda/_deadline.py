@@ -15,36 +15,24 @@ deadline exists. Reads take the latest of the description and both tags.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from gpucloud.errors import NotFoundError
+from gpucloud.providers.adapter_calls import AdapterCalls
 from gpucloud.providers.base import Flow, format_utc, parse_utc
 
 if TYPE_CHECKING:
     import httpx
 
-    from gpucloud.errors import APIError
     from gpucloud.models import Instance
-    from gpucloud.providers.base import RequestKind
-    from gpucloud.providers.error_table import ErrorRule
 
 UNTIL_KEYS = ("gpucloud-until-a", "gpucloud-until-b")
 
 
-class Verda(Protocol):
+class Verda(AdapterCalls, Protocol):
     """What moving a deadline needs of the adapter (adapter.py imports this module)."""
-
-    def request(self, method: str, path: str, *, json: Any = None,
-                params: dict[str, Any] | None = None, kind: RequestKind | None = None,
-                secrets: Sequence[str] = ()) -> httpx.Request: ...
-
-    def raise_for_error(self, response: httpx.Response) -> None: ...
-
-    def map_error(self, response: httpx.Response, *,
-                  rules: Sequence[ErrorRule] = ()) -> APIError: ...
 
     def get(self, instance_id: str) -> Flow[Instance]: ...
 

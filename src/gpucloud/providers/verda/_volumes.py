@@ -23,39 +23,26 @@ filesystem with the NFS source of the volume's own ``mount_command`` (at
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from gpucloud.errors import SpecError
 from gpucloud.models import JobRun, Volume, VolumeSpec
+from gpucloud.providers.adapter_calls import AdapterCalls
 from gpucloud.providers.base import Flow
 from gpucloud.providers.verda import _wire as wire
 
 if TYPE_CHECKING:
     import httpx
 
-    from gpucloud.errors import APIResponseValidationError
-    from gpucloud.providers.base import RequestKind
 
 SHARED = "NVMe_Shared"  # sdk-python VolumeTypes.SFS
 HOST_ROOT = "/mnt/gpucloud"
 
 
-class Verda(Protocol):
+class Verda(AdapterCalls, Protocol):
     """What the volume flows need of the adapter (adapter.py imports this module)."""
-
-    @property
-    def name(self) -> str: ...
-
-    def request(self, method: str, path: str, *, json: Any = None,
-                params: dict[str, Any] | None = None, kind: RequestKind | None = None,
-                secrets: Sequence[str] = ()) -> httpx.Request: ...
-
-    def raise_for_error(self, response: httpx.Response) -> None: ...
-
-    def invalid(self, response: httpx.Response, detail: str) -> APIResponseValidationError: ...
 
     def _body(self, response: httpx.Response, expected: type) -> Any: ...
 
