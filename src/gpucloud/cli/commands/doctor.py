@@ -59,6 +59,11 @@ def doctor(
         output.err(f"checking {instance.ref}{burn}…")
     report = checks.run(instance, execute, burn_seconds=None if skip_burn else burn_seconds,
                         on_check=progress)
+    _report(report, instance.ref, instance.simulated, json_output)
+
+
+def _report(report: Any, what: str, simulated: bool, json_output: bool) -> None:
+    """A checklist's table, its fixes and verdict (or its JSON); exit 9 when a check failed."""
     if json_output:
         output.emit_json(report.as_dict())
     else:
@@ -68,10 +73,10 @@ def doctor(
         for c in report.checks:
             if c.fix:
                 output.note(f"fix ({c.name}): {c.fix}")
-        if instance.simulated:
+        if simulated:
             output.note("simulated machine (sandbox): every figure above is made up")
         verdict = "ready" if report.ok else "NOT ready: fix the failed checks first"
-        output.out(f"{instance.ref}: {verdict}")
+        output.out(f"{what}: {verdict}")
     if not report.ok:
         raise typer.Exit(EXIT_CHECK_FAILED)
 
@@ -117,21 +122,7 @@ def _doctor_nccl(client: Any, ref: str, identity: str | None, json_output: bool)
         output.err(f"NCCL all-reduce on {where} (a minute or more)…")
     report = nccl_check.run(machines, execute_on, job=job, node_env=node_env,
                             on_check=progress)
-    if json_output:
-        output.emit_json(report.as_dict())
-    else:
-        output.out(output.table(["CHECK", "STATUS", "DETAIL"],
-                                [[c.name, c.status.upper() if c.status != "ok" else "ok",
-                                  c.detail] for c in report.checks], shrink=(2,)))
-        for c in report.checks:
-            if c.fix:
-                output.note(f"fix ({c.name}): {c.fix}")
-        if any(m.simulated for m in machines):
-            output.note("simulated machine (sandbox): every figure above is made up")
-        verdict = "ready" if report.ok else "NOT ready: fix the failed checks first"
-        output.out(f"{job or machines[0].ref}: {verdict}")
-    if not report.ok:
-        raise typer.Exit(EXIT_CHECK_FAILED)
+    _report(report, job or machines[0].ref, any(m.simulated for m in machines), json_output)
 
 
 def _sample_json(instance: Any, gpus: list[Any], hint: str | None, now: Any) -> dict[str, Any]:
