@@ -70,3 +70,22 @@ def test_the_schema_describes_nodes_placement_and_volumes():
     props = out["properties"]
     assert {"nodes", "placement", "volumes"} <= set(props)
     assert "NODE_RANK" in props["nodes"]["description"]
+
+
+def test_the_planner_never_picks_a_runpod_community_type_for_several_nodes():
+    """RunPod's Instant Clusters run on its secure cloud only: a community offer
+    is dropped while planning, not refused at submit after it was chosen."""
+    from decimal import Decimal
+
+    from gpucloud.jobs.placement import offer_filter
+    from gpucloud.models import Offer
+
+    def offer(instance_type: str) -> Offer:
+        return Offer(provider="runpod", instance_type=instance_type, region="US-KS-2",
+                     gpu="H100", gpu_count=8, price_per_hour=Decimal("20"))
+
+    secure, community = offer("8x NVIDIA H100 80GB HBM3"), \
+        offer("8x NVIDIA H100 80GB HBM3 (community)")
+    refused: set[str] = set()
+    fits = offer_filter(loads(BASE + "nodes: 2\n"), refused)
+    assert (fits(secure), fits(community), refused) == (True, False, set())

@@ -21,6 +21,7 @@ each adapter declares (``Capabilities.multi_node``), before anything is sent.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from gpucloud.errors import SpecError, option
 from gpucloud.jobs.spec import JobSpec
@@ -88,16 +89,22 @@ def check_named(spec: JobSpec, provider: str | None) -> None:
 
 
 def offer_filter(spec: JobSpec, refused: set[str]) -> Callable[[Offer], bool]:
-    """Keeps the offers of providers that can run the job; the providers of
-    those dropped are added to ``refused`` (to name them should nothing be left)."""
-    known: dict[str, bool] = {}
+    """Keeps the offers of providers that can run the job, and of those only the
+    offers their adapter places nodes on (``Provider.takes_nodes``: RunPod's
+    clusters run on its secure cloud only); the providers of those dropped are
+    added to ``refused`` (to name them should nothing be left)."""
+    from gpucloud.providers.registry import adapter_class
+
+    known: dict[str, Any] = {}  # provider: its adapter class, or False: cannot run the job
 
     def fits(offer: Offer) -> bool:
         if offer.provider not in known:
-            known[offer.provider] = can_run(spec, offer.provider)
+            known[offer.provider] = can_run(spec, offer.provider) and \
+                adapter_class(offer.provider)
         if not known[offer.provider]:
             refused.add(offer.provider)
-        return known[offer.provider]
+            return False
+        return bool(known[offer.provider].takes_nodes(offer))
     return fits
 
 

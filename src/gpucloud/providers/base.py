@@ -85,15 +85,15 @@ class Provider:
     # The rows that map the provider's error replies to gpucloud's errors
     # (error_table.py; each adapter's _wire.ERRORS), read by map_error.
     errors: ClassVar[Sequence[ErrorRule]] = ()
-    # USD per GB-month of a new network volume, as the provider publishes it
-    # (the estimate of a job that creates one); None where not known here.
-    # An adapter whose rate depends on the size or on settings overrides
-    # volume_rate instead.
-    volume_price_per_gb_month: ClassVar[Decimal | None] = None
-
     def volume_rate(self, size_gb: int) -> Decimal | None:
-        """USD per GB-month of a new volume of ``size_gb`` (no request made)."""
-        return self.volume_price_per_gb_month
+        """USD per GB-month of a new network volume of ``size_gb``, as the provider
+        publishes it (a job's estimate); None where not known here. No request."""
+        return None
+
+    @staticmethod
+    def takes_nodes(offer: Offer) -> bool:
+        """Whether the planner may place a multi-node job's nodes on this offer."""
+        return True
 
     def __init__(self, catalog: ProviderCatalog, credential: Credential | None = None) -> None:
         self.catalog = catalog

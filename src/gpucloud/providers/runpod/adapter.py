@@ -240,6 +240,13 @@ class RunPodProvider(Provider):
 
     # -- helpers -------------------------------------------------------------------
 
+    @staticmethod
+    def takes_nodes(offer: Offer) -> bool:
+        # An Instant Cluster runs on the secure cloud only (createCluster has no
+        # cloud field), so the planner never picks a community type for one.
+        match = wire.TYPE_NAME.fullmatch(offer.instance_type)
+        return match is not None and not match.group(3)
+
     def _type_of(self, offer: Offer) -> tuple[str, bool]:
         """(GPU type id, community cloud) of an offer's instance type."""
         match = wire.TYPE_NAME.fullmatch(offer.instance_type)

@@ -60,9 +60,11 @@ class SandboxProvider(Provider):
                                 needs_ssh_key=False, native_shutdown=True, volumes=True,
                                 # the simulated cloud places a job's nodes itself
                                 multi_node="native")
-    volume_price_per_gb_month = PRICE_PER_GB_MONTH  # simulated (volume_sim.py)
     errors = wire.ERRORS
     error_fields = staticmethod(wire.error_fields)
+
+    def volume_rate(self, size_gb: int) -> Decimal | None:
+        return PRICE_PER_GB_MONTH  # simulated (volume_sim.py)
 
     def __init__(self, catalog: ProviderCatalog, credential: Credential | None = None,
                  db_path: str | os.PathLike[str] | None = None,
