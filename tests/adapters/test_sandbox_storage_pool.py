@@ -200,3 +200,37 @@ def test_a_forked_child_opens_its_own_connections(tmp_path, catalog, clock, open
         pytest.fail("the forked child hung on a lock its parent held")
     assert os.waitstatus_to_exitcode(status) == 0
     assert call(env.cloud, "GET", f"/v1/instances/{machine.id}").status_code == 200
+
+
+
+def _open_cloud(path: str, barrier: object, failures: object) -> None:
+    barrier.wait()  # type: ignore[attr-defined]
+    try:
+        SandboxCloud(path)
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        failures.put(repr(exc))  # type: ignore[attr-defined]
+
+
+def test_processes_opening_one_new_cloud_file_at_once_all_open_it(tmp_path):
+    """A new file's switch to the write-ahead log needs it alone, and SQLite
+    answers "locked" at once (no busy wait) while another process has it open:
+    every process of a burst (CLI commands started together on a fresh
+    sandbox) must still open it. (Before, about one process in twenty of such
+    a burst failed with "database is locked".)"""
+    import multiprocessing
+
+    spawn = multiprocessing.get_context("spawn")  # no fork of this threaded process
+    failures = spawn.Queue()
+    for round_ in range(10):
+        barrier = spawn.Barrier(6)
+        procs = [spawn.Process(target=_open_cloud,
+                               args=(str(tmp_path / f"cloud{round_}.db"), barrier, failures))
+                 for _ in range(6)]
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join(60)
+    found = []
+    while not failures.empty():
+        found.append(failures.get())
+    assert found == []
