@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -194,3 +195,40 @@ def test_unresolved_reads_only_the_unsettled_launches(traced):
     with journal._db() as db:
         plan = " | ".join(r[3] for r in db.execute("EXPLAIN QUERY PLAN " + select))
     assert "launches_unresolved" in plan, plan
+
+
+def _record_in_new_journal(path: str, barrier: object, failures: object) -> None:
+    barrier.wait()  # type: ignore[attr-defined]
+    try:
+        Journal(Path(path)).record_intent(
+            launch_id=f"l-{os.getpid()}", provider="sandbox", instance_type="t", region="r",
+            name=None, price_per_hour="1", shutdown_at=None)
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        failures.put(repr(exc))  # type: ignore[attr-defined]
+
+
+def test_processes_opening_one_new_home_at_once_all_write_to_it(tmp_path):
+    """Commands started together on a new home (a script's burst of creates)
+    each switch the new state file to WAL, which SQLite refuses at once, without
+    its busy wait, while another process has the file open. Every one must
+    still record its launch (before, about one in three of ten failed, exit 3)."""
+    import multiprocessing
+
+    spawn = multiprocessing.get_context("spawn")
+    failures = spawn.Queue()
+    for round_ in range(6):
+        barrier = spawn.Barrier(8)
+        path = str(tmp_path / f"home{round_}" / "state.db")
+        procs = [spawn.Process(target=_record_in_new_journal, args=(path, barrier, failures))
+                 for _ in range(8)]
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join(60)
+        with sqlite3.connect(path) as db:
+            assert db.execute("SELECT count(*) FROM launches").fetchone()[0] + \
+                failures.qsize() == 8
+    found = []
+    while not failures.empty():
+        found.append(failures.get())
+    assert found == []

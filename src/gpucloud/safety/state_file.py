@@ -14,6 +14,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from gpucloud.config.sqlite_wal import use_wal
+
 # One connection per process per journal file: opening one and creating the
 # schema cost more than the statements a launch runs. Keyed by pid too, since
 # a forked child (the queue worker) must never use its parent's connection.
@@ -55,7 +57,7 @@ class SharedFile:
             conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
             try:
                 conn.execute("PRAGMA busy_timeout = 30000")
-                conn.execute("PRAGMA journal_mode = WAL")
+                use_wal(conn)  # a burst of processes opening one new home
                 conn.execute("PRAGMA synchronous = NORMAL")  # safe with WAL: no corruption
                 self.setup(conn)
             except BaseException:

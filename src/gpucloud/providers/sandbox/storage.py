@@ -21,12 +21,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from gpucloud.config.sqlite_wal import use_wal
 from gpucloud.providers.sandbox.job_sim import JOB_SCHEMA
 from gpucloud.providers.sandbox.volume_sim import VOLUME_SCHEMA
 
@@ -65,22 +65,6 @@ _ADDED_COLUMNS = {"stopped_us": "INTEGER",
 # Clouds of one process open their files one at a time: two clients making the
 # same new file at once raced its switch to WAL ("database is locked").
 _OPENING = threading.Lock()
-WAL_WAIT_SECONDS = 30.0  # as the connections' own busy timeout
-
-
-def _wal(db: sqlite3.Connection) -> None:
-    """Write-ahead log, kept in the file (once is enough). Switching a new file
-    needs it alone: SQLite answers "locked" at once, without its busy wait,
-    while another process has it open, so the switch is tried again."""
-    deadline = time.monotonic() + WAL_WAIT_SECONDS
-    while True:
-        try:
-            db.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
 
 
 class Storage:
@@ -92,7 +76,7 @@ class Storage:
     def _open_storage(self) -> None:
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         with _OPENING, self._read() as db:
-            _wal(db)
+            use_wal(db)
             table = _SCHEMA[:_SCHEMA.index("CREATE INDEX")]
             db.executescript(table + JOB_SCHEMA + VOLUME_SCHEMA)
             have = {row["name"] for row in db.execute("PRAGMA table_info(instances)")}
