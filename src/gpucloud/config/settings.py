@@ -20,6 +20,9 @@ config.toml:
     [budget]
     monthly = "5000"                   # USD per calendar month (UTC); budget.py
 
+    [state]                            # team mode: one journal, ledger and budget
+    url = "postgresql://db:5432/gpucloud"  # (GPUCLOUD_STATE_URL wins); no password here
+
     [remote]                           # where gpucloud comes from on machines
     install = "gpucloud==0.1.0"        # that run it unattended; remote_install.py
     image = "ghcr.io/you/gpucloud:0.1.0"
@@ -96,6 +99,7 @@ class Config:
     remote_install: str | None = None  # [remote] install; None: this version from the index
     remote_image: str | None = None  # [remote] image: a container image holding gpucloud
     quiet_missing: bool = False  # [defaults] quiet_missing: the CLI's --quiet by default
+    state_url: str | None = None  # [state] url: the team database (GPUCLOUD_STATE_URL wins)
 
 
 def load_config(path: Path | None = None) -> Config:
@@ -140,7 +144,43 @@ def load_config(path: Path | None = None) -> Config:
     return Config(path=path, providers=tuple(providers) if providers is not None else None,
                   auto_shutdown=auto_shutdown, sandbox=dict(sandbox), raw=data,
                   budget_monthly=_budget(path, data), remote_install=remote_install,
-                  remote_image=remote_image, quiet_missing=quiet_missing)
+                  remote_image=remote_image, quiet_missing=quiet_missing,
+                  state_url=_state_url(path, data))
+
+
+def _state_url(path: Path, data: dict[str, Any]) -> str | None:
+    """[state] url = "postgresql://host:5432/gpucloud": the team database."""
+    section = data.get("state", {})
+    if not isinstance(section, dict):
+        raise ConfigurationError(f"{path}: [state] must be a table",
+                                 hint='write it as a [state] section: '
+                                      'url = "postgresql://host:5432/gpucloud"')
+    unknown = sorted(set(section) - {"url"})
+    if unknown:
+        raise ConfigurationError(f"{path}: unknown key state.{unknown[0]}",
+                                 hint="the [state] section knows url")
+    url = section.get("url")
+    if url is None:
+        return None
+    if not isinstance(url, str):
+        raise ConfigurationError(f"{path}: state.url must be a string",
+                                 hint='e.g. url = "postgresql://host:5432/gpucloud"')
+    from gpucloud.config.state_url import check_url
+
+    return check_url(url, str(path))
+
+
+def state_url(config: Config) -> str | None:
+    """The team database's URL: GPUCLOUD_STATE_URL, else [state] url; None: the
+    local state file (an empty GPUCLOUD_STATE_URL also means local)."""
+    explicit = os.environ.get("GPUCLOUD_STATE_URL")
+    if explicit is not None:
+        if not explicit.strip():
+            return None
+        from gpucloud.config.state_url import check_url
+
+        return check_url(explicit.strip(), "GPUCLOUD_STATE_URL")
+    return config.state_url
 
 
 def _remote(path: Path, data: dict[str, Any]) -> tuple[str | None, str | None]:

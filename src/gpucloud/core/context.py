@@ -224,7 +224,13 @@ class ClientContext:
     @property
     def journal(self) -> Journal:
         if self._journal is None:
-            self._journal = Journal(config_mod.state_db_path())
+            url = config_mod.state_url(self.config)
+            team = None
+            if url is not None:  # team mode: psycopg only then
+                from gpucloud.safety.store_postgres import PostgresStore
+
+                team = PostgresStore(url)
+            self._journal = Journal(config_mod.state_db_path(), team)
         return self._journal
 
     def report(self, attempt: Attempt) -> None:

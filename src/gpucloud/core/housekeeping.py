@@ -115,7 +115,7 @@ def _with_ends(ctx: ClientContext, machines: list[Instance],
     from gpucloud.models import InstanceStatus
 
     ended = [(m.provider, m.id) for m in machines if m.status == InstanceStatus.TERMINATED]
-    if not ended or not ctx.journal.path.exists():
+    if not ended or not ctx.journal.exists():
         return machines
     from gpucloud.safety.costs import machine_month
     from gpucloud.safety.ledger import ENDED, Ledger

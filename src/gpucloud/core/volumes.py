@@ -203,7 +203,7 @@ def unattached_warnings(ctx: ClientContext, providers: list[str]) -> list[str]:
     of the providers, so a machine listing pays one query at most, and none
     when no provider in scope has volumes or nothing was ever recorded."""
     with_volumes = [n for n in providers if ctx.adapter(n).capabilities.volumes]
-    if not with_volumes or not ctx.journal.path.exists():
+    if not with_volumes or not ctx.journal.exists():
         return []
     from gpucloud.safety.journal import utcnow
     from gpucloud.safety.ledger_volumes import VolumeLedger, unattached, warning

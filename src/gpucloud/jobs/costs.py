@@ -55,7 +55,7 @@ def seen(ctx: ClientContext, jobs: Iterable[Job], listed: Iterable[str] = ()) ->
     `listed`: providers whose jobs were listed whole (one missing has ended)."""
     jobs = [j for j in jobs if j.instance is None]
     complete = set(listed)
-    if not ctx.journal.path.exists():
+    if not ctx.journal.exists():
         return  # nothing counted yet: a read never creates the state file
     ledger = Ledger(ctx.journal)
     counted = ledger.open_jobs({j.provider for j in jobs} | complete)
@@ -76,7 +76,7 @@ def seen(ctx: ClientContext, jobs: Iterable[Job], listed: Iterable[str] = ()) ->
 
 def cancelled(ctx: ClientContext, provider: str, job_id: str) -> None:
     """`jobs cancel` of a job without a machine: counting ends now."""
-    if not ctx.journal.path.exists():
+    if not ctx.journal.exists():
         return
     ledger = Ledger(ctx.journal)
     last = ledger.open_jobs([provider]).get((provider, job_id))

@@ -285,7 +285,7 @@ def ended(ctx: ClientContext, jobs: list[Job]) -> Op:
     from gpucloud.jobs.costs import FINISHED as ENDED
 
     finished = {j.ref for j in jobs if j.status in ENDED}
-    if not finished or not ctx.journal.path.exists():
+    if not finished or not ctx.journal.exists():
         return
     from gpucloud.safety.ledger_volumes import VolumeLedger
 
@@ -314,7 +314,7 @@ def _delete_records(ctx: ClientContext, records: list[Any]) -> Op:
 def sweep(ctx: ClientContext) -> Op:
     """The reaper's pass: every volume still waiting for its job's end is
     deleted once its job reads ended (or is gone)."""
-    if not ctx.journal.path.exists():
+    if not ctx.journal.exists():
         return
     from gpucloud.errors import NotFoundError
     from gpucloud.jobs.costs import FINISHED as ENDED

@@ -37,7 +37,7 @@ def report(ctx: ClientContext, month: str | None = None, by: str = "instance") -
     # Jobs without a machine (Kubernetes Jobs) are in no machine listing: their
     # providers' jobs are listed too, so those that ended stop counting.
     with_jobs = {p for p, _ in Ledger(ctx.journal).open_jobs(
-        ctx.scope(None, listing=True))} if ctx.journal.path.exists() else set()
+        ctx.scope(None, listing=True))} if ctx.journal.exists() else set()
     for name in sorted(n for n in with_jobs if ctx.can_call(n)):
         try:
             yield from jobs(ctx, name)

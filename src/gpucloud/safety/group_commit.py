@@ -121,7 +121,7 @@ class GroupCommit:
             failure = exc
         except BaseException:  # an interrupt on the leading thread
             failure = StateError("a journal write was interrupted before it was committed",
-                                 path=self.journal.path, hint="nothing of it was sent; retry")
+                                 path=self.journal.where, hint="nothing of it was sent; retry")
             raise
         finally:
             with self._lock:
@@ -170,7 +170,7 @@ def for_journal(journal: Journal) -> GroupCommit:
     """This process's group committer of the journal's file (one per file, as its
     connection is: keyed by process too, so a forked child never waits on a
     leader of its parent's)."""
-    key = (os.getpid(), str(journal.path))
+    key = (os.getpid(), journal.where)
     found = _BY_PATH.get(key)
     if found is None:
         with _BY_PATH_LOCK:

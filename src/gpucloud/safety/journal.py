@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
+from typing import Any, ContextManager, Protocol
 
 from gpucloud.errors import StateError
+from gpucloud.safety import schema_version
 from gpucloud.safety.state_file import (  # noqa: F401 - release: the journal's name for it
     Schema, SharedFile, file_stamp, release, shared,
 )
@@ -50,6 +52,7 @@ CREATE INDEX IF NOT EXISTS launches_unresolved ON launches (created_at)
 # Decimal as text; budget.py counts it until the machine is in the ledger).
 ADDED_COLUMNS = {"batch_key": "TEXT", "slot": "INTEGER", "ssh_key_path": "TEXT",
                  "committed": "TEXT"}
+BATCH_INDEX = "CREATE INDEX IF NOT EXISTS launches_batch ON launches (batch_key, slot)"
 
 
 def utcnow() -> datetime:
@@ -83,9 +86,20 @@ UNRESOLVED = ("intent", "ambiguous")
 
 def _setup(conn: sqlite3.Connection) -> None:
     """The journal's tables on a newly opened connection (and the columns added
-    since the first release, on a file made before them)."""
+    since the first release, on a file made before them); a file stamped by a
+    newer gpucloud is refused before anything is written to it."""
+    (found,) = conn.execute("PRAGMA user_version").fetchone()
+    if found > schema_version.VERSION:
+        raise schema_version.too_new(found, str(_path_of(conn)))
     conn.executescript(SCHEMA)
     _add_columns(conn)
+    if found < schema_version.VERSION:
+        conn.execute(f"PRAGMA user_version = {int(schema_version.VERSION)}")
+
+
+def _path_of(conn: sqlite3.Connection) -> str:
+    row = conn.execute("PRAGMA database_list").fetchone()
+    return str(row[2]) if row else "the state file"
 
 
 def _shared(path: Path) -> SharedFile:
@@ -93,9 +107,37 @@ def _shared(path: Path) -> SharedFile:
     return shared(path, _setup)
 
 
+class TeamStore(Protocol):
+    """A team database holding the journal (store_postgres.PostgresStore)."""
+
+    shown: str  # as messages name it: never with a password
+
+    def session(self) -> ContextManager[Any]: ...
+
+    def immediate(self) -> ContextManager[Any]: ...
+
+
 class Journal:
-    def __init__(self, path: Path) -> None:
+    """The launches of a home (`path`, the local SQLite file), or of a team
+    (`url`, a PostgreSQL database: store_postgres.py), through one interface:
+    the same statements and transactions on either store."""
+
+    def __init__(self, path: Path, team: TeamStore | None = None) -> None:
         self.path = path
+        self.team = team
+
+    def __repr__(self) -> str:
+        return f"Journal({self.team.shown if self.team else str(self.path)!r})"
+
+    @property
+    def where(self) -> str:
+        """The store, as messages name it (never with a password)."""
+        return self.team.shown if self.team is not None else str(self.path)
+
+    def exists(self) -> bool:
+        """Whether there is state to read: reading never creates a local file,
+        and a team database is there by configuration."""
+        return self.team is not None or self.path.exists()
 
     @contextmanager
     def _db(self, schema: Schema = ()) -> Iterator[sqlite3.Connection]:
@@ -109,6 +151,10 @@ class Journal:
     def _session(self, schema: Schema,
                  create: bool) -> Iterator[sqlite3.Connection | None]:
         """As _db; None instead when the file is missing and `create` is false."""
+        if self.team is not None:
+            with self.team.session() as conn:
+                yield conn  # type: ignore[misc]
+            return
         shared = _shared(self.path)
         with shared.lock:
             if shared.held and shared.conn is not None:
@@ -148,7 +194,13 @@ class Journal:
         any other using the file, so a decision and the record it leads to are
         one step (the budget's admission of a launch). Journal and ledger calls
         made inside it, by this thread, join it. Keep it short: every other
-        writer of the home waits (busy_timeout) until it ends."""
+        writer of the home waits (busy_timeout) until it ends. In a team
+        database: a transaction holding the team's admission lock, the same
+        guarantee across every computer of the team."""
+        if self.team is not None:
+            with self.team.immediate() as conn:
+                yield conn  # type: ignore[misc]
+            return
         shared = _shared(self.path)
         with shared.lock:
             if shared.held and shared.conn is not None:
@@ -330,4 +382,4 @@ def _add_columns(conn: sqlite3.Connection) -> None:
             except sqlite3.OperationalError as exc:  # another thread added it first
                 if "duplicate column" not in str(exc):
                     raise
-    conn.execute("CREATE INDEX IF NOT EXISTS launches_batch ON launches (batch_key, slot)")
+    conn.execute(BATCH_INDEX)

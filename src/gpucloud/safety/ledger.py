@@ -29,63 +29,32 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from sys import intern
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from gpucloud.models import Instance, InstanceStatus
 from gpucloud.safety import listing_memo
 from gpucloud.safety.journal import CHUNK, Journal
+# The states are defined with the tables (and read as ledger.RUNNING etc.).
+from gpucloud.safety.ledger_tables import (
+    ENDED, RUNNING, STOPPED, TABLES as _TABLES,
+)
 from gpucloud.safety.ledger_volumes import SCHEMA as VOLUME_SCHEMA
 # The ledger's clock: the rows ledger_events.py writes are stamped by it.
 from gpucloud.safety.journal import utcnow  # noqa: F401 - read as ledger.utcnow
-
-if TYPE_CHECKING:
-    pass
-
-_TABLES = (
-    """CREATE TABLE IF NOT EXISTS ledger (
-    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
-    at            TEXT NOT NULL,     -- ISO-8601 UTC: from this moment on ...
-    provider      TEXT NOT NULL,
-    instance_id   TEXT NOT NULL,
-    event         TEXT NOT NULL,     -- started | stopped | terminated | observed | first_seen
-    source        TEXT NOT NULL,     -- launch | delete | reap | power | list | job
-    state         TEXT NOT NULL,     -- ... the machine is running | stopped | ended
-    price_per_hour TEXT,             -- ... at this price (NULL: unknown)
-    stopped_price_per_hour TEXT,     -- what it bills while stopped (NULL: unknown)
-    shutdown_at   TEXT,
-    name          TEXT,
-    instance_type TEXT,
-    region        TEXT,
-    launch_id     TEXT,
-    simulated     INTEGER NOT NULL DEFAULT 0
-)""",
-    "CREATE INDEX IF NOT EXISTS ledger_machine ON ledger (provider, instance_id, seq)",
-    # in_flight: is a launch's machine in the ledger yet?
-    "CREATE INDEX IF NOT EXISTS ledger_launch ON ledger (launch_id)",
-    # costs: the machines with a row in or after the month asked.
-    "CREATE INDEX IF NOT EXISTS ledger_at ON ledger (at)",
-    # costs: the machines whose latest row is not `ended`, kept by a trigger as
-    # rows are written, so a month's report never reads all of history.
-    """CREATE TABLE IF NOT EXISTS ledger_live (
-    provider      TEXT NOT NULL,
-    instance_id   TEXT NOT NULL,
-    PRIMARY KEY (provider, instance_id)
-) WITHOUT ROWID""",
-)
-
-RUNNING, STOPPED, ENDED = "running", "stopped", "ended"
 
 # A row's insert moves its machine in or out of ledger_live: the latest row
 # (the highest seq) is the machine's state, as _latest reads it.
 _LIVE_TRIGGER = f"""CREATE TRIGGER IF NOT EXISTS ledger_live_track AFTER INSERT ON ledger BEGIN
     DELETE FROM ledger_live WHERE provider = NEW.provider AND instance_id = NEW.instance_id
         AND NEW.state = '{ENDED}';
-    INSERT OR IGNORE INTO ledger_live (provider, instance_id)
-        SELECT NEW.provider, NEW.instance_id WHERE NEW.state != '{ENDED}';
+    INSERT INTO ledger_live (provider, instance_id)
+        SELECT NEW.provider, NEW.instance_id WHERE NEW.state != '{ENDED}'
+        ON CONFLICT DO NOTHING;
 END"""
-_LIVE_BACKFILL = f"""INSERT OR IGNORE INTO ledger_live (provider, instance_id)
+_LIVE_BACKFILL = f"""INSERT INTO ledger_live (provider, instance_id)
     SELECT provider, instance_id FROM ledger WHERE seq IN
-        (SELECT MAX(seq) FROM ledger GROUP BY provider, instance_id) AND state != '{ENDED}'"""
+        (SELECT MAX(seq) FROM ledger GROUP BY provider, instance_id) AND state != '{ENDED}'
+    ON CONFLICT DO NOTHING"""
 
 
 def _track_live(db: sqlite3.Connection) -> None:
@@ -397,7 +366,11 @@ def _read_once(db: sqlite3.Connection) -> Iterator[None]:
     listing reads the rows of its own machines, once, so a cache kept across
     pages only grows (to SQLite's default 2 MiB, about what ten thousand
     machines' rows fill) with pages not read again. The connection gets its
-    cache back afterwards for the process's other reads."""
+    cache back afterwards for the process's other reads. (A team database
+    caches on its server: nothing to do.)"""
+    if not isinstance(db, sqlite3.Connection):
+        yield
+        return
     (kept,) = db.execute("PRAGMA cache_size").fetchone()
     db.execute(f"PRAGMA cache_size = {LISTING_CACHE_KIB}")
     try:

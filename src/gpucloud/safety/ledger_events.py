@@ -136,7 +136,7 @@ class ListingRecord:
         observation = self.observation
         if observation is None:
             return
-        if observation.empty() and not self.ctx.journal.path.exists():
+        if observation.empty() and not self.ctx.journal.exists():
             return  # nothing to record: an empty listing never creates the state file
         self._try(observation.finish, listed)
 

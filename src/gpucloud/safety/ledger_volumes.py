@@ -31,28 +31,13 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from gpucloud.safety.journal import utcnow
+from gpucloud.safety.ledger_tables import VOLUME_TABLES as SCHEMA
 
 if TYPE_CHECKING:
     from gpucloud.core.context import ClientContext
     from gpucloud.models import Volume
     from gpucloud.safety.journal import Journal
 
-SCHEMA = ("""CREATE TABLE IF NOT EXISTS volume_ledger (
-    provider        TEXT NOT NULL,
-    volume_id       TEXT NOT NULL,
-    name            TEXT NOT NULL,
-    region          TEXT,
-    size_gb         INTEGER NOT NULL,
-    price_per_gb_month TEXT,          -- NULL: unknown
-    hours_per_month INTEGER NOT NULL,
-    created_at      TEXT NOT NULL,    -- ISO-8601 UTC: billed from here ...
-    deleted_at      TEXT,             -- ... to here (NULL: still there)
-    last_attached_at TEXT,            -- the last listing that showed a machine on it
-    source          TEXT NOT NULL,    -- create | job | list
-    job_ref         TEXT,             -- delete_with_job: the job that made it
-    simulated       INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (provider, volume_id)
-)""",)
 # A volume with no machine for longer than this is worth a warning.
 UNATTACHED_AFTER = timedelta(days=1)
 
@@ -158,8 +143,8 @@ class VolumeLedger:
         seen = seen_at or since
         with self._db() as db:
             db.execute(
-                f"INSERT OR IGNORE INTO volume_ledger ({', '.join(_COLUMNS)}) VALUES"
-                f" ({', '.join('?' for _ in _COLUMNS)})",
+                f"INSERT INTO volume_ledger ({', '.join(_COLUMNS)}) VALUES"
+                f" ({', '.join('?' for _ in _COLUMNS)}) ON CONFLICT DO NOTHING",
                 (volume.provider, volume.id, volume.name, volume.region, volume.size_gb,
                  str(volume.price_per_gb_month) if volume.price_per_gb_month is not None
                  else None, hours, since.isoformat(), None,

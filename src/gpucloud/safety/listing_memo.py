@@ -36,7 +36,7 @@ _MEMO: dict[str, tuple[sqlite3.Connection, int, dict[str, dict[str, Last]],
 
 def _valid(journal: Journal, db: sqlite3.Connection) -> tuple[Any, ...] | None:
     memo = _MEMO.get(str(journal.path))
-    if memo is None or memo[0] is not db \
+    if memo is None or not isinstance(db, sqlite3.Connection) or memo[0] is not db \
             or db.execute("PRAGMA data_version").fetchone()[0] != memo[1]:
         return None
     return memo
@@ -85,6 +85,10 @@ def remember(journal: Journal, db: sqlite3.Connection, shown: dict[str, dict[str
     `unshown`: the latest rows of the open machines of `providers` (listed in
     full) it did not show. Kept as they are (the caller hands them over and
     changes them no more)."""
+    if not isinstance(db, sqlite3.Connection):
+        # A team database changes under other computers' writes with no
+        # counter to read: every listing reads the ledger afresh.
+        return
     version = db.execute("PRAGMA data_version").fetchone()[0]
     _MEMO[str(journal.path)] = (db, version, shown, unshown, frozenset(providers))
 

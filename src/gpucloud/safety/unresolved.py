@@ -16,7 +16,7 @@ def warn_unresolved(ctx: ClientContext) -> None:
     """A warning for commands that list machines: launches sent and never
     recorded may have made machines nobody tracks. A damaged journal is a
     warning too, never a reason not to list."""
-    if not ctx.journal.path.exists():  # listing must not create a journal
+    if not ctx.journal.exists():  # listing must not create a journal
         return
     records = ctx.tolerant("launches that may have made a machine could not be checked",
                            ctx.journal.unresolved)
