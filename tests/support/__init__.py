@@ -1,0 +1,1 @@
+"""Real servers the test suite starts for itself (PostgreSQL in postgres.py)."""
