@@ -124,7 +124,7 @@ def create_many(ctx: ClientContext, gpu: str, count: int, n: int, provider: str 
 
     # Held from before planning until the run (roll-back included) is over: a
     # second run of the key fails here instead of launching the same slots.
-    with held(ctx.journal.path.parent, batch):
+    with held(ctx.journal, batch):
         return (yield from run)
 
 
@@ -322,7 +322,7 @@ def _slot(run: _Run, index: int, request: CreateRequest, plan: Plan, listed: boo
             run.sent()
 
     try:
-        with pinned(run.ctx.journal.path.parent, run.key) as kept:
+        with pinned(run.ctx.journal, run.key) as kept:
             if run.keyed and not kept:  # the run was interrupted before this slot began
                 return run.settled(BatchItem(index=index, name=request.name,
                                              status="not_launched"))

@@ -20,6 +20,11 @@ process" rather than name our own pid as "another process".
 Windows (best effort, not exercised by the test suite): ``msvcrt.locking`` of
 one byte far past the content, so that a refused run can still read the
 content; Windows releases it when the process ends.
+
+In team mode (a team database holds the journal) two computers must not run
+one key at once either: the key is a session advisory lock in that database,
+held on a connection of its own, which the server releases when the holder's
+process dies, as the kernel does a flock.
 """
 
 from __future__ import annotations
@@ -30,8 +35,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Union
 
 from gpucloud.errors import BatchBusyError, SpecError, StateError, option
+
+if TYPE_CHECKING:
+    from gpucloud.safety.journal import Journal
+    from gpucloud.safety.store_postgres import AdvisoryLock, PostgresStore
 
 # Windows locks byte ranges, and a locked range cannot be read by another
 # handle: lock a byte well past the JSON so the refused run can read it.
@@ -43,10 +53,11 @@ class _Lease:
     """A key held by this process. `users`: the run, plus each of its launches
     still going: a sync run interrupted (Ctrl-C) returns at once while its
     launches in flight finish in their threads, and the key stays held until
-    the last of them has (a rerun then sees every machine they made)."""
+    the last of them has (a rerun then sees every machine they made).
+    `fd`: the lock file's descriptor; `team`: the team database's lock instead."""
 
-    def __init__(self, fd: int) -> None:
-        self.fd, self.users = fd, 1
+    def __init__(self, fd: int, team: AdvisoryLock | None = None) -> None:
+        self.fd, self.team, self.users = fd, team, 1
 
 
 # Lock file path -> its lease; None while the lock is being taken.
@@ -60,12 +71,12 @@ def _after_fork_in_child() -> None:
     global _GUARD
     _GUARD = threading.Lock()  # another thread may have held it at the fork
     for lease in _HELD.values():
-        if lease is not None:
+        if lease is not None and lease.team is None:
             try:
                 os.close(lease.fd)
             except OSError:
                 pass
-    _HELD.clear()
+    _HELD.clear()  # a team lock's connection is the parent's: left to it
 
 
 if hasattr(os, "register_at_fork"):
@@ -79,13 +90,39 @@ def lock_path(directory: Path, key: str) -> Path:
     return directory / "batches" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.lock"
 
 
+# Where a key is locked: a journal (its store decides), or the directory of
+# the lock files itself.
+Place = Union["Journal", Path]
+
+
+def _team(where: Place) -> PostgresStore | None:
+    if isinstance(where, Path) or where.team is None:
+        return None
+    from gpucloud.safety.store_postgres import PostgresStore
+
+    assert isinstance(where.team, PostgresStore)
+    return where.team
+
+
+def _directory(where: Place) -> Path:
+    return where if isinstance(where, Path) else where.path.parent
+
+
+def _ident(where: Place, key: str) -> str:
+    team = _team(where)
+    if team is not None:
+        return f"{team.shown}#batch:{key}"
+    return os.path.abspath(lock_path(_directory(where), key))
+
+
 @contextmanager
-def held(directory: Path, key: str) -> Iterator[None]:
-    """Hold batch `key` for the body, or raise BatchBusyError at once."""
+def held(where: Place, key: str) -> Iterator[None]:
+    """Hold batch `key` for the body, or raise BatchBusyError at once: in the
+    journal's store (a lock file beside the local file, or the team database),
+    or in the lock directory given."""
     if not isinstance(key, str):
         raise SpecError(f"a batch key is a string, got {key!r}")
-    path = lock_path(directory, key)
-    ident = os.path.abspath(path)
+    ident = _ident(where, key)
     with _GUARD:
         if ident in _HELD:
             raise BatchBusyError(
@@ -93,19 +130,11 @@ def held(directory: Path, key: str) -> Iterator[None]:
                 "or client)", hint=_hint(key))
         _HELD[ident] = None
     try:
-        fd = _open(path)
-        try:
-            if not _lock(fd, path):
-                raise BatchBusyError(_busy_message(key, _holder(fd, key)), hint=_hint(key))
-            _write(fd, key)
-        except BaseException:
-            os.close(fd)
-            raise
+        lease = _take(where, key)
     except BaseException:
         with _GUARD:
             del _HELD[ident]
         raise
-    lease = _Lease(fd)
     with _GUARD:
         _HELD[ident] = lease
     try:
@@ -114,22 +143,42 @@ def held(directory: Path, key: str) -> Iterator[None]:
         _drop(ident, lease)
 
 
-def probe(directory: Path, key: str) -> None:
+def _take(where: Place, key: str) -> _Lease:
+    store = _team(where)
+    if store is not None:
+        team = store.try_advisory(f"batch:{key}")
+        if team is None:
+            raise BatchBusyError(f"batch {key!r} is being run by another gpucloud process "
+                                 f"of the team ({store.shown})", hint=_hint(key))
+        return _Lease(-1, team)
+    path = lock_path(_directory(where), key)
+    fd = _open(path)
+    try:
+        if not _lock(fd, path):
+            raise BatchBusyError(_busy_message(key, _holder(fd, key)), hint=_hint(key))
+        _write(fd, key)
+    except BaseException:
+        os.close(fd)
+        raise
+    return _Lease(fd)
+
+
+def probe(where: Place, key: str) -> None:
     """Raise BatchBusyError now if another run holds `key` (takes the lock and
     gives it back): for callers that plan and ask before create_many takes it
     for good, so a refused run has not printed a plan or asked anything."""
-    with held(directory, key):
+    with held(where, key):
         pass
 
 
 @contextmanager
-def pinned(directory: Path, key: str) -> Iterator[bool]:
+def pinned(where: Place, key: str) -> Iterator[bool]:
     """Keep batch `key` held while the body (one launch of the batch) runs, even
     if its run has returned meanwhile; yields whether the key is held. A key
     this process does not hold pins nothing and yields False: a batch without a
     key, or a keyed run that has already let go (interrupted before this launch
     began: it must not launch, a rerun may be taking its slot)."""
-    ident = os.path.abspath(lock_path(directory, key))
+    ident = _ident(where, key)
     with _GUARD:
         lease = _HELD.get(ident)
         if lease is not None:
@@ -147,6 +196,12 @@ def _drop(ident: str, lease: _Lease) -> None:
     with _GUARD:
         lease.users -= 1
         if lease.users:
+            return
+        if lease.team is not None:
+            try:
+                lease.team.release()
+            finally:
+                del _HELD[ident]
             return
         try:
             _unlock(lease.fd)

@@ -224,13 +224,9 @@ class ClientContext:
     @property
     def journal(self) -> Journal:
         if self._journal is None:
-            url = config_mod.state_url(self.config)
-            team = None
-            if url is not None:  # team mode: psycopg only then
-                from gpucloud.safety.store_postgres import PostgresStore
+            from gpucloud.safety.state_store import open_journal
 
-                team = PostgresStore(url)
-            self._journal = Journal(config_mod.state_db_path(), team)
+            self._journal = open_journal(self.config)
         return self._journal
 
     def report(self, attempt: Attempt) -> None:

@@ -322,7 +322,8 @@ class AdvisoryLock:
         try:
             row = self.conn.execute(
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
-                " AND pid = pg_backend_pid() AND classid = ? AND objid = ?",
+                " AND pid = pg_backend_pid() AND objsubid = 2"
+                " AND classid = ?::bigint::oid AND objid = ?::bigint::oid",
                 (self._key[0] & 0xFFFFFFFF, self._key[1] & 0xFFFFFFFF)).fetchone()
         except Exception:  # noqa: BLE001 - any failure means: not known to be ours
             return False

@@ -94,11 +94,11 @@ def create(
     client = Client(on_attempt=show_attempt if instances == 1 else None)
     if batch is not None and not dry_run:
         from gpucloud.batch.lock import probe
-        from gpucloud.config.settings import state_db_path
+        from gpucloud.safety.state_store import open_journal
 
         # Refused before the plan and the prompt when another run has the key
         # (create_many takes the lock for good; this only looks early).
-        probe(state_db_path().parent, batch)
+        probe(open_journal(client.config), batch)
     plan = client.plan(gpu=gpu, count=count, provider=provider, region=region, disk_gb=disk_gb,
                        auto_shutdown=auto_shutdown, max_cost=max_cost, spot=spot, n=instances,
                        until=until, dry_run=dry_run)
