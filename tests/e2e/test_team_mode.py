@@ -1,0 +1,136 @@
+"""Team mode against a real PostgreSQL server: many homes (laptops, CI
+runners) with one team database and one simulated cloud. Real `gpucloud`
+processes; machines are counted in the cloud itself, launches in the team
+database, never taken from gpucloud's own reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.support.postgres import pg_url, postgres_server  # noqa: F401
+
+from .test_reconcile_sigkill import LABEL, cloud_rows, environment, gpucloud
+
+PRICE = Decimal("2.49")  # the sandbox's 1x H100 per hour; an hour each
+BUDGET = '[budget]\nmonthly = "31"\n'  # fits 12 machines ($29.88), not 13 ($32.37)
+CREATE = ["create", "--gpu", "h100", "--provider", "sandbox", "--auto-shutdown", "1h",
+          "--yes", "--json"]
+
+
+def team_env(tmp_path: Path, url: str, home: str) -> dict[str, str]:
+    """A computer of the team: its own home, the team's database and cloud."""
+    env = environment(tmp_path) | {"GPUCLOUD_HOME": str(tmp_path / home),
+                                   "GPUCLOUD_STATE_URL": url,
+                                   "GPUCLOUD_SANDBOX_CAPACITY": "50"}
+    (tmp_path / home).mkdir(parents=True, exist_ok=True)
+    return env
+
+
+def launches(url: str) -> dict[str, tuple[str, str | None]]:
+    with psycopg.connect(url) as db:
+        return {launch: (status, ident) for launch, status, ident in
+                db.execute("SELECT launch_id, status, instance_id FROM launches")}
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes")
+def test_twenty_creates_from_twenty_homes_make_exactly_what_the_team_budget_fits(
+        tmp_path, pg_url):  # noqa: F811
+    envs = []
+    for n in range(20):
+        env = team_env(tmp_path, pg_url, f"home{n}") | {
+            "GPUCLOUD_SANDBOX_HANG_AFTER_CREATE": "1", "GPUCLOUD_USER": f"user{n}"}
+        (Path(env["GPUCLOUD_HOME"]) / "config.toml").write_text(BUDGET)
+        envs.append(env)
+    gpucloud(envs[0], "costs")  # the team database's schema, made once before the race
+    gate = threading.Barrier(20)
+    results: list[subprocess.CompletedProcess[str] | None] = [None] * 20
+
+    def one(i: int) -> None:
+        gate.wait()
+        results[i] = subprocess.run([sys.executable, "-m", "gpucloud", *CREATE], env=envs[i],
+                                    capture_output=True, text=True, timeout=300)
+
+    began = time.monotonic()
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done = [r for r in results if r is not None]
+    codes = sorted(r.returncode for r in done)
+    made = cloud_rows(envs[0])
+    journaled = launches(pg_url)
+    with psycopg.connect(pg_url) as db:
+        ledger_ids = {i for (i,) in db.execute("SELECT DISTINCT instance_id FROM ledger")}
+    costs = json.loads(gpucloud(envs[7], "costs", "--json").stdout)
+    print(f"\n20 processes, 20 homes, one team database: machines in the cloud {len(made)}, "
+          f"exit codes {codes}, launches journaled {len(journaled)}, machines in the ledger "
+          f"{len(ledger_ids)}, costs total ${costs['total']} "
+          f"({time.monotonic() - began:.1f} s)")
+    assert len(made) == 12, [r.stderr for r in done if r.returncode not in (0, 7)]
+    assert codes == [0] * 12 + [7] * 8, [(r.stdout, r.stderr) for r in done
+                                         if r.returncode not in (0, 7)]
+    for refused in (r for r in done if r.returncode == 7):
+        assert "budget" in json.loads(refused.stdout)["error"]["message"]
+    # The team's records and the cloud agree: every machine once, nothing else.
+    assert {ident for _, ident in journaled.values()} == {row["id"] for row in made}
+    assert sorted(status for status, _ in journaled.values()) == ["delivered"] * 12
+    assert ledger_ids == {row["id"] for row in made}
+    # Any computer of the team sees every machine of the month, at its price.
+    assert len(costs["lines"]) == 12
+    assert all(Decimal(line["price_per_hour"]) == PRICE for line in costs["lines"])
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
+def test_a_create_killed_on_one_computer_is_adopted_by_reconcile_on_another(
+        tmp_path, pg_url):  # noqa: F811
+    laptop = team_env(tmp_path, pg_url, "laptop")
+    runner = team_env(tmp_path, pg_url, "ci-runner")
+    create = subprocess.Popen(
+        [sys.executable, "-m", "gpucloud", *CREATE],
+        env=laptop | {"GPUCLOUD_SANDBOX_HANG_AFTER_CREATE": "60"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not cloud_rows(laptop):
+            assert create.poll() is None, create.communicate()
+            assert time.monotonic() < deadline, "the create never reached the cloud"
+            time.sleep(0.05)
+        create.send_signal(signal.SIGKILL)
+        create.wait(timeout=30)
+    finally:
+        if create.poll() is None:
+            create.kill()
+            create.wait()
+    [row] = cloud_rows(laptop)
+    launch_id = row[LABEL]
+    assert launches(pg_url)[launch_id] == ("intent", None)
+    # Another computer of the team, which never ran that create, repairs it.
+    result = gpucloud(runner, "reconcile", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    print(f"\nkilled on the laptop, reconciled on the runner: adopted "
+          f"{[a['launch_id'] for a in report['adopted']]}, orphans {report['orphans']}")
+    [adopted] = report["adopted"]
+    assert adopted["id"] == row["id"] and adopted["launch_id"] == launch_id
+    assert report["orphans"] == [] and report["failed"] == []
+    assert launches(pg_url)[launch_id] == ("delivered", row["id"])
+    assert len(cloud_rows(laptop)) == 1  # nothing was sent again
+    # The laptop's own listing knows it too: one team, one journal.
+    listed = json.loads(gpucloud(laptop, "list", "--json").stdout)
+    assert [i["launch_id"] for i in listed["instances"]] == [launch_id]
+    assert listed["warnings"] == []
+    assert not (Path(laptop["GPUCLOUD_HOME"]) / "state.sqlite").exists()
+    assert not (Path(runner["GPUCLOUD_HOME"]) / "state.sqlite").exists()
+    assert "PGPASSWORD" in os.environ  # the password came from libpq's own source
