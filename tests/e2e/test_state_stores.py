@@ -217,7 +217,7 @@ def test_a_store_of_a_newer_schema_is_refused_with_both_versions(store):
     assert exit_code_for(caught.value) == 3
 
 
-def test_both_stores_have_the_same_tables_and_columns(pg_url, tmp_path):  # noqa: F811
+def test_both_stores_have_the_same_tables_and_columns(pg_url, tmp_path):
     local = _journal("sqlite", tmp_path, None)
     team = _journal("postgresql", tmp_path, pg_url)
     for journal in (local, team):

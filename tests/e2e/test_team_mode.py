@@ -45,7 +45,7 @@ def launches(url: str) -> dict[str, tuple[str, str | None]]:
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes")
 def test_twenty_creates_from_twenty_homes_make_exactly_what_the_team_budget_fits(
-        tmp_path, pg_url):  # noqa: F811
+        tmp_path, pg_url):
     envs = []
     for n in range(20):
         env = team_env(tmp_path, pg_url, f"home{n}") | {
@@ -94,7 +94,7 @@ def test_twenty_creates_from_twenty_homes_make_exactly_what_the_team_budget_fits
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
 def test_a_create_killed_on_one_computer_is_adopted_by_reconcile_on_another(
-        tmp_path, pg_url):  # noqa: F811
+        tmp_path, pg_url):
     laptop = team_env(tmp_path, pg_url, "laptop")
     runner = team_env(tmp_path, pg_url, "ci-runner")
     create = subprocess.Popen(

@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "completion": ("completion",),
     "queue": ("queue", "worker"),  # commands.worker adds `queue workers`
     "volumes": ("volumes",),
+    "state": ("state",),
 }
 
 
