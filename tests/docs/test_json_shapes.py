@@ -65,6 +65,7 @@ RUNS = {
                        "sandbox", "--region", "sim-east-1", "--yes"],
     "volumes list": ["volumes", "list"],
     "volumes delete": ["volumes", "delete", "shape-data", "--yes"],
+    "state show": ["state", "show"],
     "reconcile": ["reconcile"],
     "costs": ["costs"],
     "providers": ["providers"],
