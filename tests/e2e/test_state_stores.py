@@ -237,3 +237,30 @@ def test_both_stores_have_the_same_tables_and_columns(pg_url, tmp_path):
             " WHERE table_schema = 'public' AND table_name <> 'gpucloud_schema'").fetchall())
     assert sqlite_columns == pg_columns
     PostgresStore(pg_url).release()
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="POSIX fork")
+def test_a_forked_child_never_ends_its_parents_team_sessions(pg_url, tmp_path):
+    """The queue worker forks, and the child forgets the parent's connections:
+    dropping them must not end the parent's session (a PQfinish from the child
+    would), or the parent's batch key and its next statement are lost."""
+    import gc
+    import os
+
+    from gpucloud.batch.lock import held
+
+    journal = _journal("postgresql", tmp_path, pg_url)
+    _intent(journal, "gc-1")
+    with held(journal, "sweep"):
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child's path
+            gc.collect()
+            os._exit(0)
+        _, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        other = PostgresStore(pg_url).try_advisory("batch:sweep")
+        assert other is None  # still the parent's
+    assert journal.get("gc-1") is not None  # the parent's connection still works
+    again = PostgresStore(pg_url).try_advisory("batch:sweep")
+    assert again is not None  # released by the parent, not before
+    again.release()

@@ -76,7 +76,9 @@ def _after_fork_in_child() -> None:
                 os.close(lease.fd)
             except OSError:
                 pass
-    _HELD.clear()  # a team lock's connection is the parent's: left to it
+    # A team lock's connection is the parent's: dropped here, never closed
+    # (psycopg ends a session only in the process that opened it).
+    _HELD.clear()
 
 
 if hasattr(os, "register_at_fork"):

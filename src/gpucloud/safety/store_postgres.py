@@ -142,7 +142,9 @@ _CHECKED: set[tuple[int, str]] = set()
 
 def _forget_after_fork() -> None:
     global _SHARED_LOCK
-    _SHARED.clear()  # the parent's connections: never used in the child
+    # The parent's connections: never used in the child. Dropping them is
+    # safe: psycopg's PGconn ends a session only in the process that opened it.
+    _SHARED.clear()
     _CHECKED.clear()
     _SHARED_LOCK = threading.Lock()
 
