@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from gpucloud.safety.costs import CostReport
     from gpucloud.safety.reconcile import ReconcileReport
 
-CostsBy = Literal["provider", "instance", "name"]
+CostsBy = Literal["provider", "instance", "name",
+                  "task"]
 
 
 class AsyncClient:

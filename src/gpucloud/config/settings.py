@@ -88,6 +88,17 @@ def sandbox_db_path() -> Path:
     return data_dir() / "sandbox" / "cloud.sqlite"
 
 
+# The queue task a process runs for: the worker sets it in each task's
+# environment (queue/runners.py), and the client reads it once, when made,
+# so that the launches and ledger rows the task causes carry its id.
+TASK_ID_ENV = "GPUCLOUD_TASK_ID"
+
+
+def queue_task_id() -> str | None:
+    """The id of the queue task this process runs, or None outside a task."""
+    return os.environ.get(TASK_ID_ENV, "").strip() or None
+
+
 @dataclass(frozen=True)
 class Config:
     path: Path

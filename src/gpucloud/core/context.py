@@ -104,6 +104,11 @@ class ClientContext:
         # key; looking for the default key files is file-system work each time):
         # set by batch/create.py for its run, None otherwise.
         self.key_memo: dict[str | None, tuple[str | None, str | None, str | None]] | None = None
+        # The queue task this client works for (None outside one): read once, from
+        # the environment the worker gave the task's process, and written on
+        # every launch and ledger row it causes. Never read again later, so a
+        # client lives under one task id for its whole life.
+        self.task_id: str | None = config_mod.queue_task_id()
         self._adapters: dict[str, Provider] = {}
         self._journal: Journal | None = None
 

@@ -317,7 +317,7 @@ def _intent(ctx: ClientContext, launch_id: str, offer: Offer, name: str | None,
             launch_id=launch_id, provider=offer.provider, instance_type=offer.instance_type,
             region=offer.region, name=name, price_per_hour=str(offer.price_per_hour),
             shutdown_at=shutdown_at, ssh_key_path=ssh_key_path, committed=committed,
-            batch_key=batch_key, slot=slot)
+            batch_key=batch_key, slot=slot, task_id=ctx.task_id)
     return record
 
 

@@ -47,7 +47,8 @@ def launched(ctx: ClientContext, job: Job, offer: Any, disk_gb: int | None,
         state=RUNNING, price_per_hour=pricing.estimate(offer, 1, disk_gb=disk_gb).price_per_hour,
         shutdown_at=job.shutdown_at or shutdown_at, name=job.name,
         instance_type=offer.instance_type, region=offer.region,
-        launch_id=job.launch_id or launch_id, simulated=job.simulated or offer.simulated)])
+        launch_id=job.launch_id or launch_id, simulated=job.simulated or offer.simulated,
+        task_id=ctx.task_id)])
 
 
 def seen(ctx: ClientContext, jobs: Iterable[Job], listed: Iterable[str] = ()) -> None:

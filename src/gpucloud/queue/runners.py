@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from gpucloud.config.settings import TASK_ID_ENV
 from gpucloud.queue.params import env_name
 
 # Anything but letters, digits and _: replaced where a name becomes an
@@ -47,7 +48,9 @@ def task_env(claim: Any, checkpoint_dir: str) -> dict[str, str]:
     spec = claim.spec
     env = dict(spec.env)
     env.update(param_env(claim.params))
-    env["GPUCLOUD_TASK_ID"] = str(claim.task_id)
+    # Its own id, whatever the worker's environment held: a client the task
+    # makes records its launches and costs under it (config.settings.queue_task_id).
+    env[TASK_ID_ENV] = str(claim.task_id)
     env["GPUCLOUD_ATTEMPT"] = str(claim.attempt)
     env["CHECKPOINT_DIR"] = checkpoint_dir
     return env

@@ -40,15 +40,18 @@ from gpucloud.models import _Model
 from gpucloud.catalog.pricing import money
 from gpucloud.safety.journal import utcnow
 
-By = Literal["provider", "instance", "name"]
-BY_VALUES: tuple[str, ...] = ("provider", "instance", "name")
+By = Literal["provider", "instance", "name",
+             "task"]
+BY_VALUES: tuple[str, ...] = ("provider", "instance", "name",
+                              "task")
 NO_NAME = "(no name)"
+NO_TASK = "(no task)"  # by task: machines launched outside any queue task
 
 
 class SpendLine(_Model):
     """One row of a cost report: a machine (by instance), or a group of them."""
 
-    key: str  # the provider, the machine's ref, or its name
+    key: str  # the provider, the machine's ref, its name, or its queue task's id
     instances: tuple[str, ...]  # refs of the machines in it
     name: str | None = None  # by instance: the machine's name
     status: str | None = None  # by instance: running | stopped | ended, per the ledger
@@ -182,7 +185,7 @@ def compute(rows: Iterable[Row], month: str | None = None, by: str = "instance",
     volume records (ledger_volumes.VolumeRecord); pure, for any clock."""
     if by not in BY_VALUES:
         raise SpecError(f"cannot group costs by {by!r}",
-                        hint=f"{option('by', '--by')} is one of provider, instance, name")
+                        hint=f"{option('by', '--by')} is one of {', '.join(BY_VALUES)}")
     now = now or utcnow()
     label, start, end = month_bounds(month, now)
     per_machine: dict[tuple[str, str], list[Row]] = {}
@@ -239,6 +242,8 @@ def _key(row: Row, by: str) -> str:
         return row.provider
     if by == "name":
         return row.name or NO_NAME
+    if by == "task":  # the task that launched the machine (carried to its last row)
+        return row.task_id or NO_TASK
     return row.ref
 
 

@@ -49,9 +49,12 @@ CREATE INDEX IF NOT EXISTS launches_unresolved ON launches (created_at)
 # knows which machines an earlier run made (batch.py); the path of the public
 # key file create sent (a path only, never key text), so ssh logs in with its
 # private half (ssh.py); what the launch commits of this month's budget (a
-# Decimal as text; budget.py counts it until the machine is in the ledger).
+# Decimal as text; budget.py counts it until the machine is in the ledger);
+# the queue task whose process sent the launch (GPUCLOUD_TASK_ID, set by the
+# worker in each task's environment), so a task's machines can be found.
 ADDED_COLUMNS = {"batch_key": "TEXT", "slot": "INTEGER", "ssh_key_path": "TEXT",
-                 "committed": "TEXT"}
+                 "committed": "TEXT",
+                 "task_id": "TEXT"}
 BATCH_INDEX = "CREATE INDEX IF NOT EXISTS launches_batch ON launches (batch_key, slot)"
 
 
@@ -75,6 +78,7 @@ class LaunchRecord:
     batch_key: str | None = None
     slot: int | None = None
     ssh_key_path: str | None = None
+    task_id: str | None = None
 
 
 # SQLite's default bound on the variables of one statement, kept under.
@@ -248,17 +252,18 @@ class Journal:
     def record_intent(self, *, launch_id: str, provider: str, instance_type: str, region: str,
                       name: str | None, price_per_hour: str, shutdown_at: datetime | None,
                       batch_key: str | None = None, slot: int | None = None,
-                      ssh_key_path: str | None = None, committed: Decimal | None = None) -> None:
+                      ssh_key_path: str | None = None, committed: Decimal | None = None,
+                      task_id: str | None = None) -> None:
         now = utcnow().isoformat()
         with self._db() as db:
             db.execute(
                 "INSERT INTO launches (launch_id, provider, instance_type, region, name, status,"
                 " price_per_hour, shutdown_at, created_at, updated_at, batch_key, slot,"
-                " ssh_key_path, committed)"
-                " VALUES (?, ?, ?, ?, ?, 'intent', ?, ?, ?, ?, ?, ?, ?, ?)",
+                " ssh_key_path, committed, task_id)"
+                " VALUES (?, ?, ?, ?, ?, 'intent', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (launch_id, provider, instance_type, region, name, price_per_hour,
                  shutdown_at.isoformat() if shutdown_at else None, now, now, batch_key, slot,
-                 ssh_key_path, str(committed) if committed is not None else None))
+                 ssh_key_path, str(committed) if committed is not None else None, task_id))
 
     def mark(self, launch_id: str, status: str, *, instance_id: str | None = None,
              error: str | None = None) -> None:
@@ -299,15 +304,15 @@ class Journal:
                 return []  # reading never creates the journal
             rows = db.execute(
                 "SELECT launch_id, provider, instance_type, region, name, status, instance_id,"
-                " price_per_hour, shutdown_at, error, created_at, batch_key, slot, ssh_key_path"
-                f" FROM launches {where}"
+                " price_per_hour, shutdown_at, error, created_at, batch_key, slot, ssh_key_path,"
+                f" task_id FROM launches {where}"
                 " ORDER BY created_at", args).fetchall()
         return [LaunchRecord(
             launch_id=r[0], provider=r[1], instance_type=r[2], region=r[3], name=r[4],
             status=r[5], instance_id=r[6], price_per_hour=r[7],
             shutdown_at=datetime.fromisoformat(r[8]) if r[8] else None, error=r[9],
             created_at=datetime.fromisoformat(r[10]), batch_key=r[11], slot=r[12],
-            ssh_key_path=r[13])
+            ssh_key_path=r[13], task_id=r[14])
             for r in rows]
 
     def get(self, launch_id: str) -> LaunchRecord | None:
@@ -374,12 +379,17 @@ class Journal:
 
 
 def _add_columns(conn: sqlite3.Connection) -> None:
-    have = {row[1] for row in conn.execute("PRAGMA table_info(launches)")}
-    for column, kind in ADDED_COLUMNS.items():
+    add_columns(conn, "launches", ADDED_COLUMNS)
+    conn.execute(BATCH_INDEX)
+
+
+def add_columns(conn: sqlite3.Connection, table: str, columns: dict[str, str]) -> None:
+    """The columns of `columns` that `table` (made by an older gpucloud) lacks."""
+    have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+    for column, kind in columns.items():
         if column not in have:
             try:
-                conn.execute(f"ALTER TABLE launches ADD COLUMN {column} {kind}")
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
             except sqlite3.OperationalError as exc:  # another thread added it first
                 if "duplicate column" not in str(exc):
                     raise
-    conn.execute(BATCH_INDEX)

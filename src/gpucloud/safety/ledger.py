@@ -33,14 +33,21 @@ from typing import Any, NamedTuple
 
 from gpucloud.models import Instance, InstanceStatus
 from gpucloud.safety import listing_memo
-from gpucloud.safety.journal import CHUNK, Journal
+from gpucloud.safety.journal import CHUNK, Journal, add_columns
 # The states are defined with the tables (and read as ledger.RUNNING etc.).
 from gpucloud.safety.ledger_tables import (
-    ENDED, RUNNING, STOPPED, TABLES as _TABLES,
+    ADDED_COLUMNS, ENDED, RUNNING, STOPPED, TABLES as _TABLES,
 )
 from gpucloud.safety.ledger_volumes import SCHEMA as VOLUME_SCHEMA
 # The ledger's clock: the rows ledger_events.py writes are stamped by it.
 from gpucloud.safety.journal import utcnow  # noqa: F401 - read as ledger.utcnow
+
+
+def _add_columns(db: sqlite3.Connection) -> None:
+    """The columns added since the first release (ledger_tables.ADDED_COLUMNS)
+    on a ledger made before them."""
+    add_columns(db, "ledger", ADDED_COLUMNS)
+
 
 # A row's insert moves its machine in or out of ledger_live: the latest row
 # (the highest seq) is the machine's state, as _latest reads it.
@@ -81,7 +88,7 @@ def _track_live(db: sqlite3.Connection) -> None:
 # What the ledger needs in the state file, made once per connection: the
 # volumes' table too, so a decision's transaction (the budget's) that reads it
 # finds it made before the transaction began, never inside one rolled back.
-SCHEMA = (*_TABLES, *VOLUME_SCHEMA, _track_live)
+SCHEMA = (*_TABLES, _add_columns, *VOLUME_SCHEMA, _track_live)
 # The source of the rows of a job that has no machine (a Kubernetes Job, keyed
 # by its provider and job id): no machine listing shows it, so a listing never
 # takes it for a machine that has gone (jobs/costs.py ends it).
@@ -100,10 +107,10 @@ _STATES = {
 }
 _COLUMNS = ("at", "provider", "instance_id", "event", "source", "state", "price_per_hour",
             "stopped_price_per_hour", "shutdown_at", "name", "instance_type", "region",
-            "launch_id", "simulated")
+            "launch_id", "simulated", "task_id")
 # What a row that does not say takes from the machine's previous row.
 _CARRIED = ("price_per_hour", "stopped_price_per_hour", "shutdown_at", "name", "instance_type",
-            "region", "launch_id", "simulated")
+            "region", "launch_id", "simulated", "task_id")
 
 
 def state_of(status: InstanceStatus) -> str | None:
@@ -130,6 +137,7 @@ class Row:
     region: str | None = None
     launch_id: str | None = None
     simulated: bool | None = None  # None: not said (carried forward)
+    task_id: str | None = None  # the queue task that launched it (carried forward)
 
     @property
     def ref(self) -> str:
@@ -494,7 +502,7 @@ def _row(values: tuple[Any, ...]) -> Row:
     # words every machine repeats (its provider, type, region, the event) are
     # shared, not one copy per row, and so are the few prices.
     (at, provider, instance_id, event, source, state, price, stopped_price, shutdown_at, name,
-     instance_type, region, launch_id, simulated) = values
+     instance_type, region, launch_id, simulated, task_id) = values
     return Row(at=datetime.fromisoformat(at), provider=intern(provider), instance_id=instance_id,
                event=intern(event), source=intern(source), state=intern(state),
                price_per_hour=_price(price) if price is not None else None,
@@ -503,7 +511,7 @@ def _row(values: tuple[Any, ...]) -> Row:
                shutdown_at=datetime.fromisoformat(shutdown_at) if shutdown_at else None,
                name=name, instance_type=intern(instance_type) if instance_type else instance_type,
                region=intern(region) if region else region, launch_id=launch_id,
-               simulated=bool(simulated))
+               simulated=bool(simulated), task_id=task_id)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -32,7 +32,7 @@ def launched(ctx: ClientContext, instance: Instance, offer: Any, disk_gb: int | 
         shutdown_at=instance.shutdown_at or shutdown_at, name=instance.name,
         instance_type=instance.instance_type or offer.instance_type,
         region=instance.region or offer.region, launch_id=instance.launch_id or launch_id,
-        simulated=instance.simulated or offer.simulated)])
+        simulated=instance.simulated or offer.simulated, task_id=ctx.task_id)])
 
 
 def _stopped_price(offer: Any, estimate: Any) -> Decimal | None:

@@ -38,6 +38,13 @@ TABLES = (
 ) WITHOUT ROWID""",
 )
 
+# Columns added after the first release (ALTER TABLE on ledgers made before):
+# the queue task that launched the machine (or submitted the job), carried
+# forward like its name, so `gpucloud costs --by task` sums a task's machines.
+ADDED_COLUMNS = {
+    "task_id": "TEXT",
+}
+
 VOLUME_TABLES = ("""CREATE TABLE IF NOT EXISTS volume_ledger (
     provider        TEXT NOT NULL,
     volume_id       TEXT NOT NULL,
@@ -55,4 +62,4 @@ VOLUME_TABLES = ("""CREATE TABLE IF NOT EXISTS volume_ledger (
     PRIMARY KEY (provider, volume_id)
 )""",)
 
-__all__ = ["ENDED", "RUNNING", "STOPPED", "TABLES", "VOLUME_TABLES"]
+__all__ = ["ADDED_COLUMNS", "ENDED", "RUNNING", "STOPPED", "TABLES", "VOLUME_TABLES"]

@@ -46,6 +46,8 @@ def _base() -> list[str]:
                    for c, kind in journal.ADDED_COLUMNS.items()]
     statements.append(journal.BATCH_INDEX)
     statements += list(ledger_tables.TABLES)
+    statements += [f"ALTER TABLE ledger ADD COLUMN IF NOT EXISTS {c} {kind}"
+                   for c, kind in ledger_tables.ADDED_COLUMNS.items()]
     statements += [
         # ledger_live is kept by a trigger as rows are written (ledger.py says why).
         f"""CREATE OR REPLACE FUNCTION gpucloud_ledger_live_track() RETURNS trigger

@@ -15,6 +15,7 @@ class By(str, enum.Enum):
     provider = "provider"
     instance = "instance"
     name = "name"
+    task = "task"
 
 
 def _amount(value: Any) -> str:
@@ -84,8 +85,9 @@ def _share(report: Any) -> str:
 def costs(
     month: Optional[str] = typer.Option(None, "--month", metavar="YYYY-MM",
                                         help="The month (UTC), e.g. 2026-11; default: this one."),
-    by: By = typer.Option(By.instance, "--by", metavar="provider|instance|name",
-                          help="One line per provider, per machine or per machine name."),
+    by: By = typer.Option(By.instance, "--by", metavar="|".join(b.value for b in By),
+                          help="One line per provider, per machine or per machine name; "
+                               "task: per queue task that launched them."),
     json_output: bool = params.JSON,
 ) -> None:
     """Spend this month (or --month): so far, and projected for what still runs.
