@@ -127,3 +127,30 @@ def test_an_older_state_file_gets_the_task_columns(tmp_path):
     ledger.append([_row(NOW, "i-new", task="sweep-0000beef", price=Decimal("1"))])
     assert {r.instance_id: r.task_id for r in ledger.rows()} == {
         "i-old": None, "i-new": "sweep-0000beef"}
+
+
+def test_a_machine_adopted_after_an_unanswered_create_stays_on_its_tasks_bill():
+    """The task's launch went unanswered (journaled ambiguous, nothing in the
+    ledger); a later listing elsewhere first sees the machine by its launch
+    id: its row names the task from the journal, and later rows carry it."""
+    from gpucloud.models import Instance, InstanceStatus
+
+    journal = Journal(state_db_path())
+    journal.record_intent(launch_id="gc-0000feed01", provider="sandbox", instance_type="t",
+                          region="r", name=None, price_per_hour="2", shutdown_at=None,
+                          task_id="sweep-0000feed")
+    journal.mark("gc-0000feed01", "ambiguous", error="timeout")
+    listed = [Instance(provider="sandbox", id="i-adopted", status=InstanceStatus.RUNNING,
+                       created_at=NOW - timedelta(minutes=5), launch_id="gc-0000feed01",
+                       price_per_hour=Decimal("2")),
+              Instance(provider="sandbox", id="i-foreign", status=InstanceStatus.RUNNING,
+                       created_at=NOW - timedelta(minutes=5), launch_id="gc-0000other1",
+                       price_per_hour=Decimal("2"))]
+    ledger = Ledger(journal)
+    ledger.observe(listed, NOW, ["sandbox"])
+    ledger.observe([listed[0].model_copy(update={"status": InstanceStatus.STOPPED}),
+                    listed[1]], NOW + timedelta(minutes=1), ["sandbox"])
+    tasks = [(r.instance_id, r.event, r.task_id) for r in ledger.rows()]
+    assert tasks == [("i-adopted", "first_seen", "sweep-0000feed"),
+                     ("i-adopted", "observed", "sweep-0000feed"),
+                     ("i-foreign", "first_seen", None)]

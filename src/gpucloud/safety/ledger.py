@@ -360,8 +360,30 @@ class Observation:
             if rows:
                 db.executemany(
                     f"INSERT INTO ledger ({', '.join(_COLUMNS)}) VALUES "
-                    f"({', '.join('?' for _ in _COLUMNS)})", [_values(r) for r in rows])
+                    f"({', '.join('?' for _ in _COLUMNS)})",
+                    [_values(r) for r in _launching_tasks(db, rows)])
             listing_memo.remember(journal, db, self.seen, still_open, complete)
+
+
+def _launching_tasks(db: sqlite3.Connection, rows: list[Row]) -> list[Row]:
+    """The rows, each machine first seen here that a launch journaled here made
+    given the queue task that sent the launch: a machine adopted after an
+    unanswered create (by reconcile, in another process than the task's) is
+    first written by a listing, and stays on its task's bill. Only the first
+    seen with a launch id are looked up, by the journal's primary key."""
+    wanted = list({r.launch_id for r in rows
+                   if r.event == "first_seen" and r.task_id is None and r.launch_id})
+    tasks: dict[str, str] = {}
+    for start in range(0, len(wanted), CHUNK):
+        part = wanted[start:start + CHUNK]
+        tasks.update(db.execute(
+            "SELECT launch_id, task_id FROM launches WHERE task_id IS NOT NULL AND"
+            f" launch_id IN ({', '.join('?' for _ in part)})", part).fetchall())
+    if not tasks:
+        return rows
+    return [replace(r, task_id=tasks[r.launch_id])
+            if r.event == "first_seen" and r.task_id is None and r.launch_id in tasks else r
+            for r in rows]
 
 
 # The page cache of a listing's reads (a negative cache_size is KiB).
