@@ -377,7 +377,9 @@ class Client:
 
     def costs(self, month: str | None = None, by: CostsBy = "instance") -> CostReport:
         """A month's spend from the cost ledger (default: this month, UTC, "2026-11"):
-        spent so far, and projected for machines still running; unknown prices are None."""
+        spent so far, and projected for machines still running; unknown prices are None.
+        `by`: one line per machine (instance), provider, name, or queue task that
+        launched the machines ("task": GPUCLOUD_TASK_ID of the launching process)."""
         from gpucloud.safety.cost_report import report
 
         return cast("CostReport", self._run(report(self._ctx, month, by)))
