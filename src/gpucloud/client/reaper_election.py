@@ -1,0 +1,98 @@
+"""The elector of ``gpucloud reap --watch --lease KIND``: which reaper acts.
+
+Kinds (gpucloud.safety.election): ``none`` (this process always acts),
+``database`` (the team database's lock, gpucloud.safety.team_lease),
+``kubernetes`` (a coordination.k8s.io/v1 Lease, gpucloud.safety.kube_lease).
+Without ``--lease``: ``database`` when a team state URL is set
+(``GPUCLOUD_STATE_URL`` or config.toml ``[state] url``), else ``none``.
+
+The elector gets a client of its own: it is asked from a second thread while
+a pass runs (the renewal, reaper_watch.py), and a client's sessions serve one
+caller at a time.
+
+    [reaper]
+    lease_namespace = "gpucloud"   # the Lease's namespace; else the cluster's
+                                   # (provider kubernetes: [kubernetes] namespace,
+                                   # else the kubeconfig context's, else "default")
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import TYPE_CHECKING, Any
+
+from gpucloud.errors import ConfigurationError, SpecError
+
+if TYPE_CHECKING:
+    from gpucloud.config.settings import Config
+    from gpucloud.safety.election import Elector
+
+KINDS = ("kubernetes", "database", "none")
+# The cluster whose Lease elects: the provider that reads KUBECONFIG.
+LEASE_PROVIDER = "kubernetes"
+
+
+def state_url(config: Config) -> str | None:
+    """The team state URL: GPUCLOUD_STATE_URL, else config.toml [state] url
+    (read from the raw file here: Config has no field for it yet)."""
+    value = os.environ.get("GPUCLOUD_STATE_URL", "").strip()
+    if value:
+        return value
+    section = config.raw.get("state", {})
+    url = section.get("url") if isinstance(section, dict) else None
+    return url.strip() if isinstance(url, str) and url.strip() else None
+
+
+def default_kind(config: Config) -> str:
+    return "database" if state_url(config) else "none"
+
+
+def lease_namespace(config: Config) -> str | None:
+    section = config.raw.get("reaper", {})
+    if not isinstance(section, dict):
+        raise ConfigurationError(f"{config.path}: [reaper] must be a table",
+                                 hint='write it as a [reaper] section: lease_namespace = "ops"')
+    value = section.get("lease_namespace")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError(f"{config.path}: reaper.lease_namespace must be a namespace "
+                                 f"name, got {value!r}", hint='e.g. lease_namespace = "ops"')
+    return value.strip()
+
+
+def elector(kind: str | None, interval: float, *, lease_seconds: int) -> Elector:
+    """The elector of `kind` (None: the default) for passes every `interval`
+    seconds; a kubernetes Lease lasts `lease_seconds`."""
+    from gpucloud.client.sync_client import Client
+
+    client = Client()
+    chosen = kind or default_kind(client.config)
+    if chosen not in KINDS:
+        raise SpecError(f"unknown lease kind {chosen!r}",
+                        hint=f"--lease takes {', '.join(KINDS)}")
+    if chosen == "none":
+        from gpucloud.safety.election import Alone
+
+        client.close()
+        return Alone()
+    if chosen == "database":
+        # The team database's lock lives with the store layer; imported by name
+        # here so that this module does not fix its place.
+        try:
+            team_lease: Any = importlib.import_module("gpucloud.safety.team_lease")
+        except ModuleNotFoundError:
+            client.close()
+            raise ConfigurationError("this gpucloud has no team-database lease",
+                                     hint="use --lease kubernetes, or upgrade gpucloud") from None
+        found: Elector = team_lease.DatabaseLease(client._ctx.journal, interval)
+        return found
+    from gpucloud.safety.kube_lease import KubernetesLease
+
+    store = client.provider(LEASE_PROVIDER)
+    client._ctx.require_callable(LEASE_PROVIDER)  # no kubeconfig: say so before the loop
+    return KubernetesLease(store, lease_seconds, namespace=lease_namespace(client.config))
+
+
+__all__ = ["KINDS", "default_kind", "elector", "lease_namespace", "state_url"]
