@@ -5,6 +5,9 @@ Kinds (gpucloud.safety.election): ``none`` (this process always acts),
 ``kubernetes`` (a coordination.k8s.io/v1 Lease, gpucloud.safety.kube_lease).
 Without ``--lease``: ``database`` when a team state URL is set
 (``GPUCLOUD_STATE_URL`` or config.toml ``[state] url``), else ``none``.
+The Lease is kept on the cluster of ``GPUCLOUD_REAPER_KUBECONFIG`` when set
+(the Deployment of ``reap --install kubernetes`` points it at its
+ServiceAccount), else on provider kubernetes's.
 
 The elector gets a client of its own: it is asked from a second thread while
 a pass runs (the renewal, reaper_watch.py), and a client's sessions serve one
@@ -67,7 +70,11 @@ def elector(kind: str | None, interval: float, *, lease_seconds: int) -> Elector
     seconds; a kubernetes Lease lasts `lease_seconds`."""
     from gpucloud.client.sync_client import Client
 
-    client = Client()
+    # The Lease's own cluster (the Deployment's ServiceAccount), apart from the
+    # clouds a pass reaps: GPUCLOUD_REAPER_KUBECONFIG; else the kubernetes
+    # provider's kubeconfig (KUBECONFIG, GPUCLOUD_KUBERNETES_KUBECONFIG).
+    own = os.environ.get("GPUCLOUD_REAPER_KUBECONFIG", "").strip()
+    client = Client(credentials={LEASE_PROVIDER: own} if own else None)
     chosen = kind or default_kind(client.config)
     if chosen not in KINDS:
         raise SpecError(f"unknown lease kind {chosen!r}",

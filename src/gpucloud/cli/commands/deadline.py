@@ -122,6 +122,9 @@ def _install(json_output: bool, write: bool, target: str | None = None) -> None:
     for status in chosen:
         variables.extend(env_vars(status.name, client.provider(status.name).auth_kind))
     source = remote_install.source(client.config)
+    if target == "kubernetes":
+        _install_deployment(client, variables, source, json_output, write)
+        return
     files = reaper_install.render(variables, source)
     written = reaper_install.write(files, Path.cwd()) if write else []
     if json_output:
@@ -154,6 +157,36 @@ def _install(json_output: bool, write: bool, target: str | None = None) -> None:
     output.out(f"# --- {reaper_install.CRONJOB}\n{files.cronjob}")
     output.err("`gpucloud reap --install --write` writes these files; no key is ever written "
                "into them")
+
+
+def _install_deployment(client: Any, variables: list[str], source: Any, json_output: bool,
+                        write: bool) -> None:
+    """`reap --install kubernetes`: elected reapers as a Deployment, with their
+    Lease's ServiceAccount and RBAC."""
+    from gpucloud.client.reaper_election import lease_namespace
+    from gpucloud.safety import reaper_install
+
+    namespace = lease_namespace(client.config) or "default"
+    text = reaper_install.render_deployment(variables, source, namespace)
+    written = [reaper_install.write_deployment(text, Path.cwd())] if write else []
+    if json_output:
+        output.emit_json({"kubernetes_deployment": text, "namespace": namespace,
+                          "written": [str(p) for p in written],
+                          "install_source": source.as_json()})
+        return
+    output.err(f"gpucloud will be installed on the machine from: {source.describe()}"
+               + (f"; the Deployment runs the image {source.image} ([remote] image)"
+                  if source.image else ""))
+    caveat = source.caveat()
+    if caveat:
+        output.warn(caveat)
+    if write:
+        output.out(f"wrote {written[0]}")
+        output.out(f"next: see the two commands at the top of {reaper_install.DEPLOYMENT}")
+        return
+    output.out(f"# --- {reaper_install.DEPLOYMENT}\n{text}")
+    output.err("`gpucloud reap --install kubernetes --write` writes this file; no key is ever "
+               "written into it")
 
 
 @app.command()
