@@ -16,7 +16,8 @@ has no holder, and a standby takes it at its next try: within P.
 
 One leader at a time: the leader renews every P while it waits, and a
 renewer thread (Renewing) renews every P while a pass runs, so the gap between
-two renewals is P plus one request, well under D >= 4P: no standby ever sees
+two renewals is P plus one request, well under D (D >= I/2 = 2P as I >= 1 s;
+D = 4P for a whole number of seconds): no standby ever sees
 a live leader's record unchanged for D. A renewal that fails (the cluster
 unreachable, or another holder) is recorded; the leader stands by from its next
 try on, and its pass in progress, already started, finishes.
