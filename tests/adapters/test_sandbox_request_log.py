@@ -25,7 +25,7 @@ def test_two_clouds_on_one_file_append_every_request_to_one_log(tmp_path, monkey
         assert made.status_code == 201, made.text
         ident = made.json()["id"]
         assert b.delete(f"/v1/instances/{ident}").status_code == 202
-        assert a.delete(f"/v1/instances/nope").status_code == 404
+        assert a.delete("/v1/instances/nope").status_code == 404
     assert log.read_text().splitlines() == [
         "POST /v1/instances 201", f"DELETE /v1/instances/{ident} 202",
         "DELETE /v1/instances/nope 404"]
