@@ -212,6 +212,10 @@ def test_reapers_elected_by_a_lease_end_each_machine_once_and_hand_over(tmp_path
                    for line in reapers[2].err), reapers[2].err
     assert all("Traceback" not in line for r in reapers for line in r.err)
     assert codes[killed.name] == -signal.SIGKILL and codes[successor.name] == 0
+    # The last holder, stopped by Ctrl-C (exit 130), released the Lease too.
+    last = next(r for r in reapers if r.pid == int(third.rsplit(":", 1)[1]))
+    assert codes[last.name] == 130, (codes, last.err[-5:])
+    assert writes[-1][3]["holderIdentity"] == "", writes[-3:]
     for body in sent:
         kubernetes_validate.validate(body, "1.30.0", strict=True)
 

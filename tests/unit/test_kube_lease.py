@@ -136,6 +136,20 @@ def test_release_empties_the_lease_and_a_standby_takes_it_at_once(emulator):
     assert sum(1 for body in sent(emulator) if body["spec"]["holderIdentity"] == "") == 2
 
 
+def test_release_wins_over_a_renewal_that_landed_after_it_was_sent(emulator):
+    """Ctrl-C during a renewal: the PUT may still land, moving the version on
+    from the one this process last saw; the release reads again and still
+    empties the Lease."""
+    a = elector("a", Clock())
+    assert a.lead()
+    landed = a.store.read_lease("gpucloud-reaper")
+    assert a.store.write_lease("gpucloud-reaper", {**landed["spec"], "renewTime":
+                                                   "2026-12-01T10:00:01.000000Z"},
+                               resource_version=landed["metadata"]["resourceVersion"])
+    a.release()
+    assert spec(emulator)["holderIdentity"] == ""
+
+
 def test_a_holder_that_cannot_renew_does_not_lead(emulator):
     clock = Clock()
     a = elector("a", clock)

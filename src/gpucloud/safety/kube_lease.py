@@ -44,6 +44,7 @@ from typing import Any, Protocol
 from gpucloud.errors import GpuCloudError
 
 LEASE_NAME = "gpucloud-reaper"
+RELEASE_TRIES = 3
 
 
 class LeaseStore(Protocol):
@@ -170,21 +171,33 @@ class KubernetesLease:
         return self._write(record, _version(lease), now)
 
     def release(self) -> None:
-        """Give the Lease up, if this process holds it: no holder, one second."""
+        """Give the Lease up, if this process holds it: no holder, one second.
+        Read first, as client-go's release does: a renewal interrupted by the
+        signal that ends the process may still have landed, moving the version
+        on; a release that loses a race to it is tried again on a fresh read."""
         with self._lock:
-            if not self._is_leader() or self._lease is None:
+            if not self._is_leader():
                 return
-            stamp = micro_time(self._wall())
-            record = {"holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": stamp,
-                      "renewTime": stamp,
-                      "leaseTransitions": self._observed.get("leaseTransitions") or 0}
             try:
-                self._write(record, _version(self._lease), self._clock())
+                for _ in range(RELEASE_TRIES):
+                    lease = self.store.read_lease(self.name, namespace=self.namespace)
+                    if lease is None:
+                        return
+                    self._observe(lease, self._clock())
+                    if not self._is_leader():
+                        return  # another holder already: nothing of ours to give up
+                    stamp = micro_time(self._wall())
+                    record = {"holderIdentity": "", "leaseDurationSeconds": 1,
+                              "acquireTime": stamp, "renewTime": stamp,
+                              "leaseTransitions": self._observed.get("leaseTransitions") or 0}
+                    if self._write(record, _version(lease), self._clock()):
+                        return
             except GpuCloudError:
                 pass  # the lease then simply expires: a standby waits its duration
 
     def describe(self) -> str:
-        where = f"Lease {self.namespace + '/' if self.namespace else ''}{self.name}"
+        namespace = self.namespace or ((self._lease or {}).get("metadata") or {}).get("namespace")
+        where = f"Lease {namespace + '/' if namespace else ''}{self.name}"
         holder = self.holder
         if holder == self.identity:
             return f"{self.identity} leads ({where}, {self.duration} s)"

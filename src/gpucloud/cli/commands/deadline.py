@@ -345,6 +345,7 @@ def _watch_elected(client: Any, elector: Any, interval: float, dry_run: bool,
             elif not leading and now >= next_standby:
                 next_standby = now + interval
                 holder = getattr(elector, "holder", None)
+                holder = None if holder == me else holder  # "not leading" by an error: unknown
                 if json_output:
                     output.emit_json({"standby": True, "leader": holder,
                                       "lease": elector.kind, "identity": me,
