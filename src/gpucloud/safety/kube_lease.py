@@ -20,7 +20,8 @@ client-go read one Lease alike:
   through a fresh read), keeping acquireTime and leaseTransitions; a new
   holder counts one more leaseTransition.
 * Release (on exit) writes an empty holderIdentity and leaseDurationSeconds 1,
-  as ReleaseOnCancel does: a standby's next try takes it without waiting.
+  as ReleaseOnCancel does: a standby's next try takes it without waiting (on
+  a fresh read, retried on a conflict: see release()).
 * Anything that goes wrong talking to the cluster answers "not leading":
   a reaper that cannot tell whether it leads does not act.
 
@@ -172,9 +173,11 @@ class KubernetesLease:
 
     def release(self) -> None:
         """Give the Lease up, if this process holds it: no holder, one second.
-        Read first, as client-go's release does: a renewal interrupted by the
-        signal that ends the process may still have landed, moving the version
-        on; a release that loses a race to it is tried again on a fresh read."""
+        Unlike client-go's release (one Update, given up on a conflict: a race
+        with a renewal cut short that its users have reported), read first and
+        try again: a renewal interrupted by the signal that ends the process may
+        still land and move the version on, and the Lease would then stay held
+        until it expired."""
         with self._lock:
             if not self._is_leader():
                 return
