@@ -338,8 +338,9 @@ def _watch_elected(client: Any, elector: Any, interval: float, dry_run: bool,
                     output.err(f"{output.iso(output.utcnow())} reap: {elector.describe()}")
                 next_pass = now + interval
                 with Renewing(elector, poll) as renewing:
+                    # As a lone watch: the last pass decides the exit status.
                     failed = _one_pass(client, interval, dry_run, provider, json_output,
-                                       {"leader": me, "lease": elector.kind}) or failed
+                                       {"leader": me, "lease": elector.kind})
                 if renewing.lost:
                     leading = False  # the next try says who leads now
             elif not leading and now >= next_standby:
