@@ -301,7 +301,8 @@ def test_kubernetes_token_still_works_for_a_release_with_a_deprecation_warning(
 def test_a_provider_without_extra_calls_has_none_and_says_so():
     calls = Client().provider("lambda")
     assert calls.calls == () and calls.name == "lambda" and calls.auth_kind == "api_key"
-    assert Client().provider("kubernetes").calls == ("service_account_token",)
+    assert Client().provider("kubernetes").calls == ("service_account_token", "read_lease",
+                                                    "write_lease")
     assert not hasattr(calls, "mint")  # an AttributeError too: hasattr answers
     with pytest.raises(SpecError) as info:
         calls.mint("x")

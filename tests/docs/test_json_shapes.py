@@ -38,6 +38,7 @@ RUNS = {
     "extend": ["extend", "shape", "--by", "1h", "--yes"],
     "reap": ["reap", "--dry-run"],
     "reap --install": ["reap", "--install"],
+    "reap --install kubernetes": ["reap", "--install", "kubernetes"],
     "stop": ["stop", "shape"],
     "start": ["start", "shape", "--yes"],
     "delete": ["delete", "{ref}", "--yes"],

@@ -6,7 +6,8 @@ with backoff, deadlines and propagation policies, TokenRequest, and the
 commands answered deterministically; websocket.py: the RFC 6455 server side),
 and list chunking with `limit`/`continue` and expiring tokens (chunks.py),
 Indexed Jobs (jobs.py), headless Services and PersistentVolumeClaims
-(services.py), and the garbage collector for what a Job owns.
+(services.py), coordination.k8s.io/v1 Leases with resourceVersion conflicts
+(leases.py), and the garbage collector for what a Job owns.
 
 It serves only the paths gpucloud's Kubernetes adapter uses; see
 tests/unit/test_k8s_emulator.py for what it is proven to do.

@@ -85,6 +85,9 @@ ROUTES: list[tuple[str, str, str]] = [
     ("POST", rf"/api/v1{NS}/persistentvolumeclaims", "create_claim"),
     ("GET", rf"/api/v1{NS}/persistentvolumeclaims/{NAME}", "get_claim"),
     ("DELETE", rf"/api/v1{NS}/persistentvolumeclaims/{NAME}", "delete_claim"),
+    ("POST", rf"/apis/coordination.k8s.io/v1{NS}/leases", "create_lease"),
+    ("GET", rf"/apis/coordination.k8s.io/v1{NS}/leases/{NAME}", "get_lease"),
+    ("PUT", rf"/apis/coordination.k8s.io/v1{NS}/leases/{NAME}", "replace_lease"),
     ("GET", r"/apis/batch/v1/jobs", "list_jobs"),
     ("GET", rf"/apis/batch/v1{NS}/jobs", "list_jobs"),
     ("POST", rf"/apis/batch/v1{NS}/jobs", "create_job"),
@@ -108,7 +111,10 @@ RBAC = {"list_nodes": ("list", "nodes", ""), "get_node": ("get", "nodes", ""),
         "delete_claim": ("delete", "persistentvolumeclaims", ""),
         "list_jobs": ("list", "jobs", "batch"), "create_job": ("create", "jobs", "batch"),
         "get_job": ("get", "jobs", "batch"), "patch_job": ("patch", "jobs", "batch"),
-        "delete_job": ("delete", "jobs", "batch")}
+        "delete_job": ("delete", "jobs", "batch"),
+        "create_lease": ("create", "leases", "coordination.k8s.io"),
+        "get_lease": ("get", "leases", "coordination.k8s.io"),
+        "replace_lease": ("update", "leases", "coordination.k8s.io")}
 
 
 class Reply:
@@ -343,6 +349,19 @@ class Api:
     def delete_claim(self, ns: str, name: str, **_: Any) -> Reply:
         from .services import delete_claim
         return Reply(200, delete_claim(self.cluster, ns, name))
+
+    def create_lease(self, ns: str, body: Any, **_: Any) -> Reply:
+        from .leases import API, create_lease
+        return Reply(201, create_lease(self.cluster, ns, self._typed(body, "Lease", API)))
+
+    def get_lease(self, ns: str, name: str, **_: Any) -> Reply:
+        from .leases import lease
+        return Reply(200, copy.deepcopy(lease(self.cluster, ns, name)))
+
+    def replace_lease(self, ns: str, name: str, body: Any, **_: Any) -> Reply:
+        from .leases import API, replace_lease
+        return Reply(200, replace_lease(self.cluster, ns, name,
+                                        self._typed(body, "Lease", API)))
 
     def list_jobs(self, query: dict[str, str], ns: str | None = None, **_: Any) -> Reply:
         jobs = sorted((j for (space, _n), j in self.cluster.jobs.items()

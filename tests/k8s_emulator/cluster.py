@@ -104,6 +104,9 @@ class Cluster:
         self.jobs: dict[tuple[str, str], dict[str, Any]] = {}
         self.services: dict[tuple[str, str], dict[str, Any]] = {}
         self.claims: dict[tuple[str, str], dict[str, Any]] = {}
+        self.leases: dict[tuple[str, str], dict[str, Any]] = {}
+        # (monotonic time, "create"/"replace", name, spec) of every Lease write (leases.py)
+        self.lease_writes: list[tuple[float, str, str, dict[str, Any]]] = []
         self.default_storage_class = "standard"
         self.failed_creates: list[dict[str, Any]] = []  # the Job controller's FailedCreate
         self._service_ips = 0

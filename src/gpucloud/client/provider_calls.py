@@ -86,6 +86,23 @@ class ProviderCalls(_Facts):
             self._ctx, self._name, service_account, namespace, ttl))
         return token
 
+    def read_lease(self, name: str, *, namespace: str | None = None) -> dict[str, Any] | None:
+        """The cluster's coordination.k8s.io/v1 Lease `name` as stored (a dict),
+        or None when there is none. `namespace`: default, the kubeconfig's."""
+        lease: dict[str, Any] | None = self._run(provider_calls.read_lease(
+            self._ctx, self._name, name, namespace))
+        return lease
+
+    def write_lease(self, name: str, spec: dict[str, Any], *,
+                    resource_version: str | None = None,
+                    namespace: str | None = None) -> dict[str, Any] | None:
+        """Create the Lease (no `resource_version`) or replace the one read at
+        `resource_version`: the Lease as stored, or None when another writer
+        got there first (409 Conflict)."""
+        lease: dict[str, Any] | None = self._run(provider_calls.write_lease(
+            self._ctx, self._name, name, spec, resource_version, namespace))
+        return lease
+
 
 class AsyncProviderCalls(_Facts):
     """``AsyncClient.provider(NAME)``: the calls of ProviderCalls, as coroutines."""
@@ -102,6 +119,21 @@ class AsyncProviderCalls(_Facts):
         token: ServiceAccountToken = await self._run(provider_calls.service_account_token(
             self._ctx, self._name, service_account, namespace, ttl))
         return token
+
+    async def read_lease(self, name: str, *,
+                         namespace: str | None = None) -> dict[str, Any] | None:
+        """As ProviderCalls.read_lease."""
+        lease: dict[str, Any] | None = await self._run(provider_calls.read_lease(
+            self._ctx, self._name, name, namespace))
+        return lease
+
+    async def write_lease(self, name: str, spec: dict[str, Any], *,
+                          resource_version: str | None = None,
+                          namespace: str | None = None) -> dict[str, Any] | None:
+        """As ProviderCalls.write_lease."""
+        lease: dict[str, Any] | None = await self._run(provider_calls.write_lease(
+            self._ctx, self._name, name, spec, resource_version, namespace))
+        return lease
 
 
 __all__ = ["AsyncProviderCalls", "ProviderCalls"]

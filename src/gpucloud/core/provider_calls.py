@@ -8,7 +8,7 @@ it needs, so a provider offers exactly the calls its adapter can make.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpucloud.core.instructions import Call, Op
 from gpucloud.errors import SpecError
@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from gpucloud.types import Duration
 
 # The call on the namespace -> the adapter method that makes it.
-CALLS = {"service_account_token": "mint_token"}
+CALLS = {"service_account_token": "mint_token", "read_lease": "read_lease",
+         "write_lease": "write_lease"}
 
 
 def calls(ctx: ClientContext, provider: str) -> tuple[str, ...]:
@@ -63,4 +64,28 @@ def service_account_token(ctx: ClientContext, provider: str, service_account: st
     return (yield Call(provider, mint(service_account, namespace, seconds)))
 
 
-__all__ = ["CALLS", "UnknownProviderCall", "calls", "service_account_token"]
+def read_lease(ctx: ClientContext, provider: str, name: str, namespace: str | None) -> Op:
+    """The cluster's coordination.k8s.io/v1 Lease `name` (a dict), or None."""
+    read = _cluster_call(ctx, provider, "read_lease")
+    return (yield Call(provider, read(name, namespace)))
+
+
+def write_lease(ctx: ClientContext, provider: str, name: str, spec: dict[str, Any],
+                resource_version: str | None, namespace: str | None) -> Op:
+    """Create (no resource_version) or replace the Lease; None when another
+    writer won."""
+    write = _cluster_call(ctx, provider, "write_lease")
+    return (yield Call(provider, write(name, spec, resource_version, namespace)))
+
+
+def _cluster_call(ctx: ClientContext, provider: str, method: str) -> Any:
+    ctx.require_callable(provider)
+    found = getattr(ctx.adapter(provider), method, None)
+    if found is None:
+        raise SpecError(f"{provider} is not a Kubernetes cluster: it keeps no Leases",
+                        hint="use provider kubernetes or coreweave")
+    return found
+
+
+__all__ = ["CALLS", "UnknownProviderCall", "calls", "read_lease", "service_account_token",
+           "write_lease"]

@@ -1,4 +1,5 @@
-"""Ready-to-run reaper deployments: a systemd user timer and a Kubernetes CronJob.
+"""Ready-to-run reaper deployments: a systemd user timer, a Kubernetes CronJob,
+and a Kubernetes Deployment of elected reapers.
 
 Both run ``gpucloud reap`` every minute from a small always-on box or a
 cluster, so deadlines hold while the laptop that created the machines sleeps.
@@ -22,12 +23,23 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpucloud.machine.remote_install import InstallSource, yaml_string
+
+if TYPE_CHECKING:
+    from typing import Any
 
 SERVICE = "gpucloud-reap.service"
 TIMER = "gpucloud-reap.timer"
 CRONJOB = "gpucloud-reaper-cronjob.yaml"
+DEPLOYMENT = "gpucloud-reaper-deployment.yaml"
+# The Deployment's reapers, their ServiceAccount, Role and Lease share one name.
+NAME = "gpucloud-reaper"
+LEASE_KUBECONFIG = "/etc/gpucloud-reaper/kubeconfig"
+# Where Kubernetes mounts a pod's ServiceAccount token and the cluster's CA
+# ("Accessing the Kubernetes API from a Pod", kubernetes.io).
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 ENV_FILE = "reaper.env"
 SECRET = "gpucloud-reaper-credentials"
 # The image the CronJob runs without [remote] image: a stock Python image
@@ -143,13 +155,118 @@ def render(variables: list[str], source: InstallSource) -> InstallFiles:
 def _container(source: InstallSource) -> str:
     """The CronJob container's image and command: [remote] image runs gpucloud
     as it is; else the stock image pip-installs the source first."""
+    image, command, args = _run(source, ["reap"])
+    return (f"            image: {yaml_string(image)}\n"
+            f"            command: [{', '.join(yaml_string(c) for c in command)}]\n"
+            f"            args: [{', '.join(yaml_string(a) for a in args)}]\n")
+
+
+def _run(source: InstallSource, args: list[str]) -> tuple[str, list[str], list[str]]:
+    """(image, command, args) running `gpucloud ARGS`: [remote] image runs it as
+    it is; else the stock image pip-installs the source first."""
     if source.image:
-        return (f"            image: {yaml_string(source.image)}\n"
-                '            command: ["gpucloud"]\n            args: ["reap"]\n')
-    run = f"{source.pip_shell()} && exec gpucloud reap"
-    return (f"            image: {IMAGE}\n"
-            '            command: ["sh", "-c"]\n'
-            f"            args: [{yaml_string(run)}]\n")
+        return source.image, ["gpucloud"], args
+    return IMAGE, ["sh", "-c"], [f"{source.pip_shell()} && exec gpucloud {shlex.join(args)}"]
+
+
+def render_deployment(variables: list[str], source: InstallSource, namespace: str) -> str:
+    """Elected reapers on a cluster, one YAML stream for `kubectl apply -f`: two
+    replicas of `gpucloud reap --watch 60s --lease kubernetes` (one reaps, the
+    other stands by and takes over within two minutes of its death), the
+    ServiceAccount they run as, a Role on their Lease only, its RoleBinding,
+    and the kubeconfig that reaches the API server as that ServiceAccount."""
+    import yaml  # type: ignore[import-untyped]  # lazily: only this form needs YAML
+
+    _Dumper = _dumper()
+    labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": "gpucloud"}
+
+    def meta(name: str) -> dict[str, Any]:
+        return {"name": name, "namespace": namespace, "labels": dict(labels)}
+
+    image, command, args = _run(source, ["reap", "--watch", "60s", "--lease", "kubernetes"])
+    env: list[dict[str, Any]] = [
+        {"name": "GPUCLOUD_HOME", "value": "/tmp/gpucloud"},
+        # The Lease's cluster only: the clouds' credentials stay those of the Secret.
+        {"name": "GPUCLOUD_REAPER_KUBECONFIG", "value": LEASE_KUBECONFIG},
+        *({"name": name, "valueFrom": {"secretKeyRef": {"name": SECRET, "key": name}}}
+          for name in variables)]
+    kubeconfig = {
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "in-cluster", "cluster": {
+            "server": "https://kubernetes.default.svc",
+            "certificate-authority": f"{SA_DIR}/ca.crt"}}],
+        "users": [{"name": NAME, "user": {"tokenFile": f"{SA_DIR}/token"}}],
+        "contexts": [{"name": "in-cluster", "context": {
+            "cluster": "in-cluster", "user": NAME, "namespace": namespace}}],
+        "current-context": "in-cluster"}
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(NAME)},
+        # RBAC cannot limit create by resourceNames: the authorizer does not know
+        # the new object's name ("Using RBAC Authorization", kubernetes.io:
+        # "You cannot restrict create or deletecollection requests by their
+        # resource name"). So create is allowed on leases of this namespace;
+        # get and update only on the reapers' Lease.
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+              "metadata": meta(NAME),
+              "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                         "resourceNames": [NAME], "verbs": ["get", "update"]},
+                        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                         "verbs": ["create"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+              "metadata": meta(NAME),
+              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                          "name": NAME},
+              "subjects": [{"kind": "ServiceAccount", "name": NAME,
+                            "namespace": namespace}]},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(NAME + "-kubeconfig"),
+              "data": {"kubeconfig": yaml.safe_dump(kubeconfig, sort_keys=False)}},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta(NAME),
+              "spec": {
+                  "replicas": 2,
+                  "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+                  "template": {
+                      "metadata": {"labels": dict(labels)},
+                      "spec": {
+                          "serviceAccountName": NAME,
+                          "containers": [{
+                              "name": "reaper", "image": image, "command": command,
+                              "args": args, "env": env,
+                              "volumeMounts": [{"name": "lease-kubeconfig",
+                                                "mountPath": LEASE_KUBECONFIG.rsplit("/", 1)[0],
+                                                "readOnly": True}]}],
+                          "volumes": [{"name": "lease-kubeconfig",
+                                       "configMap": {"name": NAME + "-kubeconfig"}}]}}}},
+    ]
+    head = ("# kubectl create secret generic " + SECRET + " --namespace " + namespace + " "
+            + " ".join(f"--from-literal={n}=..." for n in variables) + "\n"
+            "# kubectl apply -f " + DEPLOYMENT + "\n"
+            "# Two reapers; each pass, the holder of the Lease " + namespace + "/" + NAME
+            + " reaps and the other stands by.\n"
+            "# RBAC: create cannot be limited to one name (resourceNames), so the Role\n"
+            "# allows create on any Lease of the namespace, get and update on " + NAME
+            + " only.\n")
+    return head + "---\n".join(yaml.dump(obj, Dumper=_Dumper, sort_keys=False)
+                                for obj in objects)
+
+
+def _dumper() -> Any:
+    import yaml
+
+    class Dumper(yaml.SafeDumper):  # type: ignore[misc]
+        """Multi-line strings (the kubeconfig) as literal blocks, readable as written."""
+
+    def text(dumper: Any, value: str) -> Any:
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, text)
+    return Dumper
+
+
+def write_deployment(text: str, directory: Path) -> Path:
+    path = directory / DEPLOYMENT
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def write(files: InstallFiles, cronjob_dir: Path) -> list[Path]:
@@ -173,4 +290,4 @@ def write(files: InstallFiles, cronjob_dir: Path) -> list[Path]:
     return written
 
 
-__all__ = ["InstallFiles", "render", "write"]
+__all__ = ["InstallFiles", "render", "render_deployment", "write", "write_deployment"]

@@ -170,9 +170,10 @@ class PostgresStore:
 
     # -- connections ---------------------------------------------------------
 
-    def connect(self) -> PgConnection:
+    def connect(self, name: str = "gpucloud") -> PgConnection:
         """A new connection of its own (advisory session locks live on one),
-        with the schema checked."""
+        with the schema checked; `name`: its application_name, which other
+        sessions see in pg_stat_activity (who holds a lock)."""
         try:
             import psycopg
         except ImportError:
@@ -184,7 +185,7 @@ class PostgresStore:
         password = _password(self.url)
         try:
             raw = psycopg.connect(self.url, autocommit=True, connect_timeout=10,
-                                  application_name="gpucloud",
+                                  application_name=name[:63],
                                   **({"password": password} if password else {}))
         except psycopg.Error as exc:
             raise self._unusable(exc, password) from None
@@ -276,13 +277,13 @@ class PostgresStore:
 
     # -- session locks -------------------------------------------------------
 
-    def try_advisory(self, purpose: str) -> AdvisoryLock | None:
+    def try_advisory(self, purpose: str, holder: str = "gpucloud") -> AdvisoryLock | None:
         """The session lock named `purpose` (a batch key, the reaper), held on a
-        connection of its own until released or the process ends; None when
-        another session holds it."""
+        connection of its own (named `holder`) until released or the process
+        ends; None when another session holds it."""
         import psycopg
 
-        conn = self.connect()
+        conn = self.connect(holder)
         a, b = lock_key(purpose)
         try:
             got = conn.execute("SELECT pg_try_advisory_lock(?, ?)", (a, b)).fetchone()[0]
@@ -293,6 +294,18 @@ class PostgresStore:
             conn.raw.close()
             return None
         return AdvisoryLock(conn, a, b)
+
+    def holder(self, purpose: str) -> str | None:
+        """The application_name of the session holding lock `purpose`; None when
+        nobody holds it, or this role may not see the holder's session."""
+        a, b = lock_key(purpose)
+        with self.session() as conn:
+            row = conn.execute(
+                "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a"
+                " ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted"
+                " AND l.objsubid = 2 AND l.classid = ?::bigint::oid"
+                " AND l.objid = ?::bigint::oid", (a & 0xFFFFFFFF, b & 0xFFFFFFFF)).fetchone()
+        return row[0] if row and row[0] else None
 
     def _unusable(self, exc: BaseException, password: str | None) -> StateError:
         detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]

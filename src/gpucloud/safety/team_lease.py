@@ -12,6 +12,7 @@ the lock to another.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 from gpucloud.errors import StateError
@@ -37,30 +38,46 @@ class DatabaseLease:
         from gpucloud.safety.store_postgres import PostgresStore
 
         assert isinstance(journal.team, PostgresStore)
+        from gpucloud.safety.kube_lease import identity
+
         self.store = journal.team
         self.interval = interval
+        self.identity = identity()  # user@host:pid, as the Kubernetes Lease names it
         self.held: AdvisoryLock | None = None
+        self.holder: str | None = None  # who the last try saw leading
+        # The watch loop asks from its renewal thread while a pass runs.
+        self._lock = threading.Lock()
 
     def lead(self) -> bool:
-        if self.held is not None:
-            if self.held.alive():
-                return True
-            self.held.release()  # the session broke: the lock may be another's now
-            self.held = None
-        try:
-            self.held = self.store.try_advisory(PURPOSE)
-        except StateError:
-            return False  # cannot tell: never act on a guess
-        return self.held is not None
+        with self._lock:
+            if self.held is not None:
+                if self.held.alive():
+                    self.holder = self.identity
+                    return True
+                self.held.release()  # the session broke: the lock may be another's now
+                self.held = None
+            try:
+                self.held = self.store.try_advisory(PURPOSE, holder=self.identity)
+                self.holder = self.identity if self.held is not None else \
+                    self.store.holder(PURPOSE)
+            except StateError:
+                self.holder = None
+                return False  # cannot tell: never act on a guess
+            return self.held is not None
 
     def release(self) -> None:
-        if self.held is not None:
-            self.held.release()
-            self.held = None
+        with self._lock:
+            if self.held is not None:
+                self.held.release()
+                self.held = None
 
     def describe(self) -> str:
-        who = "this process leads" if self.held is not None else "standing by"
-        return f"{who} (advisory lock in {self.store.shown})"
+        where = f"advisory lock in {self.store.shown}"
+        if self.held is not None:
+            return f"{self.identity} leads ({where})"
+        if self.holder:
+            return f"{self.holder} leads ({where}); {self.identity} stands by"
+        return f"{self.identity} stands by ({where})"
 
 
 __all__ = ["DatabaseLease", "PURPOSE"]

@@ -109,7 +109,7 @@ def _report_text(report: Any) -> None:
                f"{', '.join(report.providers) or 'no provider'}; {verb} {done}")
 
 
-def _install(json_output: bool, write: bool) -> None:
+def _install(json_output: bool, write: bool, target: str | None = None) -> None:
     from gpucloud.safety import reaper_install
     from gpucloud.machine import remote_install
     from gpucloud.client import Client
@@ -122,6 +122,9 @@ def _install(json_output: bool, write: bool) -> None:
     for status in chosen:
         variables.extend(env_vars(status.name, client.provider(status.name).auth_kind))
     source = remote_install.source(client.config)
+    if target == "kubernetes":
+        _install_deployment(client, variables, source, json_output, write)
+        return
     files = reaper_install.render(variables, source)
     written = reaper_install.write(files, Path.cwd()) if write else []
     if json_output:
@@ -156,14 +159,53 @@ def _install(json_output: bool, write: bool) -> None:
                "into them")
 
 
+def _install_deployment(client: Any, variables: list[str], source: Any, json_output: bool,
+                        write: bool) -> None:
+    """`reap --install kubernetes`: elected reapers as a Deployment, with their
+    Lease's ServiceAccount and RBAC."""
+    from gpucloud.client.reaper_election import lease_namespace
+    from gpucloud.safety import reaper_install
+
+    namespace = lease_namespace(client.config) or "default"
+    text = reaper_install.render_deployment(variables, source, namespace)
+    written = [reaper_install.write_deployment(text, Path.cwd())] if write else []
+    if json_output:
+        output.emit_json({"kubernetes_deployment": text, "namespace": namespace,
+                          "written": [str(p) for p in written],
+                          "install_source": source.as_json()})
+        return
+    output.err(f"gpucloud will be installed on the machine from: {source.describe()}"
+               + (f"; the Deployment runs the image {source.image} ([remote] image)"
+                  if source.image else ""))
+    caveat = source.caveat()
+    if caveat:
+        output.warn(caveat)
+    if write:
+        output.out(f"wrote {written[0]}")
+        output.out(f"next: see the two commands at the top of {reaper_install.DEPLOYMENT}")
+        return
+    output.out(f"# --- {reaper_install.DEPLOYMENT}\n{text}")
+    output.err("`gpucloud reap --install kubernetes --write` writes this file; no key is ever "
+               "written into it")
+
+
 @app.command()
 def reap(
+    target: Optional[str] = typer.Argument(None, metavar="[TARGET]",
+                                           help="With --install: kubernetes prints only the "
+                                                "Kubernetes Deployment of elected reapers "
+                                                "(its Lease, ServiceAccount and RBAC)."),
     provider: Optional[str] = params.PROVIDER,
     dry_run: bool = typer.Option(False, "--dry-run", help="Report what would be terminated; "
                                                           "terminate nothing."),
     watch: Optional[str] = typer.Option(None, "--watch", metavar="INTERVAL",
                                         help="Run again every INTERVAL (e.g. 60s) until "
                                              "interrupted; --json then prints one line per pass."),
+    lease: Optional[str] = typer.Option(None, "--lease", metavar="KIND",
+                                        help="With --watch: elect one acting reaper among "
+                                             "several: kubernetes (a Lease), database (the "
+                                             "team database) or none. Default: database when "
+                                             "a team state URL is set, else none."),
     install: bool = typer.Option(False, "--install",
                                  help="Print a systemd user timer and a Kubernetes CronJob "
                                       "that run the reaper every minute."),
@@ -179,39 +221,147 @@ def reap(
     if write and not install:
         fail(2, "usage", "--write goes with --install", "gpucloud reap --install --write",
              json_output)
+    if target is not None and not install:
+        fail(2, "usage", f"unexpected argument {target!r}: a TARGET goes with --install",
+             "gpucloud reap --install kubernetes", json_output)
     if install:
-        _install(json_output, write)
+        if target not in (None, "kubernetes"):
+            fail(2, "usage", f"unknown install target {target!r}",
+                 "gpucloud reap --install kubernetes (or --install alone: every form)",
+                 json_output)
+        _install(json_output, write, target)
         return
     from gpucloud.catalog import pricing
     from gpucloud.client import Client
-    from gpucloud.errors import GpuCloudError
 
+    if lease is not None and watch is None:
+        fail(2, "usage", "--lease goes with --watch: a single pass elects nobody",
+             "gpucloud reap --watch 60s --lease kubernetes", json_output)
     interval = pricing.parse_duration(watch).total_seconds() if watch is not None else None
+    elector = None
+    if interval is not None:
+        elector = _elector(lease, interval, json_output)
     client = Client()
-    failed = False
-    while True:
-        try:
-            # A watch also reports unclaimed machines (never ends them for that).
-            report = client.reap(dry_run=dry_run, provider=provider,
-                                 unclaimed=interval is not None)
-        except GpuCloudError as exc:
-            if interval is None:
-                raise
-            # A daemon outlives a bad minute: say so and try again next pass.
-            if json_output:
-                output.emit_json({"error": {"code": exc.code, "message": exc.message,
-                                            "hint": exc.hint}})
-            else:
-                output.warn(f"reap pass failed: {exc.message}")
-        else:
-            failed = any(a.action == "failed" for a in report.actions)
-            if json_output:
-                output.emit_json(output.dump(report))
-            else:
-                _report_text(report)
-        if interval is None:
-            break
-        sys.stdout.flush()
-        time.sleep(interval)
+    if elector is not None:
+        failed = _watch_elected(client, elector, interval or 0.0, dry_run, provider,
+                                json_output)
+    else:
+        failed = _watch_alone(client, interval, dry_run, provider, json_output)
     if failed:
         raise typer.Exit(10)
+
+
+def _one_pass(client: Any, interval: float | None, dry_run: bool, provider: str | None,
+              json_output: bool, extra: dict[str, Any]) -> bool:
+    """One reap pass, reported; True when a delete failed."""
+    from gpucloud.errors import GpuCloudError
+
+    try:
+        # A watch also reports unclaimed machines (never ends them for that).
+        report = client.reap(dry_run=dry_run, provider=provider,
+                             unclaimed=interval is not None)
+    except GpuCloudError as exc:
+        if interval is None:
+            raise
+        # A daemon outlives a bad minute: say so and try again next pass.
+        if json_output:
+            output.emit_json({"error": {"code": exc.code, "message": exc.message,
+                                        "hint": exc.hint}, **extra})
+        else:
+            output.warn(f"reap pass failed: {exc.message}")
+        return False
+    if json_output:
+        output.emit_json({**output.dump(report), **extra})
+    else:
+        _report_text(report)
+    return any(a.action == "failed" for a in report.actions)
+
+
+def _watch_alone(client: Any, interval: float | None, dry_run: bool, provider: str | None,
+                 json_output: bool) -> bool:
+    failed = False
+    while True:
+        failed = _one_pass(client, interval, dry_run, provider, json_output, {})
+        if interval is None:
+            return failed
+        sys.stdout.flush()
+        time.sleep(interval)
+
+
+def _elector(kind: str | None, interval: float, json_output: bool) -> Any:
+    """The elector for --lease (None: no election, the loop of a lone reaper)."""
+    from gpucloud.client.reaper_election import KINDS, elector
+    from gpucloud.safety.reaper_watch import MIN_INTERVAL, lease_seconds
+
+    if kind is not None and kind not in KINDS:
+        fail(2, "usage", f"unknown --lease kind {kind!r}",
+             f"--lease takes {', '.join(KINDS)}", json_output)
+    if kind == "none":
+        return None
+    if kind is not None and interval < MIN_INTERVAL:
+        fail(2, "usage", f"--lease needs --watch of at least {MIN_INTERVAL:g}s: a lease "
+             "lasts whole seconds", "gpucloud reap --watch 60s --lease kubernetes", json_output)
+    chosen = elector(kind, interval, lease_seconds=lease_seconds(max(interval, MIN_INTERVAL)))
+    return None if chosen.kind == "none" else chosen
+
+
+class _Terminated(BaseException):
+    """SIGTERM (a Deployment's pod stopping): leave the loop, release the lease (a
+    BaseException, like Ctrl-C's, so that no handler of a pass swallows it)."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+def _watch_elected(client: Any, elector: Any, interval: float, dry_run: bool,
+                   provider: str | None, json_output: bool) -> bool:
+    """Passes every `interval` by whichever reaper leads; the rhythm and why it
+    hands over within two intervals: gpucloud.safety.reaper_watch."""
+    import signal
+
+    from gpucloud.safety.kube_lease import identity
+    from gpucloud.safety.reaper_watch import Renewing, poll_seconds
+
+    poll = poll_seconds(interval)
+    me = getattr(elector, "identity", None) or identity()
+    failed = False
+    leading_before = False
+    next_pass = next_standby = time.monotonic()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        while True:
+            leading = elector.lead()
+            now = time.monotonic()
+            if leading and (not leading_before or now >= next_pass):
+                if not leading_before and not json_output:
+                    output.err(f"{output.iso(output.utcnow())} reap: {elector.describe()}")
+                next_pass = now + interval
+                with Renewing(elector, poll) as renewing:
+                    # As a lone watch: the last pass decides the exit status.
+                    failed = _one_pass(client, interval, dry_run, provider, json_output,
+                                       {"leader": me, "lease": elector.kind})
+                if renewing.lost:
+                    leading = False  # the next try says who leads now
+            elif not leading and now >= next_standby:
+                next_standby = now + interval
+                holder = getattr(elector, "holder", None)
+                holder = None if holder == me else holder  # "not leading" by an error: unknown
+                if json_output:
+                    output.emit_json({"standby": True, "leader": holder,
+                                      "lease": elector.kind, "identity": me,
+                                      "at": output.iso(output.utcnow())})
+                else:
+                    output.err(f"{output.iso(output.utcnow())} reap: standing by: "
+                               f"{elector.describe()}")
+            leading_before = leading
+            sys.stdout.flush()
+            wait = poll if not leading else max(0.0, min(poll, next_pass - time.monotonic()))
+            time.sleep(wait)
+    except _Terminated:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one release, not two
+        elector.release()
+        signal.signal(signal.SIGTERM, previous)
+    return failed

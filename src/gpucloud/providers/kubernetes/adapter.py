@@ -379,6 +379,22 @@ class KubernetesProvider(KubernetesJobs, KubernetesVolumes, Provider):
         return (yield from mint(self, service_account, namespace or self.namespace,
                                 ttl_seconds))
 
+    # -- the reapers' Lease (leader election) ------------------------------------------
+
+    def read_lease(self, name: str, namespace: str | None = None) -> Flow[Any]:
+        """The coordination.k8s.io/v1 Lease `name`, or None (_lease.py)."""
+        from gpucloud.providers.kubernetes import _lease
+
+        return (yield from _lease.read(self, namespace or self.namespace, name))
+
+    def write_lease(self, name: str, spec: dict[str, Any], resource_version: str | None,
+                    namespace: str | None = None) -> Flow[Any]:
+        """Create or replace the Lease; None when another writer won (409)."""
+        from gpucloud.providers.kubernetes import _lease
+
+        return (yield from _lease.write(self, namespace or self.namespace, name, spec,
+                                        resource_version))
+
     def verify(self) -> Flow[None]:
         yield from self.list_instances()
 

@@ -48,6 +48,10 @@ given (the ``[sandbox]`` section of config.toml, lower-case names):
     JOB_NODE_FAIL      probability that a multi-node job's run loses one node
                        part-way (0): the whole run fails on every node, and is
                        retried whole up to ``retries``, from its checkpoint
+    REQUEST_LOG        a file every request to the cloud is appended to, one
+                       "METHOD path status" line each, by every process sharing
+                       the cloud: what tests count across processes (several
+                       reapers, one delete per machine) (unset: none)
 
 One die is rolled per request subject to failures: r < FAIL_429 is a 429,
 r < FAIL_429 + FAIL_5XX a 503, and (creates only) r < FAIL_429 + FAIL_5XX +
@@ -93,6 +97,7 @@ class Knobs:
     rate_limit: float = 0.0
     drop_after_create: float = 0.0
     whole_seconds: bool = False
+    request_log: str | None = None
 
     @classmethod
     def load(cls, config: Mapping[str, Any] | None = None,
@@ -123,6 +128,8 @@ def _convert(name: str, raw: Any, where: str) -> Any:
     def bad(expected: str) -> ConfigurationError:
         return ConfigurationError(f"{where}: expected {expected}, got {raw!r}")
 
+    if name == "request_log":
+        return str(raw) or None
     if name in ("fail_on", "exhaust"):
         items = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
         out = frozenset(str(i).strip() for i in items if str(i).strip())

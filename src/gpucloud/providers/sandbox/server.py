@@ -128,6 +128,8 @@ class SandboxCloud(Storage):
         except sqlite3.OperationalError as exc:  # e.g. the file stayed locked for 30 s
             status, body = 503, {"error": {"code": "unavailable", "message": f"database: {exc}"}}
         self.log.append((request.method, path, status))
+        if self.knobs.request_log:
+            _append_line(self.knobs.request_log, f"{request.method} {path} {status}\n")
         return json_reply(status, body, headers)
 
     def _route(self, request: httpx.Request, path: str) -> tuple[int, Any]:
@@ -398,3 +400,12 @@ class SandboxCloud(Storage):
                 written = {column: value}
                 db.execute(f"UPDATE instances SET {column} = ? WHERE id = ?", (value, instance_id))
             return self._render({**dict(row), **written}, now)
+
+
+def _append_line(path: str, line: str) -> None:
+    """One write with O_APPEND: lines of several processes never interleave."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
