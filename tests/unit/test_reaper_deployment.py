@@ -148,3 +148,17 @@ def test_misused_install_target_and_lease_are_usage_errors(args) -> None:
     assert result.exit_code == 2, result.output
     error = json.loads(result.stdout)["error"]
     assert error["code"] == "usage" and error["hint"]
+
+
+def test_in_team_mode_the_reapers_get_the_team_database_from_the_secret(monkeypatch):
+    monkeypatch.setenv("PGPASSWORD", "team-db-password-123")
+    write_config('[state]\nurl = "postgresql://reaper@db.example.com:5432/gpucloud"\n')
+    result = cli("reap", "--install", "kubernetes", "--json")
+    assert result.exit_code == 0, result.output
+    objects = manifests(json.loads(result.stdout)["kubernetes_deployment"])
+    [container] = objects["Deployment"]["spec"]["template"]["spec"]["containers"]
+    from_secret = {e["name"]: e["valueFrom"]["secretKeyRef"]["name"]
+                   for e in container["env"] if "valueFrom" in e}
+    assert from_secret["GPUCLOUD_STATE_URL"] == reaper_install.SECRET
+    assert from_secret["PGPASSWORD"] == reaper_install.SECRET
+    assert "team-db-password-123" not in result.output

@@ -121,6 +121,12 @@ def _install(json_output: bool, write: bool, target: str | None = None) -> None:
     variables: list[str] = []
     for status in chosen:
         variables.extend(env_vars(status.name, client.provider(status.name).auth_kind))
+    from gpucloud.config.settings import state_url
+
+    if state_url(client.config) is not None:
+        # Team mode: the reapers write the team's ledger; the URL and the
+        # reaper role's password come from the Secret like the keys.
+        variables.extend(("GPUCLOUD_STATE_URL", "PGPASSWORD"))
     source = remote_install.source(client.config)
     if target == "kubernetes":
         _install_deployment(client, variables, source, json_output, write)
