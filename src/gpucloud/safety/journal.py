@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
 
+from gpucloud.config.identity import Identity, who
 from gpucloud.errors import StateError
 from gpucloud.safety.state_file import (  # noqa: F401 - release: the journal's name for it
     Schema, SharedFile, file_stamp, release, shared,
@@ -47,9 +48,12 @@ CREATE INDEX IF NOT EXISTS launches_unresolved ON launches (created_at)
 # knows which machines an earlier run made (batch.py); the path of the public
 # key file create sent (a path only, never key text), so ssh logs in with its
 # private half (ssh.py); what the launch commits of this month's budget (a
-# Decimal as text; budget.py counts it until the machine is in the ledger).
+# Decimal as text; budget.py counts it until the machine is in the ledger);
+# who launched it and for which project (config/identity.py: labels, never
+# access control), which the per-user and per-project budgets count by.
 ADDED_COLUMNS = {"batch_key": "TEXT", "slot": "INTEGER", "ssh_key_path": "TEXT",
-                 "committed": "TEXT"}
+                 "committed": "TEXT", "user_name": "TEXT", "host": "TEXT",
+                 "project": "TEXT"}
 
 
 def utcnow() -> datetime:
@@ -72,6 +76,9 @@ class LaunchRecord:
     batch_key: str | None = None
     slot: int | None = None
     ssh_key_path: str | None = None
+    user_name: str | None = None  # None: journaled before identities were recorded
+    host: str | None = None
+    project: str | None = None
 
 
 # SQLite's default bound on the variables of one statement, kept under.
@@ -196,17 +203,21 @@ class Journal:
     def record_intent(self, *, launch_id: str, provider: str, instance_type: str, region: str,
                       name: str | None, price_per_hour: str, shutdown_at: datetime | None,
                       batch_key: str | None = None, slot: int | None = None,
-                      ssh_key_path: str | None = None, committed: Decimal | None = None) -> None:
+                      ssh_key_path: str | None = None, committed: Decimal | None = None,
+                      project: str | None = None, identity: Identity | None = None) -> None:
+        """`identity`: who launches (default: this process's, config/identity.py)."""
         now = utcnow().isoformat()
+        me = identity or who()
         with self._db() as db:
             db.execute(
                 "INSERT INTO launches (launch_id, provider, instance_type, region, name, status,"
                 " price_per_hour, shutdown_at, created_at, updated_at, batch_key, slot,"
-                " ssh_key_path, committed)"
-                " VALUES (?, ?, ?, ?, ?, 'intent', ?, ?, ?, ?, ?, ?, ?, ?)",
+                " ssh_key_path, committed, user_name, host, project)"
+                " VALUES (?, ?, ?, ?, ?, 'intent', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (launch_id, provider, instance_type, region, name, price_per_hour,
                  shutdown_at.isoformat() if shutdown_at else None, now, now, batch_key, slot,
-                 ssh_key_path, str(committed) if committed is not None else None))
+                 ssh_key_path, str(committed) if committed is not None else None,
+                 me.user, me.host, project))
 
     def mark(self, launch_id: str, status: str, *, instance_id: str | None = None,
              error: str | None = None) -> None:
@@ -247,15 +258,15 @@ class Journal:
                 return []  # reading never creates the journal
             rows = db.execute(
                 "SELECT launch_id, provider, instance_type, region, name, status, instance_id,"
-                " price_per_hour, shutdown_at, error, created_at, batch_key, slot, ssh_key_path"
-                f" FROM launches {where}"
+                " price_per_hour, shutdown_at, error, created_at, batch_key, slot, ssh_key_path,"
+                f" user_name, host, project FROM launches {where}"
                 " ORDER BY created_at", args).fetchall()
         return [LaunchRecord(
             launch_id=r[0], provider=r[1], instance_type=r[2], region=r[3], name=r[4],
             status=r[5], instance_id=r[6], price_per_hour=r[7],
             shutdown_at=datetime.fromisoformat(r[8]) if r[8] else None, error=r[9],
             created_at=datetime.fromisoformat(r[10]), batch_key=r[11], slot=r[12],
-            ssh_key_path=r[13])
+            ssh_key_path=r[13], user_name=r[14], host=r[15], project=r[16])
             for r in rows]
 
     def get(self, launch_id: str) -> LaunchRecord | None:
@@ -321,13 +332,19 @@ class Journal:
         return self._rows("WHERE batch_key = ?", (batch_key,))
 
 
-def _add_columns(conn: sqlite3.Connection) -> None:
-    have = {row[1] for row in conn.execute("PRAGMA table_info(launches)")}
-    for column, kind in ADDED_COLUMNS.items():
+def add_columns(conn: sqlite3.Connection, table: str, columns: dict[str, str]) -> None:
+    """`columns` (name -> type) added to `table` where a file made before them
+    lacks them: the journal's and the ledgers' ADDED_COLUMNS."""
+    have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+    for column, kind in columns.items():
         if column not in have:
             try:
-                conn.execute(f"ALTER TABLE launches ADD COLUMN {column} {kind}")
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
             except sqlite3.OperationalError as exc:  # another thread added it first
                 if "duplicate column" not in str(exc):
                     raise
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    add_columns(conn, "launches", ADDED_COLUMNS)
     conn.execute("CREATE INDEX IF NOT EXISTS launches_batch ON launches (batch_key, slot)")

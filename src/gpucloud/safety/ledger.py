@@ -13,6 +13,13 @@ observe (a machine that changed state or price, or one seen for the first
 time, e.g. created from another machine). A listing is one transaction,
 whatever the number of machines, and writes only what changed.
 
+Every row also names the machine's owner: the user and host whose launch
+made it and the launch's project (``user_name``, ``host``, ``project``), taken
+from the launch in the journal by its launch id and carried forward like the
+rest, so a delete by someone else leaves the machine its owner's. A machine
+no launch of this state made (created in a provider's console, or before
+identities were recorded) has none: NULL, "(no user)" in a report.
+
 Prices are what the user pays per hour for the whole machine, disk included
 where priced (``pricing.estimate``); ``stopped_price_per_hour`` is what a
 stopped machine still bills (the sandbox: 0; a provider that prices storage
@@ -33,7 +40,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gpucloud.models import Instance, InstanceStatus
 from gpucloud.safety import listing_memo
-from gpucloud.safety.journal import CHUNK, Journal
+from gpucloud.safety.journal import CHUNK, Journal, add_columns
 from gpucloud.safety.ledger_volumes import SCHEMA as VOLUME_SCHEMA
 # The ledger's clock: the rows ledger_events.py writes are stamped by it.
 from gpucloud.safety.journal import utcnow  # noqa: F401 - read as ledger.utcnow
@@ -59,6 +66,7 @@ _TABLES = (
     launch_id     TEXT,
     simulated     INTEGER NOT NULL DEFAULT 0
 )""",
+    # Columns added after the first release: see ADDED_COLUMNS.
     "CREATE INDEX IF NOT EXISTS ledger_machine ON ledger (provider, instance_id, seq)",
     # in_flight: is a launch's machine in the ledger yet?
     "CREATE INDEX IF NOT EXISTS ledger_launch ON ledger (launch_id)",
@@ -74,6 +82,15 @@ _TABLES = (
 )
 
 RUNNING, STOPPED, ENDED = "running", "stopped", "ended"
+
+# Columns added after the first release (ALTER TABLE on ledgers made before,
+# journal.add_columns): the machine's owner, whose launch made it, and the
+# launch's project; the per-user and per-project budgets and reports count by them.
+ADDED_COLUMNS = {"user_name": "TEXT", "host": "TEXT", "project": "TEXT"}
+
+
+def _add_ledger_columns(db: sqlite3.Connection) -> None:
+    add_columns(db, "ledger", ADDED_COLUMNS)
 
 # A row's insert moves its machine in or out of ledger_live: the latest row
 # (the highest seq) is the machine's state, as _latest reads it.
@@ -112,7 +129,7 @@ def _track_live(db: sqlite3.Connection) -> None:
 # What the ledger needs in the state file, made once per connection: the
 # volumes' table too, so a decision's transaction (the budget's) that reads it
 # finds it made before the transaction began, never inside one rolled back.
-SCHEMA = (*_TABLES, *VOLUME_SCHEMA, _track_live)
+SCHEMA = (*_TABLES, _add_ledger_columns, *VOLUME_SCHEMA, _track_live)
 # The source of the rows of a job that has no machine (a Kubernetes Job, keyed
 # by its provider and job id): no machine listing shows it, so a listing never
 # takes it for a machine that has gone (jobs/costs.py ends it).
@@ -131,10 +148,10 @@ _STATES = {
 }
 _COLUMNS = ("at", "provider", "instance_id", "event", "source", "state", "price_per_hour",
             "stopped_price_per_hour", "shutdown_at", "name", "instance_type", "region",
-            "launch_id", "simulated")
+            "launch_id", "simulated", "user_name", "host", "project")
 # What a row that does not say takes from the machine's previous row.
 _CARRIED = ("price_per_hour", "stopped_price_per_hour", "shutdown_at", "name", "instance_type",
-            "region", "launch_id", "simulated")
+            "region", "launch_id", "simulated", "user_name", "host", "project")
 
 
 def state_of(status: InstanceStatus) -> str | None:
@@ -161,6 +178,10 @@ class Row:
     region: str | None = None
     launch_id: str | None = None
     simulated: bool | None = None  # None: not said (carried forward)
+    # The owner: whose launch made the machine (from the journal, by launch id).
+    user_name: str | None = None
+    host: str | None = None
+    project: str | None = None
 
     @property
     def ref(self) -> str:
@@ -185,23 +206,31 @@ class Ledger:
         with self._db() as db:
             listing_memo.forget(self.journal)
             latest = _latest(db, {(r.provider, r.instance_id) for r in rows})
+            carried = [_carry(r, latest) for r in rows]
             db.executemany(
                 f"INSERT INTO ledger ({', '.join(_COLUMNS)}) VALUES "
                 f"({', '.join('?' for _ in _COLUMNS)})",
-                [_values(_carry(r, latest)) for r in rows])
+                [_values(r) for r in _owned(db, carried)])
 
-    def in_flight(self, since: datetime) -> list[Decimal]:
+    def in_flight(self, since: datetime, user: str | None = None,
+                  project: str | None = None) -> list[Decimal]:
         """What each launch journaled since `since` commits while its machine is
         not in the ledger yet: sent or about to be (intent), or unanswered
         (ambiguous, until reconcile settles it). A delivered launch's machine is
         written here before the journal marks it delivered, so every launch
-        counts in one place or the other, never in neither."""
+        counts in one place or the other, never in neither. `user`, `project`:
+        only the launches of that user, of that project (costs.Scope)."""
+        where, args = "", [since.isoformat()]
+        for column, value in (("user_name", user), ("project", project)):
+            if value is not None:
+                where += f" AND {column} = ?"
+                args.append(value)
         with self._db() as db:
             found = db.execute(
                 "SELECT committed FROM launches WHERE status IN ('intent', 'ambiguous')"
-                " AND created_at >= ? AND committed IS NOT NULL AND NOT EXISTS"
+                f" AND created_at >= ? AND committed IS NOT NULL{where} AND NOT EXISTS"
                 " (SELECT 1 FROM ledger WHERE ledger.launch_id = launches.launch_id)",
-                (since.isoformat(),)).fetchall()
+                args).fetchall()
         return [Decimal(r[0]) for r in found]
 
     def latest(self, machines: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Row]:
@@ -383,7 +412,8 @@ class Observation:
             if rows:
                 db.executemany(
                     f"INSERT INTO ledger ({', '.join(_COLUMNS)}) VALUES "
-                    f"({', '.join('?' for _ in _COLUMNS)})", [_values(r) for r in rows])
+                    f"({', '.join('?' for _ in _COLUMNS)})",
+                    [_values(r) for r in _owned(db, rows)])
             listing_memo.remember(journal, db, self.seen, still_open, complete)
 
 
@@ -502,6 +532,30 @@ def _carried(row: Row, last: Row | None) -> Row:
     return replace(row, **{f: getattr(last, f) for f in _CARRIED if getattr(row, f) is None})
 
 
+def _owned(db: sqlite3.Connection, rows: list[Row]) -> list[Row]:
+    """Each row whose machine has no owner yet (its first row, or one written
+    before owners were recorded) with its launch's, read from the journal by
+    launch id: one query per CHUNK launch ids, only for such rows."""
+    wanted = list({r.launch_id for r in rows if r.user_name is None and r.launch_id})
+    if not wanted:
+        return rows
+    owners: dict[str, tuple[str | None, str | None, str | None]] = {}
+    for start in range(0, len(wanted), CHUNK):
+        part = wanted[start:start + CHUNK]
+        for launch_id, user_name, host, project in db.execute(
+                "SELECT launch_id, user_name, host, project FROM launches WHERE launch_id IN"
+                f" ({', '.join('?' for _ in part)})", part):
+            owners[launch_id] = (user_name, host, project)
+    out = []
+    for row in rows:
+        owner = owners.get(row.launch_id or "") if row.user_name is None else None
+        if owner is not None:
+            row = replace(row, user_name=owner[0], host=owner[1],
+                          project=row.project or owner[2])
+        out.append(row)
+    return out
+
+
 def _values(row: Row) -> tuple[Any, ...]:
     out: list[Any] = []
     for column in _COLUMNS:
@@ -521,7 +575,7 @@ def _row(values: tuple[Any, ...]) -> Row:
     # words every machine repeats (its provider, type, region, the event) are
     # shared, not one copy per row, and so are the few prices.
     (at, provider, instance_id, event, source, state, price, stopped_price, shutdown_at, name,
-     instance_type, region, launch_id, simulated) = values
+     instance_type, region, launch_id, simulated, user_name, host, project) = values
     return Row(at=datetime.fromisoformat(at), provider=intern(provider), instance_id=instance_id,
                event=intern(event), source=intern(source), state=intern(state),
                price_per_hour=_price(price) if price is not None else None,
@@ -530,7 +584,7 @@ def _row(values: tuple[Any, ...]) -> Row:
                shutdown_at=datetime.fromisoformat(shutdown_at) if shutdown_at else None,
                name=name, instance_type=intern(instance_type) if instance_type else instance_type,
                region=intern(region) if region else region, launch_id=launch_id,
-               simulated=bool(simulated))
+               simulated=bool(simulated), user_name=user_name, host=host, project=project)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -538,4 +592,5 @@ def _price(text: str) -> Decimal:
     return Decimal(text)  # immutable: one object serves every row at this price
 
 
-__all__ = ["ENDED", "JOB", "Last", "Ledger", "Observation", "RUNNING", "Row", "STOPPED", "state_of"]
+__all__ = ["ADDED_COLUMNS", "ENDED", "JOB", "Last", "Ledger", "Observation", "RUNNING", "Row",
+           "STOPPED", "state_of"]

@@ -13,6 +13,9 @@ machines' rows in the same state file), not intervals of states:
   uses, which the unattached warnings of ``list`` and ``reap`` read;
 * a volume a job created with ``delete_with_job`` carries the job
   (``job_ref``), so the job's end can delete it, and only it.
+* each record names its owner (``user_name``, ``host``: config/identity.py)
+  and ``project``: whoever created it here, with the create's or the job's
+  project; a volume first seen by a listing (made elsewhere) has none (NULL).
 
 The bill of an interval is ``size_gb x rate x hours / hours_per_month``
 (Decimal), ``hours_per_month`` being the provider's convention (its
@@ -30,12 +33,23 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from gpucloud.safety.journal import utcnow
+from gpucloud.config.identity import who
+from gpucloud.safety.journal import add_columns, utcnow
 
 if TYPE_CHECKING:
     from gpucloud.core.context import ClientContext
     from gpucloud.models import Volume
     from gpucloud.safety.journal import Journal
+
+# Columns added after the first release (ALTER TABLE on ledgers made before,
+# journal.add_columns): the volume's owner and project, which the per-user
+# and per-project budgets and reports count by.
+ADDED_COLUMNS = {"user_name": "TEXT", "host": "TEXT", "project": "TEXT"}
+
+
+def _add_volume_columns(db: sqlite3.Connection) -> None:
+    add_columns(db, "volume_ledger", ADDED_COLUMNS)
+
 
 SCHEMA = ("""CREATE TABLE IF NOT EXISTS volume_ledger (
     provider        TEXT NOT NULL,
@@ -52,7 +66,7 @@ SCHEMA = ("""CREATE TABLE IF NOT EXISTS volume_ledger (
     job_ref         TEXT,             -- delete_with_job: the job that made it
     simulated       INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (provider, volume_id)
-)""",)
+)""", _add_volume_columns)
 # A volume with no machine for longer than this is worth a warning.
 UNATTACHED_AFTER = timedelta(days=1)
 
@@ -72,6 +86,9 @@ class VolumeRecord:
     source: str
     job_ref: str | None
     simulated: bool
+    user_name: str | None = None  # the owner (None: first seen by a listing)
+    host: str | None = None
+    project: str | None = None
 
     @property
     def ref(self) -> str:
@@ -92,7 +109,7 @@ class VolumeRecord:
 
 _COLUMNS = ("provider", "volume_id", "name", "region", "size_gb", "price_per_gb_month",
             "hours_per_month", "created_at", "deleted_at", "last_attached_at", "source",
-            "job_ref", "simulated")
+            "job_ref", "simulated", "user_name", "host", "project")
 
 
 def _record(values: tuple[Any, ...]) -> VolumeRecord:
@@ -150,21 +167,26 @@ class VolumeLedger:
         return [_record(r) for r in found]
 
     def add(self, volume: Volume, hours: int, source: str, job_ref: str | None = None,
-            at: datetime | None = None, seen_at: datetime | None = None) -> None:
+            at: datetime | None = None, seen_at: datetime | None = None,
+            project: str | None = None) -> None:
         """A volume gpucloud made (or first saw): billed from `at` (default: now).
         Seen attached, it was attached at `seen_at` (the listing's time), not
-        since its creation: a volume made long ago and in use now is not idle."""
+        since its creation: a volume made long ago and in use now is not idle.
+        Made here (any `source` but a listing's), this process's user owns it."""
         since = at or utcnow()
         seen = seen_at or since
+        me = who() if source != "list" else None
         with self._db() as db:
             db.execute(
-                f"INSERT OR IGNORE INTO volume_ledger ({', '.join(_COLUMNS)}) VALUES"
-                f" ({', '.join('?' for _ in _COLUMNS)})",
+                f"INSERT INTO volume_ledger ({', '.join(_COLUMNS)}) VALUES"
+                f" ({', '.join('?' for _ in _COLUMNS)})"
+                " ON CONFLICT (provider, volume_id) DO NOTHING",
                 (volume.provider, volume.id, volume.name, volume.region, volume.size_gb,
                  str(volume.price_per_gb_month) if volume.price_per_gb_month is not None
                  else None, hours, since.isoformat(), None,
                  seen.isoformat() if volume.attached_to else None, source, job_ref,
-                 int(volume.simulated)))
+                 int(volume.simulated), me.user if me else None, me.host if me else None,
+                 project))
 
     def own(self, provider: str, volume_ids: Iterable[str], job_ref: str) -> None:
         """The job that made these volumes (delete_with_job), once it has a ref."""
@@ -256,5 +278,5 @@ def _hours(start: datetime, end: datetime) -> Decimal:
     return Decimal(int(seconds * 1000)) / Decimal(3600 * 1000) if seconds > 0 else Decimal(0)
 
 
-__all__ = ["SCHEMA", "UNATTACHED_AFTER", "VolumeLedger", "VolumeRecord", "hours_per_month",
-           "month_cost", "unattached", "warning"]
+__all__ = ["ADDED_COLUMNS", "SCHEMA", "UNATTACHED_AFTER", "VolumeLedger", "VolumeRecord",
+           "hours_per_month", "month_cost", "unattached", "warning"]

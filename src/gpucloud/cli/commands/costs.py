@@ -15,6 +15,8 @@ class By(str, enum.Enum):
     provider = "provider"
     instance = "instance"
     name = "name"
+    user = "user"
+    project = "project"
 
 
 def _amount(value: Any) -> str:
@@ -84,8 +86,9 @@ def _share(report: Any) -> str:
 def costs(
     month: Optional[str] = typer.Option(None, "--month", metavar="YYYY-MM",
                                         help="The month (UTC), e.g. 2026-11; default: this one."),
-    by: By = typer.Option(By.instance, "--by", metavar="provider|instance|name",
-                          help="One line per provider, per machine or per machine name."),
+    by: By = typer.Option(By.instance, "--by", metavar="provider|instance|name|user|project",
+                          help="One line per provider, per machine, per machine name, per "
+                               "user who launched it (GPUCLOUD_USER) or per --project."),
     json_output: bool = params.JSON,
 ) -> None:
     """Spend this month (or --month): so far, and projected for what still runs.
