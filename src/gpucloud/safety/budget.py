@@ -288,14 +288,16 @@ def _standing(ctx: ClientContext, applies: list[Cap], month: str, start: datetim
     # Volumes bill by the GB-month until deleted: spent, and committed to the month's end.
     volumes = VolumeLedger(ctx.journal).month(start, end)
     out = []
+    unknown: dict[str, None] = {}
     for cap in applies:
         report = compute(rows, month, "instance", now=now, volumes=volumes, scope=cap.scope)
         unsettled = ledger.in_flight(start, user=cap.scope.user, project=cap.scope.project)
-        if warn and report.unknown:
-            ctx.warn(f"{cap.name}: running machines of unknown price are not counted: "
-                     f"{', '.join(report.unknown)}")
+        unknown.update(dict.fromkeys(report.unknown))
         committed = pricing.money(report.projected_known + sum(unsettled, Decimal(0)))
         out.append(Standing(report.spent_known, committed, unsettled))
+    if warn and unknown:  # once, however many budgets count them
+        ctx.warn(f"monthly budget: running machines of unknown price are not counted: "
+                 f"{', '.join(unknown)}")
     return out
 
 
