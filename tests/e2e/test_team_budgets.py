@@ -103,6 +103,44 @@ def test_an_extend_is_held_to_the_budget_of_the_machines_owner(tmp_path):
     assert run(env, "alice", "extend", ref, "--by", "10m", "--yes").returncode == 0
 
 
+def test_a_batch_create_is_journaled_and_budgeted_under_its_project(tmp_path):
+    env = home_with(tmp_path, '[budget.projects]\nvision = "90"\n')
+    made = run(env, "alice", *CREATE, "--instances", "2", "--project", "vision")
+    assert made.returncode == 0, made.stderr
+    assert [(r[1], r[3]) for r in launches(env)] == [("alice", "vision")] * 2
+    # $39.84 committed + 3 x $19.92 > $90: refused before anything is sent.
+    refused = run(env, "bob", *CREATE, "--instances", "3", "--project", "vision")
+    assert refused.returncode == 7, refused.stderr
+    assert "over project vision's monthly budget $90.00" in refused.stderr
+    assert len(cloud_rows(env)) == 2
+
+
+JOB = """name: tiny
+image: python:3.12-slim
+command: [python, -c, "print(1)"]
+resources:
+  gpu: h100
+  gpu_count: 8
+max_runtime: 1h
+"""
+
+
+def test_submit_takes_a_project_and_is_held_to_its_budget(tmp_path):
+    env = home_with(tmp_path, '[budget.projects]\nvision = "25"\n')
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB)
+    submit = ["submit", str(job), "--provider", "sandbox", "--yes", "--project", "vision"]
+    first = run(env, "alice", *submit)
+    assert first.returncode == 0, first.stderr
+    assert [(r[1], r[3]) for r in launches(env)] == [("alice", "vision")]
+    second = run(env, "bob", *submit)
+    assert second.returncode == 7, second.stderr
+    assert "over project vision's monthly budget $25.00" in second.stderr
+    bad = run(env, "bob", "submit", str(job), "--provider", "sandbox", "--yes",
+              "--project", "No Good")
+    assert bad.returncode == 2 and "project name" in bad.stderr
+
+
 def test_a_dry_run_shows_every_budget_that_applies(tmp_path):
     env = home_with(tmp_path, '[budget]\nmonthly = "500"\n[budget.users]\nalice = "100"\n'
                               '[budget.projects]\nvision = "300"\n')
