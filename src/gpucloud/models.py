@@ -395,6 +395,8 @@ class Plan(_Model):
     total_per_hour: Decimal | None
     total: Decimal | None
     notes: tuple[str, ...] = ()
+    # The project its launches are journaled and budgeted under (--project).
+    project: str | None = None
 
 
 class ReapAction(_Model):

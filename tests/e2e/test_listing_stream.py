@@ -196,7 +196,8 @@ def peaks_of_list_json(machines: int, tmp_path, monkeypatch,
         sqlite_before = sqlite[0]()
     tracemalloc.reset_peak()
     before = tracemalloc.get_traced_memory()[0]
-    instance_cmds.list_(provider=None, show_all=False, status=None, json_output=True)
+    instance_cmds.list_(provider=None, show_all=False, status=None, mine=False,
+                        json_output=True)
     traced = tracemalloc.get_traced_memory()[1] - before
     return traced, sink.size, sqlite[1]() - sqlite_before if sqlite is not None else None
 

@@ -49,6 +49,7 @@ from gpucloud.batch.confirm import Confirmations
 from gpucloud.core.launch import RECONCILE_DELAYS, Answered, launch
 from gpucloud.models import Attempt, Instance, Plan
 from gpucloud.core.concurrency import launch_limit
+from gpucloud.core.create import for_project
 from gpucloud.core.instructions import Call, Concurrent, Gather, Op
 from gpucloud.core.plan import plan as make_plan
 from gpucloud.safety.journal import UNRESOLVED
@@ -98,9 +99,9 @@ def create_many(ctx: ClientContext, gpu: str, count: int, n: int, provider: str 
                 until: Deadline | None,
                 requests: Sequence[CreateRequest | Mapping[str, object]] | None,
                 concurrency: int | None, all_or_nothing: bool, batch: str | None,
-                on_item: Progress | None) -> Op:
+                on_item: Progress | None, project: str | None = None) -> Op:
     """`n` machines alike, or one per request; a BatchResult with one item each
-    (Client.create_many says the rest)."""
+    (Client.create_many says the rest), all for `project` (else the plan's)."""
     if requests is None:
         one = CreateRequest(gpu=gpu, count=count, provider=provider, region=region,
                             name=name, image=image, ssh_key=ssh_key, disk_gb=disk_gb,
@@ -117,7 +118,8 @@ def create_many(ctx: ClientContext, gpu: str, count: int, n: int, provider: str 
                             hint="each CreateRequest (or dict) carries create's arguments")
         wanted = requests_of(requests)
     run = _planned(ctx, wanted, max_cost=max_cost, plan=plan, concurrency=concurrency,
-                   all_or_nothing=all_or_nothing, batch=batch, progress=on_item)
+                   all_or_nothing=all_or_nothing, batch=batch, progress=on_item,
+                   project=project)
     if not batch:  # a fresh random key: nothing to share
         return (yield from run)
     from gpucloud.batch.lock import held
@@ -130,7 +132,7 @@ def create_many(ctx: ClientContext, gpu: str, count: int, n: int, provider: str 
 
 def _planned(ctx: ClientContext, requests: list[CreateRequest], *, max_cost: Money | None,
              plan: Plan | None, concurrency: int | None, all_or_nothing: bool, batch: str | None,
-             progress: Progress | None) -> Op:
+             progress: Progress | None, project: str | None = None) -> Op:
     """Plan every distinct request (or take the plan made already: copies of one
     request, as the CLI shows it first), check the total, launch concurrently."""
     if plan is not None:
@@ -138,15 +140,16 @@ def _planned(ctx: ClientContext, requests: list[CreateRequest], *, max_cost: Mon
             raise SpecError(f"the plan is for {plan.instances} machine(s), not "
                             f"{len(requests)} alike",
                             hint=f"make the plan with the same {option('n', '--instances')}")
-        plans = [plan] * len(requests)
+        plans = [for_project(plan, project)] * len(requests)
     else:
-        plans, _ = yield from plans_for(ctx, requests, max_cost)
+        plans, _ = yield from plans_for(ctx, requests, max_cost, project)
     return (yield from launch_batch(ctx, requests, plans, concurrency=concurrency,
                                     all_or_nothing=all_or_nothing, batch=batch,
                                     progress=progress))
 
 
-def plans_for(ctx: ClientContext, requests: list[CreateRequest], max_cost: Money | None) -> Op:
+def plans_for(ctx: ClientContext, requests: list[CreateRequest], max_cost: Money | None,
+              project: str | None = None) -> Op:
     """One plan per distinct request (for all its copies), then ``max_cost`` over
     the whole batch. Nothing is sent to a provider but offer reads."""
     groups: dict[tuple[Any, ...], list[int]] = {}
@@ -163,7 +166,8 @@ def plans_for(ctx: ClientContext, requests: list[CreateRequest], max_cost: Money
         r = requests[indexes[0]]
         p = yield from make_plan(ctx, r.gpu, r.count, r.provider, r.region, r.disk_gb,
                                  r.auto_shutdown, r.max_cost if r.max_cost is not None
-                                 else shared_cap, r.spot, len(indexes), r.until)
+                                 else shared_cap, r.spot, len(indexes), r.until,
+                                 project=project)
         plans.append(p)
         by_index.update((i, p) for i in indexes)
     if cap is not None and shared_cap is None:

@@ -28,6 +28,9 @@ COUNT = typer.Option(1, "--count", "-c", min=1, metavar="N", help="GPUs on one m
 PROVIDER = typer.Option(None, "--provider", "-p", metavar="PROVIDER", help="Only this provider.")
 REGION = typer.Option(None, "--region", "-r", metavar="REGION", help="Only this region.")
 JSON = typer.Option(False, "--json", help="One JSON document on stdout; never prompts.")
+PROJECT = typer.Option(None, "--project", metavar="NAME",
+                       help="The project this is for (a-z, 0-9, -, _, .): journaled with "
+                            "the launch, and held to [budget.projects] NAME.")
 
 
 def identity(*short: str) -> Any:

@@ -34,8 +34,7 @@ if TYPE_CHECKING:
     from gpucloud.safety.costs import CostReport
     from gpucloud.safety.reconcile import ReconcileReport
 
-CostsBy = Literal["provider", "instance", "name",
-                  "task"]
+CostsBy = Literal["provider", "instance", "name", "user", "project", "task"]
 
 
 class AsyncClient:
@@ -138,12 +137,12 @@ class AsyncClient:
                    region: str | None = None, disk_gb: int | None = None,
                    auto_shutdown: Duration | None = None, max_cost: Money | None = None,
                    spot: bool = False, n: int = 1, until: Deadline | None = None,
-                   dry_run: bool = False) -> Plan:
+                   dry_run: bool = False, project: str | None = None) -> Plan:
         from gpucloud.core.plan import plan
 
         result: Plan = await self._run(plan(self._ctx, gpu, count, provider, region, disk_gb,
                                             auto_shutdown, max_cost, spot, n, until=until,
-                                            dry_run=dry_run))
+                                            dry_run=dry_run, project=project))
         return result
 
     # -- machines -------------------------------------------------------------
@@ -153,10 +152,11 @@ class AsyncClient:
                      image: str | None = None, ssh_key: str | None = None,
                      disk_gb: int | None = None, auto_shutdown: Duration | None = None,
                      max_cost: Money | None = None, spot: bool = False,
-                     plan: Plan | None = None, until: Deadline | None = None) -> Instance:
+                     plan: Plan | None = None, until: Deadline | None = None,
+                     project: str | None = None) -> Instance:
         made = await self._run(create_op(self._ctx, gpu, count, provider, region, name, image,
                                          ssh_key, disk_gb, auto_shutdown, max_cost, spot, 1,
-                                         plan, until))
+                                         plan, until, project))
         instance: Instance = made[0]
         return instance
 
@@ -170,31 +170,34 @@ class AsyncClient:
                           requests: Sequence[CreateRequest | Mapping[str, object]] | None = None,
                           concurrency: int | None = None, all_or_nothing: bool = False,
                           batch: str | None = None,
-                          on_item: Callable[[BatchItem], None] | None = None) -> BatchResult:
+                          on_item: Callable[[BatchItem], None] | None = None,
+                          project: str | None = None) -> BatchResult:
         """As Client.create_many; launches run as concurrent tasks."""
         from gpucloud.batch.create import create_many
 
         result: BatchResult = await self._run(create_many(
             self._ctx, gpu, count, n, provider, region, name, image, ssh_key, disk_gb,
             auto_shutdown, max_cost, spot, plan, until, requests, concurrency, all_or_nothing,
-            batch, on_item))
+            batch, on_item, project))
         return result
 
     async def list(self, provider: str | None = None, *, all: bool = False,
-                   status: StatusFilter | None = None) -> builtins.list[Instance]:
+                   status: StatusFilter | None = None,
+                   mine: bool = False) -> builtins.list[Instance]:
         from gpucloud.core.housekeeping import listing
 
         result: builtins.list[Instance] = await self._run(
-            listing(self._ctx, provider, all, status))
+            listing(self._ctx, provider, all, status, mine=mine))
         return result
 
     async def iter_list(self, provider: str | None = None, *, all: bool = False,
-                        status: StatusFilter | None = None) -> AsyncIterator[Instance]:
+                        status: StatusFilter | None = None,
+                        mine: bool = False) -> AsyncIterator[Instance]:
         """As Client.iter_list: machine by machine as the pages come."""
         from gpucloud.core.housekeeping import listing_pages
 
         async for instance in self._runner.iterate(
-                listing_pages(self._ctx, provider, all, status)):
+                listing_pages(self._ctx, provider, all, status, mine=mine)):
             yield instance
 
     async def get(self, ref: Ref) -> Instance:
@@ -313,16 +316,20 @@ class AsyncClient:
     # -- jobs -----------------------------------------------------------------
 
     async def plan_job(self, spec: JobSpecLike, provider: str | None = None,
-                       region: str | None = None, dry_run: bool = False) -> Plan:
+                       region: str | None = None, dry_run: bool = False,
+                       project: str | None = None) -> Plan:
         from gpucloud.jobs import ops
 
-        return cast("Plan", await self._run(ops.plan(self._ctx, spec, provider, region, dry_run)))
+        return cast("Plan", await self._run(ops.plan(self._ctx, spec, provider, region,
+                                                     dry_run, project)))
 
     async def submit(self, spec: JobSpecLike, provider: str | None = None,
-                     region: str | None = None, plan: Plan | None = None) -> Job:
+                     region: str | None = None, plan: Plan | None = None,
+                     project: str | None = None) -> Job:
         from gpucloud.jobs import ops
 
-        return cast("Job", await self._run(ops.submit(self._ctx, spec, provider, region, plan)))
+        return cast("Job", await self._run(ops.submit(self._ctx, spec, provider, region,
+                                                      plan, project)))
 
     async def jobs(self, provider: str | None = None) -> builtins.list[Job]:
         from gpucloud.jobs import ops

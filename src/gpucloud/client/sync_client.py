@@ -43,8 +43,7 @@ if TYPE_CHECKING:
     from gpucloud.safety.costs import CostReport
     from gpucloud.safety.reconcile import ReconcileReport
 
-CostsBy = Literal["provider", "instance", "name",
-                  "task"]
+CostsBy = Literal["provider", "instance", "name", "user", "project", "task"]
 
 
 class Client:
@@ -164,7 +163,7 @@ class Client:
              region: str | None = None, disk_gb: int | None = None,
              auto_shutdown: Duration | None = None, max_cost: Money | None = None,
              spot: bool = False, n: int = 1, until: Deadline | None = None,
-             dry_run: bool = False) -> Plan:
+             dry_run: bool = False, project: str | None = None) -> Plan:
         """What create would do (offer, fallbacks, estimate, deadline); spends nothing.
         `dry_run`: a plan to look at only; with no credentials for any provider in
         scope it is made from the bundled catalog (create refuses such a plan)."""
@@ -172,7 +171,7 @@ class Client:
 
         result: Plan = self._run(plan(self._ctx, gpu, count, provider, region, disk_gb,
                                       auto_shutdown, max_cost, spot, n, until=until,
-                                      dry_run=dry_run))
+                                      dry_run=dry_run, project=project))
         return result
 
     # -- machines -------------------------------------------------------------
@@ -182,12 +181,15 @@ class Client:
                ssh_key: str | None = None, disk_gb: int | None = None,
                auto_shutdown: Duration | None = None, max_cost: Money | None = None,
                spot: bool = False, plan: Plan | None = None,
-               until: Deadline | None = None) -> Instance:
+               until: Deadline | None = None,
+               project: str | None = None) -> Instance:
         """Create one machine. Plans first (cheapest available offer, estimate,
-        `max_cost`), then launches; see core/launch.py for failover and reconcile."""
+        `max_cost`), then launches; see core/launch.py for failover and reconcile.
+        `project`: a short name (a-z, 0-9, '-', '_', '.') the launch is journaled
+        and budgeted under ([budget.projects] in config.toml)."""
         made = self._run(create_op(self._ctx, gpu, count, provider, region, name, image,
                                    ssh_key, disk_gb, auto_shutdown, max_cost, spot, 1, plan,
-                                   until))
+                                   until, project))
         instance: Instance = made[0]
         return instance
 
@@ -201,7 +203,8 @@ class Client:
                     requests: Sequence[CreateRequest | Mapping[str, object]] | None = None,
                     concurrency: int | None = None, all_or_nothing: bool = False,
                     batch: str | None = None,
-                    on_item: Callable[[BatchItem], None] | None = None) -> BatchResult:
+                    on_item: Callable[[BatchItem], None] | None = None,
+                    project: str | None = None) -> BatchResult:
         """Create `n` machines alike (names NAME-1..NAME-n), or one per entry of
         `requests` (CreateRequests or dicts of create's arguments). Every distinct
         request is planned first and `max_cost` caps the whole batch. At most
@@ -216,22 +219,26 @@ class Client:
         result: BatchResult = self._run(create_many(
             self._ctx, gpu, count, n, provider, region, name, image, ssh_key, disk_gb,
             auto_shutdown, max_cost, spot, plan, until, requests, concurrency, all_or_nothing,
-            batch, on_item))
+            batch, on_item, project))
         return result
 
     def list(self, provider: str | None = None, *, all: bool = False,
-             status: StatusFilter | None = None) -> builtins.list[Instance]:
+             status: StatusFilter | None = None,
+             mine: bool = False) -> builtins.list[Instance]:
         """Machines on every provider in scope (one provider's failure is a warning).
         Machines terminated over 10 minutes ago are left out unless `all=True`;
         `status` ("running", "running,stopped", or a list) keeps only those, ended
         long ago or not. A terminated machine carries `terminated_at` and
-        `final_cost` from the cost ledger."""
+        `final_cost` from the cost ledger. `mine=True`: only the machines whose
+        launch in this state's journal this user made (GPUCLOUD_USER, else the
+        OS user); a machine not in the journal is nobody's, so not mine."""
         from gpucloud.core.housekeeping import listing
 
-        return cast("builtins.list[Instance]", self._run(listing(self._ctx, provider, all, status)))
+        return cast("builtins.list[Instance]",
+                    self._run(listing(self._ctx, provider, all, status, mine=mine)))
 
     def iter_list(self, provider: str | None = None, *, all: bool = False,
-                  status: StatusFilter | None = None) -> Iterator[Instance]:
+                  status: StatusFilter | None = None, mine: bool = False) -> Iterator[Instance]:
         """As `list`, machine by machine as the providers' pages come, so a
         listing of thousands is never held at once (what `gpucloud list --json`
         prints from). `warnings` and the cost ledger's record of the listing
@@ -239,7 +246,7 @@ class Client:
         nothing."""
         from gpucloud.core.housekeeping import listing_pages
 
-        return self._runner.iterate(listing_pages(self._ctx, provider, all, status))
+        return self._runner.iterate(listing_pages(self._ctx, provider, all, status, mine=mine))
 
     def get(self, ref: Ref) -> Instance:
         return cast("Instance", self._run(instances.get(self._ctx, ref)))
@@ -387,20 +394,24 @@ class Client:
     # -- jobs -----------------------------------------------------------------
 
     def plan_job(self, spec: JobSpecLike, provider: str | None = None,
-                 region: str | None = None, dry_run: bool = False) -> Plan:
+                 region: str | None = None, dry_run: bool = False,
+                 project: str | None = None) -> Plan:
         """What submit would launch, its estimate and deadline; spends nothing and
         reads no secret. `dry_run`: with no credentials, plan from the bundled catalog."""
         from gpucloud.jobs import ops
 
-        return cast("Plan", self._run(ops.plan(self._ctx, spec, provider, region, dry_run)))
+        return cast("Plan", self._run(ops.plan(self._ctx, spec, provider, region, dry_run,
+                                               project)))
 
     def submit(self, spec: JobSpecLike, provider: str | None = None, region: str | None = None,
-               plan: Plan | None = None) -> Job:
+               plan: Plan | None = None,
+               project: str | None = None) -> Job:
         """Plan (cheapest offer, estimate, max_cost, max_runtime as the deadline) and
         launch the job; its secrets are read now and sent to the provider only."""
         from gpucloud.jobs import ops
 
-        return cast("Job", self._run(ops.submit(self._ctx, spec, provider, region, plan)))
+        return cast("Job", self._run(ops.submit(self._ctx, spec, provider, region, plan,
+                                                project)))
 
     def jobs(self, provider: str | None = None) -> builtins.list[Job]:
         """Jobs on every provider in scope, newest first (a failure is a warning)."""

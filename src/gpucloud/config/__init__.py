@@ -1,6 +1,6 @@
 """Configuration: where gpucloud keeps its files and the config file (settings),
 credentials and the keyring probe, file-size limits, YAML read within limits,
-and atomic file writes."""
+atomic file writes, and who is acting (identity: a label, never access control)."""
 
 from gpucloud.compat import forward
 

@@ -19,6 +19,10 @@ config.toml:
 
     [budget]
     monthly = "5000"                   # USD per calendar month (UTC); budget.py
+    [budget.users]                     # each user's own share (GPUCLOUD_USER, else
+    alice = "2000"                     # the OS user: config/identity.py)
+    [budget.projects]                  # each project's (create/submit --project)
+    vision = "3000"
 
     [state]                            # team mode: one journal, ledger and budget
     url = "postgresql://db:5432/gpucloud"  # (GPUCLOUD_STATE_URL wins); no password here
@@ -107,10 +111,19 @@ class Config:
     sandbox: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
     budget_monthly: Decimal | None = None  # USD; None: no monthly budget
+    # [budget.users] / [budget.projects]: each user's and project's monthly budget, USD.
+    budget_users: dict[str, Decimal] = field(default_factory=dict)
+    budget_projects: dict[str, Decimal] = field(default_factory=dict)
     remote_install: str | None = None  # [remote] install; None: this version from the index
     remote_image: str | None = None  # [remote] image: a container image holding gpucloud
     quiet_missing: bool = False  # [defaults] quiet_missing: the CLI's --quiet by default
     state_url: str | None = None  # [state] url: the team database (GPUCLOUD_STATE_URL wins)
+
+    @property
+    def budgeted(self) -> bool:
+        """Whether any monthly budget is set: the home's, a user's or a project's."""
+        return self.budget_monthly is not None or bool(self.budget_users) \
+            or bool(self.budget_projects)
 
 
 def load_config(path: Path | None = None) -> Config:
@@ -152,11 +165,12 @@ def load_config(path: Path | None = None) -> Config:
         raise ConfigurationError(f"{path}: defaults.quiet_missing must be true or false",
                                  hint="e.g. quiet_missing = true (no quotes)")
     remote_install, remote_image = _remote(path, data)
+    monthly, users, projects = _budget(path, data)
     return Config(path=path, providers=tuple(providers) if providers is not None else None,
                   auto_shutdown=auto_shutdown, sandbox=dict(sandbox), raw=data,
-                  budget_monthly=_budget(path, data), remote_install=remote_install,
-                  remote_image=remote_image, quiet_missing=quiet_missing,
-                  state_url=_state_url(path, data))
+                  budget_monthly=monthly, budget_users=users, budget_projects=projects,
+                  remote_install=remote_install, remote_image=remote_image,
+                  quiet_missing=quiet_missing, state_url=_state_url(path, data))
 
 
 def _state_url(path: Path, data: dict[str, Any]) -> str | None:
@@ -211,19 +225,46 @@ def _remote(path: Path, data: dict[str, Any]) -> tuple[str | None, str | None]:
             None if image is None else remote_install.check_image(path, image))
 
 
-def _budget(path: Path, data: dict[str, Any]) -> Decimal | None:
-    """[budget] monthly = "5000": USD per calendar month, a positive amount."""
+def _budget(path: Path, data: dict[str, Any]
+            ) -> tuple[Decimal | None, dict[str, Decimal], dict[str, Decimal]]:
+    """[budget] monthly = "5000": USD per calendar month, a positive amount;
+    [budget.users] and [budget.projects]: name = amount, each user's and
+    each project's own monthly budget."""
     section = data.get("budget", {})
     if not isinstance(section, dict):
         raise ConfigurationError(f"{path}: [budget] must be a table",
                                  hint='write it as a [budget] section: monthly = "5000"')
-    unknown = sorted(set(section) - {"monthly"})
+    unknown = sorted(set(section) - {"monthly", "users", "projects"})
     if unknown:
         raise ConfigurationError(f"{path}: unknown key budget.{unknown[0]}",
-                                 hint='the [budget] section knows monthly = "5000" (USD)')
+                                 hint='the [budget] section knows monthly = "5000" (USD), and '
+                                      'the tables [budget.users] and [budget.projects]')
     value = section.get("monthly")
-    if value is None:
-        return None
+    monthly = None if value is None else _amount(path, "budget.monthly", value,
+                                                 'e.g. monthly = "5000"')
+    return monthly, _shares(path, section, "users"), _shares(path, section, "projects")
+
+
+def _shares(path: Path, section: dict[str, Any], kind: str) -> dict[str, Decimal]:
+    """[budget.users] alice = "2000" / [budget.projects] vision = "3000"."""
+    from gpucloud.config.identity import PROJECT_FORM, PROJECT_RE
+
+    table = section.get(kind, {})
+    example = 'alice = "2000"' if kind == "users" else 'vision = "3000"'
+    if not isinstance(table, dict):
+        raise ConfigurationError(f"{path}: budget.{kind} must be a table",
+                                 hint=f"write it as a [budget.{kind}] section: {example}")
+    out: dict[str, Decimal] = {}
+    for name, value in table.items():
+        if kind == "projects" and not PROJECT_RE.fullmatch(name):
+            raise ConfigurationError(f"{path}: budget.projects.{name} is not a project name",
+                                     hint=f"a project name is {PROJECT_FORM}")
+        out[name] = _amount(path, f"budget.{kind}.{name}", value, f"e.g. {example}")
+    return out
+
+
+def _amount(path: Path, key: str, value: object, example: str) -> Decimal:
+    """A positive amount of USD (a string, or a TOML number), at most a billion."""
     try:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise InvalidOperation
@@ -232,6 +273,6 @@ def _budget(path: Path, data: dict[str, Any]) -> Decimal | None:
     except InvalidOperation:
         amount = None
     if amount is None or not amount.is_finite() or amount <= 0 or amount > 10 ** 9:
-        raise ConfigurationError(f"{path}: budget.monthly must be a positive amount in USD, "
-                                 f"got {value!r}", hint='e.g. monthly = "5000"')
+        raise ConfigurationError(f"{path}: {key} must be a positive amount in USD, "
+                                 f"got {value!r}", hint=example)
     return amount

@@ -26,19 +26,33 @@ if TYPE_CHECKING:
 def create(ctx: ClientContext, gpu: str, count: int, provider: str | None,
            region: str | None, name: str | None, image: str | None, ssh_key: str | None,
            disk_gb: int | None, auto_shutdown: Duration | None, max_cost: Money | None,
-           spot: bool, n: int, plan: Plan | None, until: Deadline | None = None) -> Op:
-    """`n` machines as planned (a plan made now unless one is given)."""
+           spot: bool, n: int, plan: Plan | None, until: Deadline | None = None,
+           project: str | None = None) -> Op:
+    """`n` machines as planned (a plan made now unless one is given), for
+    `project` (else the plan's)."""
     from gpucloud.core.plan import plan as make_plan
 
     if plan is None:
         plan = yield from make_plan(ctx, gpu, count, provider, region, disk_gb, auto_shutdown,
-                                    max_cost, spot, n, until=until)
+                                    max_cost, spot, n, until=until, project=project)
     elif plan.instances != n:
         raise SpecError(f"the plan is for {plan.instances} machine(s), not {n}",
                         hint="make the plan with the same n= (CLI: --instances)")
+    else:
+        plan = for_project(plan, project)
     made: list[Instance] = yield from launch_planned(ctx, plan, name=name, image=image,
                                                      ssh_key=ssh_key, disk_gb=disk_gb)
     return made
+
+
+def for_project(plan: Plan, project: str | None) -> Plan:
+    """A plan given to a create, for `project` when one is named (its
+    launches are journaled and budgeted under it); as it is otherwise."""
+    if project is None or plan.project == project:
+        return plan
+    from gpucloud.config.identity import check_project
+
+    return plan.model_copy(update={"project": check_project(project)})
 
 
 def launch_planned(ctx: ClientContext, plan: Plan, *, name: str | None = None,
@@ -66,4 +80,4 @@ def launch_planned(ctx: ClientContext, plan: Plan, *, name: str | None = None,
     return made
 
 
-__all__ = ["create", "launch_planned"]
+__all__ = ["create", "for_project", "launch_planned"]

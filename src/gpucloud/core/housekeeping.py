@@ -68,20 +68,24 @@ def statuses(value: StatusFilter | None) -> frozenset[InstanceStatus] | None:
 
 
 def listing(ctx: ClientContext, provider: str | None = None, all: bool = False,
-            status: StatusFilter | None = None, now: datetime | None = None) -> Op:
+            status: StatusFilter | None = None, now: datetime | None = None,
+            mine: bool = False) -> Op:
     """The machines in scope, terminated ones with their end and cost, filtered:
     by `status` when given, else without those that ended over RECENT_END ago
-    unless `all`."""
-    return (yield from collect(listing_pages(ctx, provider, all, status, now)))
+    unless `all`; with `mine`, only those this user launched (``mine``)."""
+    return (yield from collect(listing_pages(ctx, provider, all, status, now, mine)))
 
 
 def listing_pages(ctx: ClientContext, provider: str | None = None, all: bool = False,
-                  status: StatusFilter | None = None, now: datetime | None = None) -> Op:
+                  status: StatusFilter | None = None, now: datetime | None = None,
+                  mine: bool = False) -> Op:
     """listing as it comes, page by page (``Emit``; core/instances.list_pages)."""
     wanted = statuses(status)  # a bad status fails before anything is listed
 
     def shape(page: list[Instance], record: ListingRecord | None) -> list[Instance]:
         machines = _with_ends(ctx, page, record)
+        if mine:
+            machines = _mine(ctx, machines)
         if wanted is not None:
             return [m for m in machines if m.status in wanted]
         if all:
@@ -97,6 +101,30 @@ def listing_pages(ctx: ClientContext, provider: str | None = None, all: bool = F
 
         for line in unattached_warnings(ctx, listed):
             ctx.warn(line)
+
+
+def _mine(ctx: ClientContext, machines: list[Instance]) -> list[Instance]:
+    """The machines whose launch in the journal this user made (GPUCLOUD_USER,
+    else the OS user; config/identity.py): found by machine id, else by the
+    launch id the machine carries. A machine the journal has no launch of is
+    nobody's here, so not mine. The user is a label, not a permission."""
+    from gpucloud.config.identity import current_user
+
+    if not machines or not ctx.journal.path.exists():
+        return []
+    me = current_user()
+    owners: dict[tuple[str, str], str | None] = {}
+    for provider in dict.fromkeys(m.provider for m in machines):
+        ids = [m.id for m in machines if m.provider == provider]
+        for instance_id, record in ctx.journal.by_instances(provider, ids).items():
+            owners[(provider, instance_id)] = record.user_name
+    by_launch = ctx.journal.by_launch_ids(
+        m.launch_id for m in machines if m.launch_id and (m.provider, m.id) not in owners)
+    for m in machines:
+        found = by_launch.get(m.launch_id or "")
+        if found is not None and found.provider == m.provider:
+            owners[(m.provider, m.id)] = found.user_name
+    return [m for m in machines if owners.get((m.provider, m.id)) == me]
 
 
 def _long_gone(machine: Instance, now: datetime) -> bool:

@@ -114,7 +114,7 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
         # sent, in a group with the other launches' writes of the moment
         # (group_commit.py), so a batch does not pay a commit per launch.
         record = _intent(ctx, spec.launch_id, offer, spec.name, shutdown_at,
-                         ctx.ssh_key(ssh_key)[2], batch_key, index)
+                         ctx.ssh_key(ssh_key)[2], batch_key, index, plan.project)
         group_commit.for_journal(ctx.journal).run(
             lambda: budget.admit(ctx, plan, offer, record, disk_gb=disk_gb,
                                  machines=job.nodes if job is not None else 1),
@@ -310,14 +310,15 @@ def _delivered(ctx: ClientContext, answered: Answered, instance: Instance | None
 
 def _intent(ctx: ClientContext, launch_id: str, offer: Offer, name: str | None,
             shutdown_at: datetime | None, ssh_key_path: str | None, batch_key: str | None,
-            slot: int | None) -> Callable[[Decimal | None], None]:
-    """The journal write of a launch's intent, given what it commits (budget.admit)."""
+            slot: int | None, project: str | None) -> Callable[[Decimal | None], None]:
+    """The journal write of a launch's intent, given what it commits (budget.admit);
+    who launches it is this process's user and host (config/identity.py)."""
     def record(committed: Decimal | None) -> None:
         ctx.journal.record_intent(
             launch_id=launch_id, provider=offer.provider, instance_type=offer.instance_type,
             region=offer.region, name=name, price_per_hour=str(offer.price_per_hour),
             shutdown_at=shutdown_at, ssh_key_path=ssh_key_path, committed=committed,
-            batch_key=batch_key, slot=slot, task_id=ctx.task_id)
+            batch_key=batch_key, slot=slot, project=project, task_id=ctx.task_id)
     return record
 
 

@@ -47,9 +47,14 @@ MIN_RUN_SECONDS = 60
 def plan(ctx: ClientContext, gpu: str, count: int, provider: str | None, region: str | None,
          disk_gb: int | None, auto_shutdown: Duration | None, max_cost: Money | None,
          spot: bool, n: int, until: Deadline | None = None, dry_run: bool = False, *,
-         suitable: Callable[[Offer], bool] | None = None) -> Op:
+         suitable: Callable[[Offer], bool] | None = None, project: str | None = None) -> Op:
     """What a create of `n` machines would do. `suitable`: which offers can take
-    the work at all (a job's cpu and memory); the others are never candidates."""
+    the work at all (a job's cpu and memory); the others are never candidates.
+    `project`: what its launches are for (checked against that project's budget)."""
+    if project is not None:
+        from gpucloud.config.identity import check_project
+
+        check_project(project)
     if disk_gb is not None and (isinstance(disk_gb, bool) or not isinstance(disk_gb, int)
                                 or disk_gb < 1):
         raise SpecError(f"disk size must be a positive number of GB, got {disk_gb!r}")
@@ -157,7 +162,7 @@ def plan(ctx: ClientContext, gpu: str, count: int, provider: str | None, region:
                 hours_basis=basis, shutdown_at=shutdown_at, max_cost=cap, instances=n,
                 total_per_hour=per_hour * n if per_hour is not None else None,
                 total=pricing.money(total * n) if total is not None else None,
-                notes=tuple(notes))
+                notes=tuple(notes), project=project)
     # The monthly budget, when config.toml sets one.
     return budget.check(ctx, made, disk_gb)
 

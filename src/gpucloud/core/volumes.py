@@ -110,12 +110,12 @@ def create_volume(ctx: ClientContext, name: str, size_gb: int, region: str | Non
 
 
 def record_created(ctx: ClientContext, volume: Volume, source: str,
-                   job_ref: str | None = None) -> None:
+                   job_ref: str | None = None, project: str | None = None) -> None:
     from gpucloud.safety.ledger_volumes import VolumeLedger, hours_per_month
 
     ctx.tolerant(f"volume {volume.ref}: its creation is not in the cost ledger",
                  VolumeLedger(ctx.journal).add, volume, hours_per_month(ctx, volume.provider),
-                 source, job_ref)
+                 source, job_ref, project=project)
 
 
 def _one_provider(ctx: ClientContext, provider: str | None) -> str:

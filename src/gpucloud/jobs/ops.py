@@ -23,6 +23,8 @@ from gpucloud.errors import (
     CredentialsError, GpuCloudError, NoOffersError, NotFoundError, SpecError,
 )
 from gpucloud.jobs.spec import JobSpec, from_any
+from gpucloud.config.identity import check_project
+from gpucloud.core.create import for_project
 from gpucloud.core.launch import launch
 from gpucloud.models import Job, JobRun, JobStatus, Offer, Plan, VolumeMount
 from gpucloud.core.instructions import Call, Gather, Op, split_ref
@@ -106,9 +108,10 @@ def _sized(spec: JobSpec) -> Callable[[Offer], bool]:
 
 
 def plan(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
-         region: str | None = None, dry_run: bool = False) -> Op:
+         region: str | None = None, dry_run: bool = False, project: str | None = None) -> Op:
     """What submit would launch and what it costs; spends nothing, reads no secret.
-    ``dry_run``: with no credentials at all, plan from the bundled catalog."""
+    ``dry_run``: with no credentials at all, plan from the bundled catalog.
+    ``project``: what the job is for (its budget is checked too)."""
     spec = from_any(spec)
     r = spec.resources
     named = provider or spec.provider
@@ -127,7 +130,7 @@ def plan(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
         made: Plan = yield from make_plan(
             ctx, r.gpu, r.gpu_count, named, region or spec.region, r.disk_gb,
             spec.max_runtime, spec.max_cost, spec.spot, spec.nodes,
-            dry_run=dry_run, suitable=suitable)
+            dry_run=dry_run, suitable=suitable, project=project)
     except (NoOffersError, CredentialsError):
         # Nothing left to launch (or, with no credentials, to plan from), yet
         # offers there were: on providers that cannot place the nodes.
@@ -146,11 +149,14 @@ def plan(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
 
 
 def submit(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
-           region: str | None = None, plan_: Plan | None = None) -> Op:
+           region: str | None = None, plan_: Plan | None = None,
+           project: str | None = None) -> Op:
     spec = from_any(spec)
+    if project is not None:
+        check_project(project)  # refused before any secret is read
     secret_env = resolve_secrets(spec, ctx.credentials._use_keyring)
     if plan_ is None:
-        plan_ = yield from plan(ctx, spec, provider, region)
+        plan_ = yield from plan(ctx, spec, provider, region, project=project)
     elif plan_.instances != spec.nodes:  # a plan made for something else
         raise SpecError(f"the plan is for {plan_.instances} machine(s), job {spec.name} "
                         f"has {spec.nodes} node(s)",
@@ -160,10 +166,12 @@ def submit(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
         placement.check_named(spec, plan_.offer.provider)
         for other in plan_.alternatives:
             placement.check_named(spec, other.provider)
+        plan_ = for_project(plan_, project)
     ctx.created, ctx.in_flight = [], []
     # Volumes the job makes exist before the launch, and go again if it fails.
     run, made_volumes = yield from job_volumes.prepare(ctx, spec, plan_.offer,
-                                                       job_run(spec, secret_env))
+                                                       job_run(spec, secret_env),
+                                                       project=plan_.project)
     adapter = ctx.adapter(plan_.offer.provider)
     if spec.nodes > 1 and adapter.capabilities.multi_node == "batch":
         from gpucloud.jobs import multinode_batch

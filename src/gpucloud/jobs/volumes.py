@@ -198,7 +198,7 @@ def _check_budget(ctx: ClientContext, spec: JobSpec, made: Plan, resolved: list[
                   lines: list[CostLine]) -> None:
     """The monthly budget with the new volumes: each bills this month until the
     end of the month, or until the job's deadline when it goes with the job."""
-    if ctx.config.budget_monthly is None:
+    if not ctx.config.budgeted:
         return
     from gpucloud.catalog import pricing
     from gpucloud.safety import budget
@@ -224,9 +224,11 @@ def _check_budget(ctx: ClientContext, spec: JobSpec, made: Plan, resolved: list[
     budget.check_extra(ctx, made, extra, "the job's new volumes", spec.resources.disk_gb)
 
 
-def prepare(ctx: ClientContext, spec: JobSpec, offer: Offer, run: JobRun) -> Op:
+def prepare(ctx: ClientContext, spec: JobSpec, offer: Offer, run: JobRun,
+            project: str | None = None) -> Op:
     """Before the launch: create the job's missing volumes in the offer's
-    region; (the JobRun with every volume_id filled, the volumes created)."""
+    region, recorded under the job's `project`; (the JobRun with every
+    volume_id filled, the volumes created)."""
     if not spec.volumes:
         return run, []
     from gpucloud.core import volumes as volume_ops
@@ -244,7 +246,7 @@ def prepare(ctx: ClientContext, spec: JobSpec, offer: Offer, run: JobRun) -> Op:
             assert entry.size_gb is not None  # resolve refused the others
             volume: Volume = yield Call(offer.provider, adapter.create_volume(
                 VolumeSpec(name=entry.name, size_gb=entry.size_gb, region=offer.region)))
-            volume_ops.record_created(ctx, volume, "job")
+            volume_ops.record_created(ctx, volume, "job", project=project)
             created.append(volume)
             ids[entry.name] = volume.id
     except BaseException:

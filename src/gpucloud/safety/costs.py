@@ -22,6 +22,12 @@ the providers first, so that the ledger is up to date.
   of the month while it is not deleted (a volume has no deadline). They are
   in the totals; ``volumes`` has one line each.
 
+* **Owners**: each machine and volume counts for the user and project of
+  the launch (or create) that made it (ledger.py). ``by="user"`` and
+  ``by="project"`` group by them; ``Scope`` keeps only one user's or one
+  project's (the per-user and per-project budgets, budget.py), with the
+  same arithmetic as the whole.
+
 The sandbox's prices count like real ones (nothing is billed, but the
 budget can be tried out on it); the report says so.
 """
@@ -40,12 +46,27 @@ from gpucloud.models import _Model
 from gpucloud.catalog.pricing import money
 from gpucloud.safety.journal import utcnow
 
-By = Literal["provider", "instance", "name",
-             "task"]
-BY_VALUES: tuple[str, ...] = ("provider", "instance", "name",
-                              "task")
+By = Literal["provider", "instance", "name", "user", "project", "task"]
+BY_VALUES: tuple[str, ...] = ("provider", "instance", "name", "user", "project", "task")
 NO_NAME = "(no name)"
+NO_USER = "(no user)"  # a machine no launch of this state made, or one made before owners
+NO_PROJECT = "(no project)"
 NO_TASK = "(no task)"  # by task: machines launched outside any queue task
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Whose costs count: everyone's (the default), one user's, one project's,
+    or one user's within one project. A machine is its owner's (its ledger
+    rows' user_name and project), a volume its record's."""
+
+    user: str | None = None
+    project: str | None = None
+
+    def holds(self, owner: Any) -> bool:
+        """Whether a ledger Row or a VolumeRecord is in scope."""
+        return (self.user is None or owner.user_name == self.user) \
+            and (self.project is None or owner.project == self.project)
 
 
 class SpendLine(_Model):
@@ -79,6 +100,8 @@ class VolumeSpend(_Model):
     projected: Decimal | None
     total: Decimal | None
     simulated: bool = False
+    user_name: str | None = None  # its owner (None: first seen by a listing)
+    project: str | None = None
 
 
 class CostReport(_Model):
@@ -180,9 +203,11 @@ def machine_month(rows: list[Row], start: datetime, end: datetime, now: datetime
 
 def compute(rows: Iterable[Row], month: str | None = None, by: str = "instance",
             now: datetime | None = None, budget: Decimal | None = None,
-            warnings: Iterable[str] = (), volumes: Iterable[Any] = ()) -> CostReport:
+            warnings: Iterable[str] = (), volumes: Iterable[Any] = (),
+            scope: Scope = Scope()) -> CostReport:
     """The report from ledger rows (per machine, in order) and the ledger's
-    volume records (ledger_volumes.VolumeRecord); pure, for any clock."""
+    volume records (ledger_volumes.VolumeRecord); pure, for any clock.
+    `scope`: only the machines and volumes it holds count."""
     if by not in BY_VALUES:
         raise SpecError(f"cannot group costs by {by!r}",
                         hint=f"{option('by', '--by')} is one of {', '.join(BY_VALUES)}")
@@ -194,6 +219,8 @@ def compute(rows: Iterable[Row], month: str | None = None, by: str = "instance",
             per_machine.setdefault((row.provider, row.instance_id), []).append(row)
     machines = []
     for machine_rows in per_machine.values():
+        if not scope.holds(machine_rows[-1]):
+            continue  # the owner is carried forward: the latest row names it
         summary = machine_month(machine_rows, start, end, now)
         if summary.running_hours or summary.stopped_hours or summary.projected != 0:
             machines.append(summary)
@@ -202,7 +229,8 @@ def compute(rows: Iterable[Row], month: str | None = None, by: str = "instance",
         groups.setdefault(_key(summary.last, by), []).append(summary)
     lines = tuple(_line(key, members, by) for key, members in sorted(groups.items()))
     # Each volume that existed in the month (the ledger's month() reads only those).
-    storage = [_volume(r, start, end, now) for r in volumes]
+    records = [r for r in volumes if scope.holds(r)]
+    storage = [_volume(r, start, end, now) for r in records]
     parts = [(m.last.ref, m.spent, m.projected) for m in machines] \
         + [(line.ref, spent, ahead) for line, spent, ahead in storage]
     spent_known = sum((p[1] for p in parts if p[1] is not None), Decimal(0))
@@ -234,7 +262,8 @@ def _volume(record: Any, start: datetime, end: datetime, now: datetime
         status="deleted" if record.deleted_at is not None else "live",
         hours=_round_hours(hours), spent=_money(spent), projected=_money(ahead),
         total=_money(spent + ahead) if spent is not None and ahead is not None else None,
-        simulated=record.simulated), spent, ahead
+        simulated=record.simulated, user_name=record.user_name, project=record.project), \
+        spent, ahead
 
 
 def _key(row: Row, by: str) -> str:
@@ -242,9 +271,14 @@ def _key(row: Row, by: str) -> str:
         return row.provider
     if by == "name":
         return row.name or NO_NAME
+    if by == "user":
+        return row.user_name or NO_USER
+    if by == "project":
+        return row.project or NO_PROJECT
     if by == "task":  # the task that launched the machine (carried to its last row)
         return row.task_id or NO_TASK
     return row.ref
+
 
 
 def _line(key: str, members: list[Machine], by: str) -> SpendLine:
@@ -302,5 +336,5 @@ def _round_hours(value: Decimal) -> Decimal:
     return value.quantize(Decimal("0.01"))
 
 
-__all__ = ["BY_VALUES", "CostReport", "SpendLine", "VolumeSpend", "compute", "machine_month",
-           "month_bounds"]
+__all__ = ["BY_VALUES", "CostReport", "NO_PROJECT", "NO_USER", "Scope", "SpendLine",
+           "VolumeSpend", "compute", "machine_month", "month_bounds"]

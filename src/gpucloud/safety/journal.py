@@ -18,6 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, ContextManager, Protocol
 
+from gpucloud.config.identity import Identity, who
 from gpucloud.errors import StateError
 from gpucloud.safety import schema_version
 from gpucloud.safety.state_file import (  # noqa: F401 - release: the journal's name for it
@@ -51,10 +52,12 @@ CREATE INDEX IF NOT EXISTS launches_unresolved ON launches (created_at)
 # private half (ssh.py); what the launch commits of this month's budget (a
 # Decimal as text; budget.py counts it until the machine is in the ledger);
 # the queue task whose process sent the launch (GPUCLOUD_TASK_ID, set by the
-# worker in each task's environment), so a task's machines can be found.
+# worker in each task's environment), so a task's machines can be found; who
+# launched it and for which project (config/identity.py: labels, never access
+# control), which the per-user and per-project budgets count by.
 ADDED_COLUMNS = {"batch_key": "TEXT", "slot": "INTEGER", "ssh_key_path": "TEXT",
-                 "committed": "TEXT",
-                 "task_id": "TEXT"}
+                 "committed": "TEXT", "task_id": "TEXT", "user_name": "TEXT", "host": "TEXT",
+                 "project": "TEXT"}
 BATCH_INDEX = "CREATE INDEX IF NOT EXISTS launches_batch ON launches (batch_key, slot)"
 
 
@@ -79,6 +82,9 @@ class LaunchRecord:
     slot: int | None = None
     ssh_key_path: str | None = None
     task_id: str | None = None
+    user_name: str | None = None  # None: journaled before identities were recorded
+    host: str | None = None
+    project: str | None = None
 
 
 # SQLite's default bound on the variables of one statement, kept under.
@@ -253,17 +259,21 @@ class Journal:
                       name: str | None, price_per_hour: str, shutdown_at: datetime | None,
                       batch_key: str | None = None, slot: int | None = None,
                       ssh_key_path: str | None = None, committed: Decimal | None = None,
-                      task_id: str | None = None) -> None:
+                      task_id: str | None = None, project: str | None = None,
+                      identity: Identity | None = None) -> None:
+        """`identity`: who launches (default: this process's, config/identity.py)."""
         now = utcnow().isoformat()
+        me = identity or who()
         with self._db() as db:
             db.execute(
                 "INSERT INTO launches (launch_id, provider, instance_type, region, name, status,"
                 " price_per_hour, shutdown_at, created_at, updated_at, batch_key, slot,"
-                " ssh_key_path, committed, task_id)"
-                " VALUES (?, ?, ?, ?, ?, 'intent', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " ssh_key_path, committed, task_id, user_name, host, project)"
+                " VALUES (?, ?, ?, ?, ?, 'intent', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (launch_id, provider, instance_type, region, name, price_per_hour,
                  shutdown_at.isoformat() if shutdown_at else None, now, now, batch_key, slot,
-                 ssh_key_path, str(committed) if committed is not None else None, task_id))
+                 ssh_key_path, str(committed) if committed is not None else None, task_id,
+                 me.user, me.host, project))
 
     def mark(self, launch_id: str, status: str, *, instance_id: str | None = None,
              error: str | None = None) -> None:
@@ -305,14 +315,14 @@ class Journal:
             rows = db.execute(
                 "SELECT launch_id, provider, instance_type, region, name, status, instance_id,"
                 " price_per_hour, shutdown_at, error, created_at, batch_key, slot, ssh_key_path,"
-                f" task_id FROM launches {where}"
+                f" task_id, user_name, host, project FROM launches {where}"
                 " ORDER BY created_at", args).fetchall()
         return [LaunchRecord(
             launch_id=r[0], provider=r[1], instance_type=r[2], region=r[3], name=r[4],
             status=r[5], instance_id=r[6], price_per_hour=r[7],
             shutdown_at=datetime.fromisoformat(r[8]) if r[8] else None, error=r[9],
             created_at=datetime.fromisoformat(r[10]), batch_key=r[11], slot=r[12],
-            ssh_key_path=r[13], task_id=r[14])
+            ssh_key_path=r[13], task_id=r[14], user_name=r[15], host=r[16], project=r[17])
             for r in rows]
 
     def get(self, launch_id: str) -> LaunchRecord | None:

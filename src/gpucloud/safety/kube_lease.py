@@ -32,16 +32,15 @@ above safety.
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from gpucloud.config.identity import who
 from gpucloud.errors import GpuCloudError
 
 LEASE_NAME = "gpucloud-reaper"
@@ -59,16 +58,12 @@ class LeaseStore(Protocol):
 
 
 def identity() -> str:
-    """Who holds the lease, for people reading it: GPUCLOUD_USER (else the OS
-    user) @ the host : the process id. Never trusted for anything but telling
-    reapers apart; the pid makes two reapers of one user on one host differ."""
-    user = os.environ.get("GPUCLOUD_USER", "").strip()
-    if not user:
-        try:
-            user = getpass.getuser()
-        except (KeyError, OSError):  # no passwd entry (a container's arbitrary uid)
-            user = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
-    return f"{user}@{socket.gethostname()}:{os.getpid()}"
+    """Who holds the lease, for people reading it: the user and host every state
+    row records (config/identity.py) : the process id. Never trusted for
+    anything but telling reapers apart; the pid makes two reapers of one user
+    on one host differ."""
+    me = who()
+    return f"{me.user}@{me.host}:{os.getpid()}"
 
 
 def micro_time(moment: datetime) -> str:

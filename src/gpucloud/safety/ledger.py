@@ -13,6 +13,13 @@ observe (a machine that changed state or price, or one seen for the first
 time, e.g. created from another machine). A listing is one transaction,
 whatever the number of machines, and writes only what changed.
 
+Every row also names the machine's owner: the user and host whose launch
+made it and the launch's project (``user_name``, ``host``, ``project``), taken
+from the launch in the journal by its launch id and carried forward like the
+rest, so a delete by someone else leaves the machine its owner's. A machine
+no launch of this state made (created in a provider's console, or before
+identities were recorded) has none: NULL, "(no user)" in a report.
+
 Prices are what the user pays per hour for the whole machine, disk included
 where priced (``pricing.estimate``); ``stopped_price_per_hour`` is what a
 stopped machine still bills (the sandbox: 0; a provider that prices storage
@@ -107,10 +114,10 @@ _STATES = {
 }
 _COLUMNS = ("at", "provider", "instance_id", "event", "source", "state", "price_per_hour",
             "stopped_price_per_hour", "shutdown_at", "name", "instance_type", "region",
-            "launch_id", "simulated", "task_id")
+            "launch_id", "simulated", "task_id", "user_name", "host", "project")
 # What a row that does not say takes from the machine's previous row.
 _CARRIED = ("price_per_hour", "stopped_price_per_hour", "shutdown_at", "name", "instance_type",
-            "region", "launch_id", "simulated", "task_id")
+            "region", "launch_id", "simulated", "task_id", "user_name", "host", "project")
 
 
 def state_of(status: InstanceStatus) -> str | None:
@@ -138,6 +145,10 @@ class Row:
     launch_id: str | None = None
     simulated: bool | None = None  # None: not said (carried forward)
     task_id: str | None = None  # the queue task that launched it (carried forward)
+    # The owner: whose launch made the machine (from the journal, by launch id).
+    user_name: str | None = None
+    host: str | None = None
+    project: str | None = None
 
     @property
     def ref(self) -> str:
@@ -162,23 +173,31 @@ class Ledger:
         with self._db() as db:
             listing_memo.forget(self.journal)
             latest = _latest(db, {(r.provider, r.instance_id) for r in rows})
+            carried = [_carry(r, latest) for r in rows]
             db.executemany(
                 f"INSERT INTO ledger ({', '.join(_COLUMNS)}) VALUES "
                 f"({', '.join('?' for _ in _COLUMNS)})",
-                [_values(_carry(r, latest)) for r in rows])
+                [_values(r) for r in _from_launches(db, carried)])
 
-    def in_flight(self, since: datetime) -> list[Decimal]:
+    def in_flight(self, since: datetime, user: str | None = None,
+                  project: str | None = None) -> list[Decimal]:
         """What each launch journaled since `since` commits while its machine is
         not in the ledger yet: sent or about to be (intent), or unanswered
         (ambiguous, until reconcile settles it). A delivered launch's machine is
         written here before the journal marks it delivered, so every launch
-        counts in one place or the other, never in neither."""
+        counts in one place or the other, never in neither. `user`, `project`:
+        only the launches of that user, of that project (costs.Scope)."""
+        where, args = "", [since.isoformat()]
+        for column, value in (("user_name", user), ("project", project)):
+            if value is not None:
+                where += f" AND {column} = ?"
+                args.append(value)
         with self._db() as db:
             found = db.execute(
                 "SELECT committed FROM launches WHERE status IN ('intent', 'ambiguous')"
-                " AND created_at >= ? AND committed IS NOT NULL AND NOT EXISTS"
+                f" AND created_at >= ? AND committed IS NOT NULL{where} AND NOT EXISTS"
                 " (SELECT 1 FROM ledger WHERE ledger.launch_id = launches.launch_id)",
-                (since.isoformat(),)).fetchall()
+                args).fetchall()
         return [Decimal(r[0]) for r in found]
 
     def latest(self, machines: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Row]:
@@ -361,29 +380,8 @@ class Observation:
                 db.executemany(
                     f"INSERT INTO ledger ({', '.join(_COLUMNS)}) VALUES "
                     f"({', '.join('?' for _ in _COLUMNS)})",
-                    [_values(r) for r in _launching_tasks(db, rows)])
+                    [_values(r) for r in _from_launches(db, rows)])
             listing_memo.remember(journal, db, self.seen, still_open, complete)
-
-
-def _launching_tasks(db: sqlite3.Connection, rows: list[Row]) -> list[Row]:
-    """The rows, each machine first seen here that a launch journaled here made
-    given the queue task that sent the launch: a machine adopted after an
-    unanswered create (by reconcile, in another process than the task's) is
-    first written by a listing, and stays on its task's bill. Only the first
-    seen with a launch id are looked up, by the journal's primary key."""
-    wanted = list({r.launch_id for r in rows
-                   if r.event == "first_seen" and r.task_id is None and r.launch_id})
-    tasks: dict[str, str] = {}
-    for start in range(0, len(wanted), CHUNK):
-        part = wanted[start:start + CHUNK]
-        tasks.update(db.execute(
-            "SELECT launch_id, task_id FROM launches WHERE task_id IS NOT NULL AND"
-            f" launch_id IN ({', '.join('?' for _ in part)})", part).fetchall())
-    if not tasks:
-        return rows
-    return [replace(r, task_id=tasks[r.launch_id])
-            if r.event == "first_seen" and r.task_id is None and r.launch_id in tasks else r
-            for r in rows]
 
 
 # The page cache of a listing's reads (a negative cache_size is KiB).
@@ -505,6 +503,41 @@ def _carried(row: Row, last: Row | None) -> Row:
     return replace(row, **{f: getattr(last, f) for f in _CARRIED if getattr(row, f) is None})
 
 
+def _from_launches(db: sqlite3.Connection, rows: list[Row]) -> list[Row]:
+    """The rows, each completed from the launch journaled here that made its
+    machine (read by launch id, one query per CHUNK ids, only for rows that
+    need it):
+
+    * a machine with no owner yet (its first row, or one written before owners
+      were recorded) takes its launch's user, host and project;
+    * a machine first seen by a listing takes the queue task that sent its
+      launch: one adopted after an unanswered create (by reconcile, in another
+      process than the task's) stays on its task's bill."""
+    wanted = list({r.launch_id for r in rows if r.launch_id and (
+        r.user_name is None or (r.event == "first_seen" and r.task_id is None))})
+    if not wanted:
+        return rows
+    launches: dict[str, tuple[Any, ...]] = {}
+    for start in range(0, len(wanted), CHUNK):
+        part = wanted[start:start + CHUNK]
+        for launch_id, *found in db.execute(
+                "SELECT launch_id, user_name, host, project, task_id FROM launches WHERE"
+                f" launch_id IN ({', '.join('?' for _ in part)})", part):
+            launches[launch_id] = tuple(found)
+    out = []
+    for row in rows:
+        found = launches.get(row.launch_id or "")
+        if found is not None:
+            user_name, host, project, task_id = found
+            if row.user_name is None:
+                row = replace(row, user_name=user_name, host=host,
+                              project=row.project or project)
+            if row.event == "first_seen" and row.task_id is None and task_id:
+                row = replace(row, task_id=task_id)
+        out.append(row)
+    return out
+
+
 def _values(row: Row) -> tuple[Any, ...]:
     out: list[Any] = []
     for column in _COLUMNS:
@@ -524,7 +557,7 @@ def _row(values: tuple[Any, ...]) -> Row:
     # words every machine repeats (its provider, type, region, the event) are
     # shared, not one copy per row, and so are the few prices.
     (at, provider, instance_id, event, source, state, price, stopped_price, shutdown_at, name,
-     instance_type, region, launch_id, simulated, task_id) = values
+     instance_type, region, launch_id, simulated, task_id, user_name, host, project) = values
     return Row(at=datetime.fromisoformat(at), provider=intern(provider), instance_id=instance_id,
                event=intern(event), source=intern(source), state=intern(state),
                price_per_hour=_price(price) if price is not None else None,
@@ -533,7 +566,8 @@ def _row(values: tuple[Any, ...]) -> Row:
                shutdown_at=datetime.fromisoformat(shutdown_at) if shutdown_at else None,
                name=name, instance_type=intern(instance_type) if instance_type else instance_type,
                region=intern(region) if region else region, launch_id=launch_id,
-               simulated=bool(simulated), task_id=task_id)
+               simulated=bool(simulated), task_id=task_id, user_name=user_name, host=host,
+               project=project)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -541,4 +575,5 @@ def _price(text: str) -> Decimal:
     return Decimal(text)  # immutable: one object serves every row at this price
 
 
-__all__ = ["ENDED", "JOB", "Last", "Ledger", "Observation", "RUNNING", "Row", "STOPPED", "state_of"]
+__all__ = ["ADDED_COLUMNS", "ENDED", "JOB", "Last", "Ledger", "Observation", "RUNNING", "Row",
+           "STOPPED", "state_of"]

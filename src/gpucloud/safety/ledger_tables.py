@@ -38,11 +38,14 @@ TABLES = (
 ) WITHOUT ROWID""",
 )
 
-# Columns added after the first release (ALTER TABLE on ledgers made before):
-# the queue task that launched the machine (or submitted the job), carried
-# forward like its name, so `gpucloud costs --by task` sums a task's machines.
+# Columns added after the first release (ALTER TABLE on ledgers made before,
+# journal.add_columns): the queue task that launched the machine (or submitted
+# the job), carried forward like its name, so `gpucloud costs --by task` sums a
+# task's machines; the machine's owner, whose launch made it, and the launch's
+# project, which the per-user and per-project budgets and reports count by.
 ADDED_COLUMNS = {
     "task_id": "TEXT",
+    "user_name": "TEXT", "host": "TEXT", "project": "TEXT",
 }
 
 VOLUME_TABLES = ("""CREATE TABLE IF NOT EXISTS volume_ledger (
@@ -61,5 +64,8 @@ VOLUME_TABLES = ("""CREATE TABLE IF NOT EXISTS volume_ledger (
     simulated       INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (provider, volume_id)
 )""",)
+# The volume's owner and project, added the same way.
+VOLUME_ADDED_COLUMNS = {"user_name": "TEXT", "host": "TEXT", "project": "TEXT"}
 
-__all__ = ["ADDED_COLUMNS", "ENDED", "RUNNING", "STOPPED", "TABLES", "VOLUME_TABLES"]
+__all__ = ["ADDED_COLUMNS", "ENDED", "RUNNING", "STOPPED", "TABLES", "VOLUME_ADDED_COLUMNS",
+           "VOLUME_TABLES"]

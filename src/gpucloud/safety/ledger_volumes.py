@@ -13,6 +13,9 @@ machines' rows in the same state file), not intervals of states:
   uses, which the unattached warnings of ``list`` and ``reap`` read;
 * a volume a job created with ``delete_with_job`` carries the job
   (``job_ref``), so the job's end can delete it, and only it.
+* each record names its owner (``user_name``, ``host``: config/identity.py)
+  and ``project``: whoever created it here, with the create's or the job's
+  project; a volume first seen by a listing (made elsewhere) has none (NULL).
 
 The bill of an interval is ``size_gb x rate x hours / hours_per_month``
 (Decimal), ``hours_per_month`` being the provider's convention (its
@@ -30,14 +33,22 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from gpucloud.safety.journal import utcnow
-from gpucloud.safety.ledger_tables import VOLUME_TABLES as SCHEMA
+from gpucloud.config.identity import who
+from gpucloud.safety.journal import add_columns, utcnow
+from gpucloud.safety.ledger_tables import VOLUME_ADDED_COLUMNS as ADDED_COLUMNS, VOLUME_TABLES
 
 if TYPE_CHECKING:
     from gpucloud.core.context import ClientContext
     from gpucloud.models import Volume
     from gpucloud.safety.journal import Journal
 
+
+
+def _add_volume_columns(db: sqlite3.Connection) -> None:
+    add_columns(db, "volume_ledger", ADDED_COLUMNS)
+
+
+SCHEMA = (*VOLUME_TABLES, _add_volume_columns)
 # A volume with no machine for longer than this is worth a warning.
 UNATTACHED_AFTER = timedelta(days=1)
 
@@ -57,6 +68,9 @@ class VolumeRecord:
     source: str
     job_ref: str | None
     simulated: bool
+    user_name: str | None = None  # the owner (None: first seen by a listing)
+    host: str | None = None
+    project: str | None = None
 
     @property
     def ref(self) -> str:
@@ -77,7 +91,7 @@ class VolumeRecord:
 
 _COLUMNS = ("provider", "volume_id", "name", "region", "size_gb", "price_per_gb_month",
             "hours_per_month", "created_at", "deleted_at", "last_attached_at", "source",
-            "job_ref", "simulated")
+            "job_ref", "simulated", "user_name", "host", "project")
 
 
 def _record(values: tuple[Any, ...]) -> VolumeRecord:
@@ -135,21 +149,26 @@ class VolumeLedger:
         return [_record(r) for r in found]
 
     def add(self, volume: Volume, hours: int, source: str, job_ref: str | None = None,
-            at: datetime | None = None, seen_at: datetime | None = None) -> None:
+            at: datetime | None = None, seen_at: datetime | None = None,
+            project: str | None = None) -> None:
         """A volume gpucloud made (or first saw): billed from `at` (default: now).
         Seen attached, it was attached at `seen_at` (the listing's time), not
-        since its creation: a volume made long ago and in use now is not idle."""
+        since its creation: a volume made long ago and in use now is not idle.
+        Made here (any `source` but a listing's), this process's user owns it."""
         since = at or utcnow()
         seen = seen_at or since
+        me = who() if source != "list" else None
         with self._db() as db:
             db.execute(
                 f"INSERT INTO volume_ledger ({', '.join(_COLUMNS)}) VALUES"
-                f" ({', '.join('?' for _ in _COLUMNS)}) ON CONFLICT DO NOTHING",
+                f" ({', '.join('?' for _ in _COLUMNS)})"
+                " ON CONFLICT (provider, volume_id) DO NOTHING",
                 (volume.provider, volume.id, volume.name, volume.region, volume.size_gb,
                  str(volume.price_per_gb_month) if volume.price_per_gb_month is not None
                  else None, hours, since.isoformat(), None,
                  seen.isoformat() if volume.attached_to else None, source, job_ref,
-                 int(volume.simulated)))
+                 int(volume.simulated), me.user if me else None, me.host if me else None,
+                 project))
 
     def own(self, provider: str, volume_ids: Iterable[str], job_ref: str) -> None:
         """The job that made these volumes (delete_with_job), once it has a ref."""
@@ -241,5 +260,5 @@ def _hours(start: datetime, end: datetime) -> Decimal:
     return Decimal(int(seconds * 1000)) / Decimal(3600 * 1000) if seconds > 0 else Decimal(0)
 
 
-__all__ = ["SCHEMA", "UNATTACHED_AFTER", "VolumeLedger", "VolumeRecord", "hours_per_month",
-           "month_cost", "unattached", "warning"]
+__all__ = ["ADDED_COLUMNS", "SCHEMA", "UNATTACHED_AFTER", "VolumeLedger", "VolumeRecord",
+           "hours_per_month", "month_cost", "unattached", "warning"]

@@ -66,6 +66,8 @@ def _base() -> list[str]:
         " EXECUTE FUNCTION gpucloud_ledger_live_track()",
     ]
     statements += list(ledger_tables.VOLUME_TABLES)
+    statements += [f"ALTER TABLE volume_ledger ADD COLUMN IF NOT EXISTS {c} {kind}"
+                   for c, kind in ledger_tables.VOLUME_ADDED_COLUMNS.items()]
     return [_translate(s) for s in statements]
 
 

@@ -15,6 +15,8 @@ class By(str, enum.Enum):
     provider = "provider"
     instance = "instance"
     name = "name"
+    user = "user"
+    project = "project"
     task = "task"
 
 
@@ -86,8 +88,9 @@ def costs(
     month: Optional[str] = typer.Option(None, "--month", metavar="YYYY-MM",
                                         help="The month (UTC), e.g. 2026-11; default: this one."),
     by: By = typer.Option(By.instance, "--by", metavar="|".join(b.value for b in By),
-                          help="One line per provider, per machine or per machine name; "
-                               "task: per queue task that launched them."),
+                          help="One line per provider, per machine, per machine name, per "
+                               "user who launched it (GPUCLOUD_USER), per --project, or "
+                               "per queue task that launched it."),
     json_output: bool = params.JSON,
 ) -> None:
     """Spend this month (or --month): so far, and projected for what still runs.

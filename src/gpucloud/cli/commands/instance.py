@@ -51,6 +51,7 @@ def create(
         None, "--batch", metavar="KEY",
         help="Name the batch; run again with the same KEY to make only the missing machines."),
     name: Optional[str] = typer.Option(None, "--name", metavar="NAME", help="Machine name."),
+    project: Optional[str] = params.PROJECT,
     image: Optional[str] = typer.Option(None, "--image", metavar="IMAGE",
                                         help="OS image (VM clouds) or container image."),
     ssh_key: Optional[str] = typer.Option(None, "--ssh-key", metavar="KEY",
@@ -101,7 +102,7 @@ def create(
         probe(open_journal(client.config), batch)
     plan = client.plan(gpu=gpu, count=count, provider=provider, region=region, disk_gb=disk_gb,
                        auto_shutdown=auto_shutdown, max_cost=max_cost, spot=spot, n=instances,
-                       until=until, dry_run=dry_run)
+                       until=until, dry_run=dry_run, project=project)
     shown = set(client.warnings)
     if not json_output:
         show_warnings(client, quiet)
@@ -159,6 +160,9 @@ def list_(
         None, "--status", metavar="STATUS[,STATUS]",
         help="Only machines in these statuses, comma-separated: pending, running, "
              "stopping, stopped, terminating, terminated, failed, unknown."),
+    mine: bool = typer.Option(False, "--mine",
+                              help="Only machines you launched (GPUCLOUD_USER, else your "
+                                   "login name, per the journal)."),
     json_output: bool = params.JSON,
 ) -> None:
     """List machines on every provider with credentials.
@@ -170,10 +174,10 @@ def list_(
     client = Client()
     if json_output:
         output.emit_json_stream("instances", client.iter_list(provider=provider, all=show_all,
-                                                              status=status),
+                                                              status=status, mine=mine),
                                 lambda: {"warnings": client.warnings})
         return
-    instances = client.list(provider=provider, all=show_all, status=status)
+    instances = client.list(provider=provider, all=show_all, status=status, mine=mine)
     for warning in client.warnings:
         output.warn(warning)
     if instances:

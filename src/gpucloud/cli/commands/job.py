@@ -31,6 +31,7 @@ def submit(
                                            help="Only this provider (overrides the file)."),
     region: Optional[str] = typer.Option(None, "--region", "-r", metavar="REGION",
                                          help="Only this region (overrides the file)."),
+    project: Optional[str] = params.PROJECT,
     dry_run: bool = typer.Option(False, "--dry-run", help="Check the file, show the plan; "
                                                           "submit nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
@@ -47,11 +48,16 @@ def submit(
     from gpucloud.jobs.ops import resolve_secrets
     from gpucloud.jobs.spec import load
 
+    if project is not None:
+        from gpucloud.config.identity import check_project
+
+        check_project(project)  # exit 2, before any secret is read
     spec = load(file)  # an ill-formed secret reference is refused here (exit 2)
     if not dry_run:
         resolve_secrets(spec)  # a missing secret stops here, before any prompt (exit 3)
     client = Client(on_attempt=None if json_output else _show_attempt)
-    plan = client.plan_job(spec, provider=provider, region=region, dry_run=dry_run)
+    plan = client.plan_job(spec, provider=provider, region=region, dry_run=dry_run,
+                           project=project)
     shown = set(client.warnings)
     if not json_output:
         show_warnings(client, quiet)
