@@ -3,9 +3,14 @@ node label), the most a node can hold and the most still free on one node."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
 
 from gpucloud.providers.kubernetes import _wire as wire
+
+if TYPE_CHECKING:
+    from gpucloud.catalog.bundled import ProviderCatalog
 
 
 def add_gpu_nodes(nodes: dict[str, tuple[str, int]], page: list[dict[str, Any]],
@@ -38,3 +43,17 @@ def by_model(nodes: dict[str, tuple[str, int]], used: dict[str, int] | None
         models[model] = (max(best, allocatable),
                          None if free is None or best_free is None else max(best_free, free))
     return models
+
+
+def price(prices: Mapping[str, Decimal], catalog: ProviderCatalog, model: str,
+          gpu: str) -> Decimal | None:
+    """USD per GPU-hour of a node's GPU model: config.toml's [kubernetes.prices]
+    (by label value, then GPU name), then the catalog file's one-GPU rows;
+    None when nobody said."""
+    for key in (model, gpu):
+        if key in prices:
+            return prices[key]
+    for row in catalog.instance_types:
+        if row.gpu_count == 1 and row.price is not None and row.name in (model, gpu):
+            return row.price
+    return None

@@ -212,7 +212,7 @@ class KubernetesProvider(KubernetesJobs, KubernetesVolumes, Provider):
             if query.gpu is not None and gpu != query.gpu:
                 continue
             counts = [query.count] if query.count else _offers.sizes(allocatable)
-            per_gpu = self._price(model, gpu)
+            per_gpu = _offers.price(self.settings.prices, self.catalog, model, gpu)
             info = gpu_info(gpu)
             for count in counts:
                 if count > allocatable:
@@ -224,18 +224,6 @@ class KubernetesProvider(KubernetesJobs, KubernetesVolumes, Provider):
                     available=None if free is None else free >= count, source="live",
                     as_of=self.catalog.as_of))
         return out
-
-    def _price(self, model: str, gpu: str) -> Decimal | None:
-        """USD per GPU-hour: config.toml (by label value, then GPU name), then the
-        catalog file's one-GPU rows; None when nobody said."""
-        prices = self.settings.prices
-        for key in (model, gpu):
-            if key in prices:
-                return prices[key]
-        for row in self.catalog.instance_types:
-            if row.gpu_count == 1 and row.price is not None and row.name in (model, gpu):
-                return row.price
-        return None
 
     # -- machines (pods) ------------------------------------------------------------
 
@@ -351,7 +339,8 @@ class KubernetesProvider(KubernetesJobs, KubernetesVolumes, Provider):
                       if v), None)
         gpus = wire.pod_gpus(pod)
         gpu = wire.gpu_name(model) if model else None
-        per_gpu = self._price(model, gpu) if model and gpu else None
+        per_gpu = _offers.price(self.settings.prices, self.catalog, model, gpu) \
+            if model and gpu else None
         notes, marks = wire.notes(pod), wire.labels(pod)
         return Instance(
             provider=self.name, id=str(meta["name"]), name=notes.get(wire.NAME) or meta["name"],

@@ -52,7 +52,7 @@ looks. Terminated machines stay listed for ``retain_seconds``, then vanish
 (404). Capacity is per instance type per region and counts every machine
 not yet terminated.
 
-Knobs (capacity, delays, injected failures, jobs): knobs.py; /v1/volumes: volume_sim.py.
+Knobs: knobs.py; /v1/volumes: volume_sim.py; the requests answered: request_log.py.
 """
 
 from __future__ import annotations
@@ -64,7 +64,6 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from pathlib import Path
@@ -79,6 +78,7 @@ from gpucloud.providers.sandbox._wire import (
 )
 from gpucloud.providers.sandbox.job_sim import JobSimulation
 from gpucloud.providers.sandbox.knobs import Knobs
+from gpucloud.providers.sandbox.request_log import RequestLog
 from gpucloud.providers.sandbox.volume_sim import VolumeSimulation
 from gpucloud.providers.sandbox.storage import Storage, live_count, visible_rows
 
@@ -107,8 +107,8 @@ class SandboxCloud(Storage):
         self.clock = clock
         self.rng = random.Random(self.knobs.seed)
         self._lock = threading.Lock()
-        # (method, path, status) of recent requests: handy in tests and demos.
-        self.log: deque[tuple[str, str, int]] = deque(maxlen=1000)
+        self.requests = RequestLog(self.knobs.request_log)  # what tests count
+        self.log = self.requests.recent  # (method, path, status) of recent requests
         self._open_storage()
         self.jobs, self.volumes = JobSimulation(self), VolumeSimulation(self, catalog.regions)
 
@@ -127,9 +127,7 @@ class SandboxCloud(Storage):
             headers.extend(err.headers.items())
         except sqlite3.OperationalError as exc:  # e.g. the file stayed locked for 30 s
             status, body = 503, {"error": {"code": "unavailable", "message": f"database: {exc}"}}
-        self.log.append((request.method, path, status))
-        if self.knobs.request_log:
-            _append_line(self.knobs.request_log, f"{request.method} {path} {status}\n")
+        self.requests.record(request.method, path, status)
         return json_reply(status, body, headers)
 
     def _route(self, request: httpx.Request, path: str) -> tuple[int, Any]:
@@ -400,12 +398,3 @@ class SandboxCloud(Storage):
                 written = {column: value}
                 db.execute(f"UPDATE instances SET {column} = ? WHERE id = ?", (value, instance_id))
             return self._render({**dict(row), **written}, now)
-
-
-def _append_line(path: str, line: str) -> None:
-    """One write with O_APPEND: lines of several processes never interleave."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
