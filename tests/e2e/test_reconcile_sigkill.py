@@ -58,17 +58,16 @@ def journal(env: dict[str, str]) -> dict[str, tuple[str, str | None]]:
         db.close()
 
 
-@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
-def test_sigkill_between_the_create_and_its_journal_entry_is_repaired(tmp_path):
-    env = environment(tmp_path)
-    # The cloud commits the machine, then holds its answer: the window to kill in.
-    killed_env = env | {"GPUCLOUD_SANDBOX_HANG_AFTER_CREATE": "60"}
+def kill_once_the_cloud_has_it(env: dict[str, str], argv: list[str]) -> int:
+    """Run `gpucloud ARGV` and SIGKILL it once the cloud has committed its
+    machine, while the cloud holds its answer (the window between the create
+    and its journal entry); its exit status."""
     create = subprocess.Popen(
-        [sys.executable, "-m", "gpucloud", "create", "--gpu", "h100", "--count", "8",
-         "--provider", "sandbox", "--auto-shutdown", "4h", "--yes", "--json"],
-        env=killed_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [sys.executable, "-m", "gpucloud", *argv],
+        env=env | {"GPUCLOUD_SANDBOX_HANG_AFTER_CREATE": "60"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 90
         while not cloud_rows(env):
             assert create.poll() is None, create.communicate()
             assert time.monotonic() < deadline, "the create never reached the cloud"
@@ -79,7 +78,16 @@ def test_sigkill_between_the_create_and_its_journal_entry_is_repaired(tmp_path):
         if create.poll() is None:
             create.kill()
             create.wait()
-    assert create.returncode == -signal.SIGKILL
+    return create.returncode
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
+def test_sigkill_between_the_create_and_its_journal_entry_is_repaired(tmp_path):
+    env = environment(tmp_path)
+    code = kill_once_the_cloud_has_it(env, [
+        "create", "--gpu", "h100", "--count", "8", "--provider", "sandbox",
+        "--auto-shutdown", "4h", "--yes", "--json"])
+    assert code == -signal.SIGKILL
     [row] = cloud_rows(env)
     launch_id = row[LABEL]
     # Killed in the window: the request was sent, the outcome never journaled.

@@ -20,7 +20,9 @@ import pytest
 
 from tests.support.postgres import pg_url, postgres_server  # noqa: F401
 
-from .test_reconcile_sigkill import LABEL, cloud_rows, environment, gpucloud
+from .test_reconcile_sigkill import (
+    LABEL, cloud_rows, environment, gpucloud, kill_once_the_cloud_has_it,
+)
 
 PRICE = Decimal("2.49")  # the sandbox's 1x H100 per hour; an hour each
 BUDGET = '[budget]\nmonthly = "31"\n'  # fits 12 machines ($29.88), not 13 ($32.37)
@@ -97,22 +99,7 @@ def test_a_create_killed_on_one_computer_is_adopted_by_reconcile_on_another(
         tmp_path, pg_url):
     laptop = team_env(tmp_path, pg_url, "laptop")
     runner = team_env(tmp_path, pg_url, "ci-runner")
-    create = subprocess.Popen(
-        [sys.executable, "-m", "gpucloud", *CREATE],
-        env=laptop | {"GPUCLOUD_SANDBOX_HANG_AFTER_CREATE": "60"},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 90
-        while not cloud_rows(laptop):
-            assert create.poll() is None, create.communicate()
-            assert time.monotonic() < deadline, "the create never reached the cloud"
-            time.sleep(0.05)
-        create.send_signal(signal.SIGKILL)
-        create.wait(timeout=30)
-    finally:
-        if create.poll() is None:
-            create.kill()
-            create.wait()
+    assert kill_once_the_cloud_has_it(laptop, CREATE) == -signal.SIGKILL
     [row] = cloud_rows(laptop)
     launch_id = row[LABEL]
     assert launches(pg_url)[launch_id] == ("intent", None)

@@ -216,39 +216,33 @@ class PostgresStore:
     def session(self, schema: object = (), create: bool = True) -> Iterator[PgConnection]:
         """Statements in one transaction (committed on success), on this
         process's connection; joins the immediate() of this thread."""
-        import psycopg
-
-        shared = self._shared()
-        with shared.lock:
-            if shared.held and shared.conn is not None:
-                yield shared.conn
-                return
-            try:
-                if shared.conn is None or shared.conn.raw.closed:
-                    shared.conn = self.connect()
-                conn = shared.conn
-                with conn.raw.transaction():
-                    yield conn
-            except psycopg.Error as exc:
-                self._drop(shared)
-                raise self._unusable(exc, None) from None
+        with self._transaction(admit=False) as conn:
+            yield conn
 
     @contextmanager
     def immediate(self, schema: object = ()) -> Iterator[PgConnection]:
         """One transaction holding the team's admission lock: a decision and
         the record it leads to, one process of the team at a time."""
+        with self._transaction(admit=True) as conn:
+            yield conn
+
+    @contextmanager
+    def _transaction(self, admit: bool) -> Iterator[PgConnection]:
         import psycopg
 
         shared = self._shared()
         with shared.lock:
             if shared.held and shared.conn is not None:
-                yield shared.conn
+                yield shared.conn  # inside immediate() on this thread: its transaction
                 return
             try:
                 if shared.conn is None or shared.conn.raw.closed:
                     shared.conn = self.connect()
                 conn = shared.conn
                 with conn.raw.transaction():
+                    if not admit:
+                        yield conn
+                        return
                     conn.execute("SELECT pg_advisory_xact_lock(?, ?)", (LOCK_CLASS, ADMIT))
                     shared.held = True
                     try:
