@@ -142,12 +142,7 @@ def _install(json_output: bool, write: bool, target: str | None = None) -> None:
                           "written": [str(p) for p in written],
                           "install_source": source.as_json()})
         return
-    output.err(f"gpucloud will be installed on the machine from: {source.describe()}"
-               + (f"; the CronJob runs the image {source.image} ([remote] image)"
-                  if source.image else ""))
-    caveat = source.caveat()
-    if caveat:
-        output.warn(caveat)
+    _say_source(source, "CronJob")
     if write:
         for path in written:
             output.out(f"wrote {path}")
@@ -165,6 +160,16 @@ def _install(json_output: bool, write: bool, target: str | None = None) -> None:
                "into them")
 
 
+def _say_source(source: Any, runs: str) -> None:
+    """Where the reaper's machine gets gpucloud, and any caveat of that source."""
+    output.err(f"gpucloud will be installed on the machine from: {source.describe()}"
+               + (f"; the {runs} runs the image {source.image} ([remote] image)"
+                  if source.image else ""))
+    caveat = source.caveat()
+    if caveat:
+        output.warn(caveat)
+
+
 def _install_deployment(client: Any, variables: list[str], source: Any, json_output: bool,
                         write: bool) -> None:
     """`reap --install kubernetes`: elected reapers as a Deployment, with their
@@ -180,12 +185,7 @@ def _install_deployment(client: Any, variables: list[str], source: Any, json_out
                           "written": [str(p) for p in written],
                           "install_source": source.as_json()})
         return
-    output.err(f"gpucloud will be installed on the machine from: {source.describe()}"
-               + (f"; the Deployment runs the image {source.image} ([remote] image)"
-                  if source.image else ""))
-    caveat = source.caveat()
-    if caveat:
-        output.warn(caveat)
+    _say_source(source, "Deployment")
     if write:
         output.out(f"wrote {written[0]}")
         output.out(f"next: see the two commands at the top of {reaper_install.DEPLOYMENT}")
