@@ -121,3 +121,26 @@ def test_a_create_killed_on_one_computer_is_adopted_by_reconcile_on_another(
     assert not (Path(laptop["GPUCLOUD_HOME"]) / "state.sqlite").exists()
     assert not (Path(runner["GPUCLOUD_HOME"]) / "state.sqlite").exists()
     assert "PGPASSWORD" in os.environ  # the password came from libpq's own source
+
+
+def test_a_batch_key_held_on_one_computer_is_refused_on_another(tmp_path, pg_url):
+    """Two computers of a team must not run one batch key at once: both would
+    see the same missing slots and launch them twice."""
+    from gpucloud.batch.lock import held
+    from gpucloud.safety.journal import Journal
+    from gpucloud.safety.store_postgres import PostgresStore
+
+    laptop = Journal(tmp_path / "laptop" / "state.sqlite", PostgresStore(pg_url))
+    runner = team_env(tmp_path, pg_url, "ci-runner")
+    argv = ["create", "--gpu", "h100", "--provider", "sandbox", "--instances", "2",
+            "--batch", "sweep-7", "--auto-shutdown", "1h", "--yes", "--json"]
+    with held(laptop, "sweep-7"):
+        refused = gpucloud(runner, *argv)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    error = json.loads(refused.stdout)["error"]
+    assert error["code"] == "batch_busy" and "another gpucloud process of the team" in \
+        error["message"]
+    assert cloud_rows(runner) == []  # refused before anything was planned or sent
+    done = gpucloud(runner, *argv)  # let go: the key runs
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(cloud_rows(runner)) == 2
