@@ -151,10 +151,14 @@ def pick_identity(identity: str | None, remembered: Path | None) -> str | None:
 
 
 def _journal(journal: Journal | None) -> Journal:
-    from gpucloud.config import settings as config
-    from gpucloud.safety.journal import Journal
+    """The journal given, else this computer's (the team's in team mode: the
+    key file a launch sent is a path on the computer that made it)."""
+    if journal is not None:
+        return journal
+    from gpucloud.config.settings import load_config
+    from gpucloud.safety.state_store import open_journal
 
-    return journal or Journal(config.state_db_path())
+    return open_journal(load_config())
 
 
 def ssh_binary() -> str:
