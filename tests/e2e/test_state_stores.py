@@ -264,3 +264,19 @@ def test_a_forked_child_never_ends_its_parents_team_sessions(pg_url, tmp_path):
     again = PostgresStore(pg_url).try_advisory("batch:sweep")
     assert again is not None  # released by the parent, not before
     again.release()
+
+
+def test_the_team_database_orders_text_byte_by_byte_as_sqlite_does(pg_url, tmp_path):
+    """Times are ISO-8601 text, compared and ordered as text: a database whose
+    default collation is a language's (en_US.UTF-8 on many managed servers)
+    must still order them as SQLite does, so every text column is "C"."""
+    import psycopg
+
+    Ledger(_journal("postgresql", tmp_path, pg_url)).append([_row("i-1", T)])
+    with psycopg.connect(pg_url) as db:
+        found = db.execute(
+            "SELECT table_name, column_name, collation_name FROM information_schema.columns"
+            " WHERE table_schema = 'public' AND data_type = 'text'"
+            " AND table_name <> 'gpucloud_schema'").fetchall()
+    assert found and {c for _, _, c in found} == {"C"}, found
+    PostgresStore(pg_url).release()
