@@ -280,3 +280,48 @@ def test_the_team_database_orders_text_byte_by_byte_as_sqlite_does(pg_url, tmp_p
             " AND table_name <> 'gpucloud_schema'").fetchall()
     assert found and {c for _, _, c in found} == {"C"}, found
     PostgresStore(pg_url).release()
+
+
+def test_a_failed_write_in_a_group_commit_is_a_state_error_on_both_stores(journal):
+    """A driver error (here a launch id journaled twice) leaves the transaction
+    not to be trusted: the group fails whole, as one StateError (exit 3 with
+    the store's hint), never a raw driver exception."""
+    from gpucloud.safety.group_commit import for_journal
+
+    _intent(journal, "gc-1")
+    with pytest.raises(StateError):
+        for_journal(journal).run(lambda: _intent(journal, "gc-1"))
+    _intent(journal, "gc-2")  # the store is usable after it
+    assert journal.get("gc-2") is not None
+
+
+def test_a_statement_without_parameters_is_sent_as_written(pg_url, tmp_path):
+    journal = _journal("postgresql", tmp_path, pg_url)
+    with journal._db() as db:
+        assert db.execute("SELECT '50%'").fetchone()[0] == "50%"
+        assert db.execute("SELECT ?::text || '%'", ("50",)).fetchone()[0] == "50%"
+    PostgresStore(pg_url).release()
+
+
+def test_a_batch_whose_team_lock_was_lost_launches_no_more(pg_url, tmp_path):
+    """The server frees a session's advisory lock when the session ends (a
+    restart, a dropped connection): another computer may take the key, so this
+    batch's next launch must not go."""
+    import psycopg
+
+    from gpucloud.batch import lock
+
+    journal = _journal("postgresql", tmp_path, pg_url)
+    with lock.held(journal, "sweep"):
+        with lock.pinned(journal, "sweep") as kept:
+            assert kept is True
+        [lease] = [v for k, v in lock._HELD.items() if k.endswith("#batch:sweep")]
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)",
+                          (lease.team.conn.raw.info.backend_pid,))
+        with lock.pinned(journal, "sweep") as kept:
+            assert kept is False
+        taken = PostgresStore(pg_url).try_advisory("batch:sweep")
+        assert taken is not None  # the key is free: another computer could run it
+        taken.release()
+    PostgresStore(pg_url).release()

@@ -144,3 +144,57 @@ def test_a_batch_key_held_on_one_computer_is_refused_on_another(tmp_path, pg_url
     done = gpucloud(runner, *argv)  # let go: the key runs
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(cloud_rows(runner)) == 2
+
+
+def test_a_launch_delivered_by_another_computer_mid_admission_still_counts(
+        tmp_path, pg_url, monkeypatch):
+    """The admission lock keeps out other admissions only: another computer's
+    ledger row may land between the budget's reads of launches in flight and
+    of the ledger. A launch delivered just then must count in one of them,
+    never in neither (it would let this plan past the budget)."""
+    from datetime import datetime, timedelta, timezone
+
+    from gpucloud import BudgetExceededError, Client
+    from gpucloud.safety.journal import Journal
+    from gpucloud.safety.ledger import Ledger
+    from gpucloud.safety.store_postgres import PostgresStore
+
+    monkeypatch.setenv("GPUCLOUD_STATE_URL", pg_url)
+    home = Path(os.environ["GPUCLOUD_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text('[budget]\nmonthly = "150"\n')
+    other = Journal(tmp_path / "other" / "state.sqlite", PostgresStore(pg_url))
+    now = datetime.now(timezone.utc)
+    other.record_intent(launch_id="gc-other", provider="sandbox", instance_type="sim.1xH100",
+                        region="sim-east-1", name=None, price_per_hour="2.49",
+                        shutdown_at=now + timedelta(hours=40), committed=Decimal("99.60"))
+    real_rows = Ledger.rows
+
+    def rows_then_the_other_delivers(self, *args, **kwargs):
+        found = real_rows(self, *args, **kwargs)
+        with psycopg.connect(pg_url, autocommit=True) as db:  # another computer's commit
+            db.execute("INSERT INTO ledger (at, provider, instance_id, event, source, state,"
+                       " price_per_hour, shutdown_at, launch_id, simulated) VALUES"
+                       " (%s, 'sandbox', 'sbx-other', 'started', 'launch', 'running', '2.49',"
+                       " %s, 'gc-other', 1)",
+                       (now.isoformat(), (now + timedelta(hours=40)).isoformat()))
+        return found
+
+    monkeypatch.setattr(Ledger, "rows", rows_then_the_other_delivers)
+    with Client(providers=["sandbox"]) as client:
+        # $74.70 more: within $150 only if the other launch's $99.60 is missed.
+        with pytest.raises(BudgetExceededError) as refused:
+            client.plan(gpu="h100", provider="sandbox", auto_shutdown="30h")
+    assert "99.6" in refused.value.message
+
+
+def test_list_mine_in_team_mode_shows_the_machines_this_user_launched_anywhere(
+        tmp_path, pg_url):
+    laptop = team_env(tmp_path, pg_url, "laptop") | {"GPUCLOUD_USER": "alice"}
+    made = json.loads(gpucloud(laptop, *CREATE).stdout)["instance"]
+    gpucloud(team_env(tmp_path, pg_url, "bob-box") | {"GPUCLOUD_USER": "bob"}, *CREATE)
+    desk = team_env(tmp_path, pg_url, "desk") | {"GPUCLOUD_USER": "alice"}  # no local file
+    mine = json.loads(gpucloud(desk, "list", "--mine", "--json").stdout)["instances"]
+    assert [i["ref"] for i in mine] == [made["ref"]]
+    everyone = json.loads(gpucloud(desk, "list", "--json").stdout)["instances"]
+    assert len(everyone) == 2

@@ -185,6 +185,12 @@ def pinned(where: Place, key: str) -> Iterator[bool]:
         lease = _HELD.get(ident)
         if lease is not None:
             lease.users += 1
+    if lease is not None and lease.team is not None and not lease.team.alive():
+        # The team lock's session broke (a restart, a dropped connection): the
+        # server has freed the key, another computer may be running it now.
+        _drop(ident, lease)
+        yield False
+        return
     try:
         yield lease is not None
     finally:

@@ -110,7 +110,7 @@ def _mine(ctx: ClientContext, machines: list[Instance]) -> list[Instance]:
     nobody's here, so not mine. The user is a label, not a permission."""
     from gpucloud.config.identity import current_user
 
-    if not machines or not ctx.journal.path.exists():
+    if not machines or not ctx.journal.exists():
         return []
     me = current_user()
     owners: dict[tuple[str, str], str | None] = {}

@@ -284,14 +284,19 @@ def _standing(ctx: ClientContext, applies: list[Cap], month: str, start: datetim
 
     ledger = Ledger(ctx.journal)
     _, _, end = month_bounds(month, now)
+    # Launches still in flight first, then the ledger: in a team database other
+    # computers' ledger rows land between two reads (the admission lock keeps
+    # out only other admissions), and a launch delivered in between must count
+    # twice (the safe side) rather than in neither read.
+    unsettled_of = [ledger.in_flight(start, user=cap.scope.user, project=cap.scope.project)
+                    for cap in applies]
     rows = ledger.rows()
     # Volumes bill by the GB-month until deleted: spent, and committed to the month's end.
     volumes = VolumeLedger(ctx.journal).month(start, end)
     out = []
     unknown: dict[str, None] = {}
-    for cap in applies:
+    for cap, unsettled in zip(applies, unsettled_of):
         report = compute(rows, month, "instance", now=now, volumes=volumes, scope=cap.scope)
-        unsettled = ledger.in_flight(start, user=cap.scope.user, project=cap.scope.project)
         unknown.update(dict.fromkeys(report.unknown))
         committed = pricing.money(report.projected_known + sum(unsettled, Decimal(0)))
         out.append(Standing(report.spent_known, committed, unsettled))

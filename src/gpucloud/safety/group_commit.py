@@ -38,7 +38,6 @@ BEGIN IMMEDIATE keeps every other process out until the commit.
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -145,7 +144,7 @@ class GroupCommit:
                     conn.execute("SAVEPOINT grouped")
                 try:
                     entry.result = entry.write()
-                except (sqlite3.Error, OSError, StateError):
+                except (*self.journal.db_errors, OSError, StateError):
                     raise  # the transaction is not to be trusted: all of it goes
                 except Exception as exc:  # handed back to its caller
                     entry.error = exc

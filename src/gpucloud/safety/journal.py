@@ -122,6 +122,9 @@ class TeamStore(Protocol):
 
     shown: str  # as messages name it: never with a password
 
+    @property
+    def db_errors(self) -> tuple[type[BaseException], ...]: ...
+
     def session(self) -> ContextManager[Any]: ...
 
     def immediate(self) -> ContextManager[Any]: ...
@@ -143,6 +146,12 @@ class Journal:
     def where(self) -> str:
         """The store, as messages name it (never with a password)."""
         return self.team.shown if self.team is not None else str(self.path)
+
+    @property
+    def db_errors(self) -> tuple[type[BaseException], ...]:
+        """The store's driver errors: a write that raised one leaves its
+        transaction not to be trusted (group_commit.py fails it whole)."""
+        return self.team.db_errors if self.team is not None else (sqlite3.Error,)
 
     def exists(self) -> bool:
         """Whether there is state to read: reading never creates a local file,

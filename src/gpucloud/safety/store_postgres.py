@@ -78,7 +78,7 @@ class PgConnection:
         if params:
             cur.execute(convert(sql), tuple(params))
         else:
-            cur.execute(sql.replace("%", "%%") if "%" in sql else sql)
+            cur.execute(sql)  # no parameters: psycopg sends it as it is, % and all
         return cur
 
     def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> Any:
@@ -167,6 +167,12 @@ class PostgresStore:
 
     def exists(self) -> bool:
         return True  # a team database is there by configuration
+
+    @property
+    def db_errors(self) -> tuple[type[BaseException], ...]:
+        import psycopg
+
+        return (psycopg.Error,)
 
     # -- connections ---------------------------------------------------------
 
