@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpucloud.core.instructions import Call, Gather, Op
-from gpucloud.errors import GpuCloudError, NotFoundError, SpecError
+from gpucloud.core.instructions import Call, Op
+from gpucloud.core.listings import each_provider
+from gpucloud.errors import NotFoundError, SpecError
 
 if TYPE_CHECKING:
     from gpucloud.core.context import ClientContext
@@ -43,18 +44,10 @@ def list_volumes(ctx: ClientContext, provider: str | None = None) -> Op:
     """Every volume on the providers in scope that have volumes; each listing
     recorded in the cost ledger."""
     names = volume_providers(ctx, provider)
-    results = yield Gather([Call(n, ctx.adapter(n).list_volumes()) for n in names])
-    ctx.warnings.clear()
-    failed = [r for r in results if isinstance(r, BaseException)]
-    if failed and (provider is not None or len(failed) == len(names)):
-        raise failed[0]  # "no volumes" must never mean "could not look"
+    answered = yield from each_provider(ctx, names, lambda a: a.list_volumes(), "volumes",
+                                        provider)
     out: list[Volume] = []
-    for name, result in zip(names, results):
-        if isinstance(result, BaseException):
-            if not isinstance(result, GpuCloudError):
-                raise result
-            ctx.warnings.append(f"{name}: could not list volumes ({result})")
-            continue
+    for name, result in answered:
         out.extend(result)
         record_listing(ctx, name, result)
     return sorted(out, key=lambda v: (v.provider, v.name, v.id))

@@ -20,14 +20,15 @@ from gpucloud.jobs import volumes as job_volumes
 from gpucloud.safety import ledger_events
 from gpucloud.providers.base import format_utc
 from gpucloud.errors import (
-    CredentialsError, GpuCloudError, NoOffersError, NotFoundError, SpecError,
+    CredentialsError, NoOffersError, NotFoundError, SpecError,
 )
 from gpucloud.jobs.spec import JobSpec, from_any
 from gpucloud.config.identity import check_project
 from gpucloud.core.create import for_project
 from gpucloud.core.launch import launch
 from gpucloud.models import Job, JobRun, JobStatus, Offer, Plan, VolumeMount
-from gpucloud.core.instructions import Call, Gather, Op, split_ref
+from gpucloud.core.instructions import Call, Op, split_ref
+from gpucloud.core.listings import each_provider
 from gpucloud.core.plan import plan as make_plan
 
 if TYPE_CHECKING:
@@ -206,20 +207,9 @@ def jobs(ctx: ClientContext, provider: str | None = None) -> Op:
     names = [n for n in ctx.scope(provider, listing=True) if ctx.can_call(n)]
     if provider is not None and not names:
         raise ctx.missing_credentials([provider])
-    results = yield Gather([Call(n, ctx.adapter(n).list_jobs()) for n in names])
-    ctx.warnings.clear()
-    failed = [r for r in results if isinstance(r, BaseException)]
-    if failed and (provider is not None or len(failed) == len(names)):
-        raise failed[0]  # "no jobs" must never mean "could not look"
-    out: list[Job] = []
-    for name, result in zip(names, results):
-        if isinstance(result, BaseException):
-            if not isinstance(result, GpuCloudError):
-                raise result
-            ctx.warnings.append(f"{name}: could not list jobs ({result})")
-            continue
-        out.extend(result)
-    whole = [n for n, r in zip(names, results) if isinstance(r, list)]
+    answered = yield from each_provider(ctx, names, lambda a: a.list_jobs(), "jobs", provider)
+    out: list[Job] = [job for _, listed in answered for job in listed]
+    whole = [name for name, _ in answered]
     ctx.tolerant("the cost ledger did not record the jobs that ended", job_costs.seen, ctx,
                  out, whole)
     yield from job_volumes.ended(ctx, out)  # delete_with_job
