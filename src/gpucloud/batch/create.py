@@ -447,12 +447,10 @@ def _resume(run: _Run, size: int) -> Op:
     return items
 
 
-def _roll_back(run: _Run, result: BatchResult) -> Op:
-    """Terminate every machine of a batch that cannot complete, then look again:
-    each must be gone or ending; any still running is named in the error."""
-    ctx = run.ctx
-    made = [item for item in result.items if item.ok and item.instance is not None]
-    machines = [item.instance for item in made if item.instance is not None]
+def end_machines(ctx: ClientContext, machines: list[Instance], source: str) -> Op:
+    """Delete every machine at once (one may already be gone); each one deleted
+    or not found is recorded in the journal and the cost ledger as ended by
+    `source`; one that could not be deleted is left to the caller's look."""
     deleted = yield Gather([Call(m.provider, ctx.adapter(m.provider).delete(m.id))
                             for m in machines])
     for machine, outcome in zip(machines, deleted):
@@ -460,7 +458,16 @@ def _roll_back(run: _Run, result: BatchResult) -> Op:
             ctx.tolerant(f"{machine.ref} was deleted but the journal could not record it",
                          ctx.journal.mark_deleted, machine.provider, machine.id)
             ctx.tolerant(f"{machine.ref}: its end is not in the cost ledger",
-                         ledger_events.ended, ctx, machine.provider, machine.id, "batch")
+                         ledger_events.ended, ctx, machine.provider, machine.id, source)
+
+
+def _roll_back(run: _Run, result: BatchResult) -> Op:
+    """Terminate every machine of a batch that cannot complete, then look again:
+    each must be gone or ending; any still running is named in the error."""
+    ctx = run.ctx
+    made = [item for item in result.items if item.ok and item.instance is not None]
+    machines = [item.instance for item in made if item.instance is not None]
+    yield from end_machines(ctx, machines, "batch")
     checked = yield Gather([Call(m.provider, ctx.adapter(m.provider).get(m.id))
                             for m in machines])
     alive: list[Instance] = []

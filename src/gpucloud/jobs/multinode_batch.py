@@ -34,10 +34,10 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from gpucloud.errors import GpuCloudError, InstanceFailedError, NotFoundError
+from gpucloud.errors import GpuCloudError, InstanceFailedError
 from gpucloud.jobs.multinode import node_env
 from gpucloud.models import Instance, Job, JobRun, JobStatus, Plan
-from gpucloud.core.instructions import Call, Gather, Op
+from gpucloud.core.instructions import Call, Op
 from gpucloud.providers import _batch_mark
 from gpucloud.providers._jobscript import POWER_OFF, STATE_DIR, vm_script
 
@@ -188,16 +188,9 @@ def _start_over_ssh(ctx: ClientContext, machine: Instance, job: JobRun) -> None:
 def _end_all(ctx: ClientContext, machines: list[Instance]) -> Op:
     """End every node (one may already be gone); recorded as the batch's
     roll-back records its ends."""
-    from gpucloud.safety import ledger_events
+    from gpucloud.batch.create import end_machines
 
-    ended = yield Gather([Call(m.provider, ctx.adapter(m.provider).delete(m.id))
-                          for m in machines])
-    for machine, outcome in zip(machines, ended):
-        if not isinstance(outcome, BaseException) or isinstance(outcome, NotFoundError):
-            ctx.tolerant(f"{machine.ref} was deleted but the journal could not record it",
-                         ctx.journal.mark_deleted, machine.provider, machine.id)
-            ctx.tolerant(f"{machine.ref}: its end is not in the cost ledger",
-                         ledger_events.ended, ctx, machine.provider, machine.id, "delete")
+    yield from end_machines(ctx, machines, "delete")
     ctx.created = [m for m in ctx.created if m.ref not in {x.ref for x in machines}]
 
 
