@@ -228,6 +228,10 @@ class InstanceSpec(_Model):
     # provider that can end a machine at a spend itself (Shadeform's auto_delete).
     max_cost: Decimal | None = None
     job: JobRun | None = None  # run this job's container, and end with it
+    # A multi-node job's node, launched without the job (started on it later):
+    # the job's volumes, attached at launch where the provider attaches only
+    # then. A machine launched with its job attaches ``job.volumes`` instead.
+    volumes: tuple[VolumeMount, ...] = ()
 
 
 class Connection(_Model):

@@ -120,6 +120,34 @@ def test_a_job_attaches_its_volume_at_launch_and_its_script_mounts_it(api, run, 
     assert 'echo 1 >"$GC_STATE/exit-status"' in text
 
 
+def test_a_multi_node_jobs_node_attaches_the_volumes_at_launch_with_no_script(
+        api, run, provider):
+    """A node of a multi-node job boots without the job (started over ssh once
+    every node runs): its launch attaches the shared filesystem all the same."""
+    script = api.on("POST", "/scripts", reply(201, text=SCRIPT_ID))
+    launch, _ = launch_routes(api)
+    run(provider.create(make_spec(volumes=_volumes_job().volumes)))
+    sent = json.loads(launch.calls.last.request.content)
+    assert sent["existing_volumes"] == [NVME_ID] and sent["startup_script_id"] is None
+    assert script.call_count == 0
+
+
+def test_a_nodes_runner_mounts_the_shared_filesystem_as_a_start_up_script_does(
+        api, run, provider):
+    api.on("GET", f"/volumes/{NVME_ID}", reply(200, shared_volume()))
+    mounts, setup = run(provider.node_mounts(_volumes_job()))
+    host = f"/mnt/gpucloud/{NVME_ID}"
+    assert mounts == [(host, "/data")]
+    assert any(f"mount -t nfs -o nconnect=16 nfs.fin-01.datacrunch.io:volume-nxC2tf9F {host}"
+               in line for line in setup)
+
+
+def test_a_node_cannot_mount_a_block_volume(api, run, provider):
+    api.on("GET", f"/volumes/{NVME_ID}", reply(200, shared_volume(type="NVMe")))
+    with pytest.raises(SpecError):
+        run(provider.node_mounts(_volumes_job()))
+
+
 def test_a_job_without_volumes_attaches_none(api, run, provider):
     api.on("POST", "/scripts", reply(201, text=SCRIPT_ID))
     api.on("DELETE", f"/scripts/{SCRIPT_ID}", reply(200))

@@ -127,6 +127,25 @@ def test_infiniband_needs_a_provider_that_places_the_nodes_itself(tmp_path, monk
     assert plain.exit_code == 0, plain.output  # without infiniband a batch provider plans
 
 
+def test_volumes_on_many_nodes_need_a_provider_that_mounts_one_volume_on_each(tmp_path):
+    """A batch provider whose volumes mount on many machines (Lambda's and
+    Verda's shared filesystems) can run a multi-node job with volumes; one
+    whose volumes could not (or that has none) is refused, naming those."""
+    shared = job_file(tmp_path, volumes="[{name: datasets, mount: /data}]")
+    for provider in ("hyperstack", "shadeform", "ssh"):
+        refused = cli("submit", shared, "--provider", provider, "--dry-run")
+        assert refused.exit_code == 2, refused.output
+        first = refused.stderr.splitlines()[0]
+        assert f"{provider} launches separate machines and cannot mount one volume on " \
+               "every node" in first
+        assert {"lambda", "verda", "sandbox"} <= set(able(first))
+        assert provider not in able(first)
+    # Lambda plans it from the catalog (no credentials: nothing to look the volume up in).
+    planned = cli("submit", shared, "--provider", "lambda", "--dry-run")
+    assert planned.exit_code == 0, planned.output
+    assert "2 nodes of" in planned.stdout
+
+
 def test_list_and_get_show_the_nodes(tmp_path):
     made = cli("submit", job_file(tmp_path), "--provider", "sandbox", "--yes", "--json")
     job = json.loads(made.stdout)["job"]

@@ -18,9 +18,10 @@ from typer.testing import CliRunner
 
 from gpucloud import Client
 from gpucloud.cli import app
-from gpucloud.errors import InsufficientCapacityError
+from gpucloud.errors import InsufficientCapacityError, SpecError
 
-from .test_lambda_client import KEY, PUBKEY, FakeLambda, fixture
+from .test_lambda_client import KEY, PUBKEY, SPEC, FakeLambda, fixture
+from tests.openapi_check import validate_request
 
 SECRET = "hf_multinode_lambda_0f3c9a"
 JOB = {"name": "pair", "image": "busybox", "nodes": 2, "command": ["python", "train.py"],
@@ -100,10 +101,10 @@ class TwoNodes(FakeLambda):
 
 
 @pytest.fixture
-def lambda_two(monkeypatch, tmp_path):
-    """Both nodes, and an `ssh` first on PATH that records what it is given
-    (CONSTRUCTED: no Lambda machine to reach from a test) and answers as the
-    start command does."""
+def fake_ssh(monkeypatch, tmp_path):
+    """An `ssh` first on PATH that records what it is given (CONSTRUCTED: no
+    Lambda machine to reach from a test) and answers as the start command
+    does; the directory of its calls."""
     monkeypatch.setenv("GPUCLOUD_LAMBDA_API_KEY", KEY)
     ssh = Path.home() / ".ssh"
     ssh.mkdir()
@@ -112,13 +113,19 @@ def lambda_two(monkeypatch, tmp_path):
     calls.mkdir()
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    fake_ssh = bin_dir / "ssh"
-    fake_ssh.write_text(f'#!/bin/sh\nn=$(ls {calls} | wc -l)\nprintf "%s\\n" "$@" '
-                        f'>{calls}/$n.argv\ncat >{calls}/$n.stdin\necho started\n')
-    fake_ssh.chmod(0o755)
+    fake = bin_dir / "ssh"
+    fake.write_text(f'#!/bin/sh\nn=$(ls {calls} | wc -l)\nprintf "%s\\n" "$@" '
+                    f'>{calls}/$n.argv\ncat >{calls}/$n.stdin\necho started\n')
+    fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return calls
+
+
+@pytest.fixture
+def lambda_two(fake_ssh):
+    """Both nodes, and the fake ssh."""
     with respx.mock(base_url="https://cloud.lambda.ai", assert_all_called=False) as router:
-        yield TwoNodes(router), calls
+        yield TwoNodes(router), fake_ssh
 
 
 def test_the_job_starts_on_each_node_over_ssh_with_the_private_addresses(lambda_two,
@@ -151,3 +158,55 @@ def test_the_job_starts_on_each_node_over_ssh_with_the_private_addresses(lambda_
 def _terminated(fake: FakeLambda) -> list[str]:
     return [i for r in fake.sent if r.url.path == "/api/v1/instance-operations/terminate"
             for i in json.loads(r.content)["instance_ids"]]
+
+
+class TwoNodesAndAFilesystem(TwoNodes):
+    """Both nodes, and the contract's filesystem moved to us-west-3 (where the
+    fixture's 8x H100 has capacity) and given ``name``."""
+
+    def __init__(self, router, name: str = "my-filesystem") -> None:
+        self.filesystems = fixture("list_filesystems_200.json")
+        self.filesystems["data"][0].update(name=name, region={"name": "us-west-3",
+                                                              "description": "x"})
+        super().__init__(router)
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/v1/file-systems":
+            validate_request(SPEC, request)
+            self.sent.append(request)
+            return httpx.Response(200, json=self.filesystems)
+        return super().handle(request)
+
+
+def _submit_with_volume(name: str):
+    return Client(sleep=lambda _s: None).submit(
+        {**JOB, "region": "us-west-3", "volumes": [{"name": name, "mount": "/data"}]},
+        provider="lambda")
+
+
+def test_every_node_is_launched_with_the_jobs_filesystem_and_binds_it(fake_ssh):
+    """A Lambda filesystem mounts on many instances: each node's launch names
+    it and each node's runner binds Lambda's mount of it into the container."""
+    with respx.mock(base_url="https://cloud.lambda.ai", assert_all_called=False) as router:
+        fake = TwoNodesAndAFilesystem(router)
+        job = _submit_with_volume("my-filesystem")
+
+    assert job.nodes == 2
+    launches = [json.loads(r.content) for r in fake.sent
+                if r.url.path == "/api/v1/instance-operations/launch"]
+    assert [b["file_system_names"] for b in launches] == [["my-filesystem"]] * 2
+    assert all(b["region_name"] == "us-west-3" and "user_data" not in b for b in launches)
+    scripts = [f.read_text() for f in sorted(fake_ssh.glob("*.stdin"))]
+    assert len(scripts) == 2
+    for script in scripts:
+        assert "-v /lambda/nfs/my-filesystem:/data" in script
+    assert _terminated(fake) == []
+
+
+def test_a_volume_lambda_cannot_mount_refuses_the_job_before_any_launch(fake_ssh):
+    with respx.mock(base_url="https://cloud.lambda.ai", assert_all_called=False) as router:
+        fake = TwoNodesAndAFilesystem(router, name="9data")  # a digit first: not Lambda's
+        with pytest.raises(SpecError, match="cannot be a Lambda filesystem name"):
+            _submit_with_volume("9data")
+
+    assert not [r for r in fake.sent if r.url.path == "/api/v1/instance-operations/launch"]

@@ -47,7 +47,7 @@ from gpucloud.errors import (
 from gpucloud.batch import confirm
 from gpucloud.batch.confirm import Confirmations
 from gpucloud.core.launch import RECONCILE_DELAYS, Answered, launch
-from gpucloud.models import Attempt, Instance, Plan
+from gpucloud.models import Attempt, Instance, Plan, VolumeMount
 from gpucloud.core.concurrency import launch_limit
 from gpucloud.core.create import for_project
 from gpucloud.core.instructions import Call, Concurrent, Gather, Op
@@ -198,9 +198,10 @@ class _Run:
 
     def __init__(self, ctx: ClientContext, key: str, all_or_nothing: bool,
                  progress: Progress | None, *, keyed: bool = False,
-                 job_nodes: bool = False) -> None:
+                 job_nodes: bool = False, volumes: tuple[VolumeMount, ...] = ()) -> None:
         self.ctx, self.key = ctx, key
         self.job_nodes = job_nodes  # the machines of a multi-node job (gj- launch ids)
+        self.volumes = volumes  # that job's, attached to each node at launch
         # Each failed slot's own error: an all-or-nothing batch's error is raised
         # from the first one, so a caller can answer with its class (exit code).
         self.errors: dict[int, GpuCloudError] = {}
@@ -229,9 +230,11 @@ class _Run:
 
 def launch_batch(ctx: ClientContext, requests: list[CreateRequest], plans: list[Plan], *,
                  concurrency: int | None, all_or_nothing: bool, batch: str | None,
-                 progress: Progress | None, job_nodes: bool = False) -> Op:
+                 progress: Progress | None, job_nodes: bool = False,
+                 volumes: tuple[VolumeMount, ...] = ()) -> Op:
     """``job_nodes``: the machines are the nodes of one multi-node job
-    (jobs/multinode_batch.py): job launch ids, never resumed from an earlier run."""
+    (jobs/multinode_batch.py): job launch ids, never resumed from an earlier
+    run; ``volumes``: that job's, attached to every node at launch."""
     if concurrency is not None and (isinstance(concurrency, bool)
                                     or not isinstance(concurrency, int) or concurrency < 1):
         raise SpecError(f"concurrency must be a positive number of launches, got "
@@ -243,16 +246,19 @@ def launch_batch(ctx: ClientContext, requests: list[CreateRequest], plans: list[
     try:
         return (yield from _launch_all(ctx, requests, plans, concurrency=concurrency,
                                        all_or_nothing=all_or_nothing, batch=batch,
-                                       progress=progress, job_nodes=job_nodes))
+                                       progress=progress, job_nodes=job_nodes,
+                                       volumes=volumes))
     finally:
         ctx.key_memo = None
 
 
 def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[Plan], *,
                 concurrency: int | None, all_or_nothing: bool, batch: str | None,
-                progress: Progress | None, job_nodes: bool = False) -> Op:
+                progress: Progress | None, job_nodes: bool = False,
+                volumes: tuple[VolumeMount, ...] = ()) -> Op:
     run = _Run(ctx, batch or "b-" + secrets.token_hex(5), all_or_nothing, progress,
-               keyed=batch is not None and not job_nodes, job_nodes=job_nodes)
+               keyed=batch is not None and not job_nodes, job_nodes=job_nodes,
+               volumes=volumes)
     earlier: dict[int, BatchItem] = {}
     if run.keyed:
         earlier = yield from _resume(run, len(requests))
@@ -347,7 +353,7 @@ def _launch_slot(run: _Run, index: int, request: CreateRequest, plan: Plan,
                                  ssh_key=request.ssh_key, disk_gb=request.disk_gb,
                                  attempts=attempts, slot=(run.key, index),
                                  confirm_later=listed, on_send=on_send,
-                                 job_node=run.job_nodes)
+                                 job_node=run.job_nodes, volumes=run.volumes)
     except GpuCloudError as exc:
         made = exc
     if isinstance(made, Answered):

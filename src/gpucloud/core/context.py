@@ -253,9 +253,10 @@ class ClientContext:
                       image: str | None, ssh_key: str | None, disk_gb: int | None,
                       shutdown_at: Any, job: Any = None,
                       batch: str | None = None, max_cost: Any = None,
-                      job_node: bool = False) -> InstanceSpec:
+                      job_node: bool = False, volumes: tuple[Any, ...] = ()) -> InstanceSpec:
         """``job_node``: a machine of a multi-node job, launched without the job
-        (started on it later, over ssh) yet carrying a job launch id."""
+        (started on it later, over ssh) yet carrying a job launch id;
+        ``volumes``: that job's volumes, attached at launch."""
         from gpucloud.models import InstanceSpec
 
         launch_id = new_launch_id(job=job is not None or job_node)
@@ -275,7 +276,7 @@ class ClientContext:
             name=name or f"gpucloud-{offer.gpu.lower()}-{launch_id}"[:64],
             image=image or adapter.catalog.default_image, ssh_key_name=key_name,
             ssh_public_key=public_key, disk_gb=disk_gb, shutdown_at=shutdown_at, job=job,
-            batch=batch, max_cost=max_cost)
+            batch=batch, max_cost=max_cost, volumes=volumes)
 
     def statuses(self) -> list[ProviderStatus]:
         """Every known provider: credentials, catalog date, and what its adapter

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from datetime import datetime
     from decimal import Decimal
 
-    from gpucloud.models import Instance, Job, JobRun
+    from gpucloud.models import Instance, Job, JobRun, VolumeMount
     from gpucloud.providers.base import Provider
 
 MAX_ATTEMPTS = 3
@@ -80,7 +80,7 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
            ssh_key: str | None, disk_gb: int | None, job: JobRun | None = None,
            attempts: list[Attempt] | None = None, slot: tuple[str, int] | None = None,
            confirm_later: bool = False, on_send: Callable[[], None] | None = None,
-           job_node: bool = False) -> Op:
+           job_node: bool = False, volumes: tuple[VolumeMount, ...] = ()) -> Op:
     """One machine. ``attempts``: this launch's own list (a batch runs many at
     once on one context, so it passes one per slot); without it the list is
     also the context's ``last_attempts``. ``slot``: (batch key, slot index),
@@ -89,7 +89,8 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
     ``Answered`` unconfirmed, for the caller to ``conclude`` (a batch confirms
     many with one listing); otherwise it is read back here. ``on_send``: called
     just before each create request is sent. ``job_node``: a machine of a
-    multi-node job (a job launch id, created without the job: jobs/multinode_batch.py)."""
+    multi-node job (a job launch id, created without the job: jobs/multinode_batch.py),
+    with ``volumes``, the job's, attached at launch."""
     if attempts is None:
         attempts = []
         ctx.last_attempts = attempts
@@ -106,7 +107,7 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
         spec = ctx.instance_spec(offer, adapter, name=name, image=image, ssh_key=ssh_key,
                                  disk_gb=disk_gb, shutdown_at=shutdown_at, job=job,
                                  batch=batch_key, max_cost=machine_cap(plan),
-                                 job_node=job_node)
+                                 job_node=job_node, volumes=volumes)
         if job is not None:
             register_secrets(job.secret_env.values())
         # Admitted against the monthly budget and journaled in one transaction,

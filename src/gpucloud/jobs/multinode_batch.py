@@ -14,6 +14,9 @@ gpucloud places the nodes itself.
    of providers/_jobscript.py (timeouts, exit-status file, checkpoint sync
    and end action as for one node) and the env of jobs/multinode.node_env;
    the nodes' private addresses where the provider gives them, else public.
+   The job's volumes (where one volume mounts on many machines,
+   ``Capabilities.shared_volumes``) are attached to every node at its launch
+   and mounted by its runner, as a one-node job's start-up script does.
    Over ssh where the provider has no way of its own
    (``Provider.start_node_job``); the runner, secrets included, travels on
    ssh's standard input, never on a command line or in a log.
@@ -77,10 +80,14 @@ def submit(ctx: ClientContext, job: JobRun, plan: Plan, disk_gb: int | None) -> 
                               name=_batch_mark.node_name(job.name[:NAME_ROOM], rank))
                 for rank in range(nodes)]
     key = _batch_mark.job_key(nodes)
+    # How each node mounts the job's volumes, read before any launch: a volume
+    # the nodes could not mount is refused while nothing runs.
+    mounts, setup = yield Call(offer.provider,
+                               ctx.adapter(offer.provider).node_mounts(job))
     try:
         made = yield from launch_batch(ctx, requests, [plan] * nodes, concurrency=None,
                                        all_or_nothing=True, batch=key, progress=None,
-                                       job_nodes=True)
+                                       job_nodes=True, volumes=job.volumes)
     except BatchIncompleteError as exc:
         raise _failed(job, exc) from exc
     machines = [item.instance for item in made.items if item.instance is not None]
@@ -89,7 +96,7 @@ def submit(ctx: ClientContext, job: JobRun, plan: Plan, disk_gb: int | None) -> 
         running = yield from _running(ctx, machines)
         addrs = [address(m) for m in running]
         for rank, machine in enumerate(running):
-            yield from start(ctx, machine, node_job(job, rank, addrs))
+            yield from start(ctx, machine, node_job(job, rank, addrs), mounts, setup)
     except BaseException as exc:
         yield from _end_all(ctx, machines)
         if isinstance(exc, GpuCloudError):
@@ -153,19 +160,21 @@ def _addressed(ctx: ClientContext, machine: Instance) -> Op:
                               hint="the job could not be started on it")
 
 
-def start(ctx: ClientContext, machine: Instance, job: JobRun) -> Op:
+def start(ctx: ClientContext, machine: Instance, job: JobRun,
+          mounts: list[tuple[str, str]], setup: list[str]) -> Op:
     """Start one node's runner: through the provider where it has its own way,
-    else over ssh."""
+    else over ssh, mounting the job's volumes (``Provider.node_mounts``)."""
     adapter = ctx.adapter(machine.provider)
     done = yield Call(machine.provider, adapter.start_node_job(machine, job))
     if not done:
-        _start_over_ssh(ctx, machine, job)
+        _start_over_ssh(ctx, machine, job, mounts, setup)
 
 
-def _start_over_ssh(ctx: ClientContext, machine: Instance, job: JobRun) -> None:
+def _start_over_ssh(ctx: ClientContext, machine: Instance, job: JobRun,
+                    mounts: list[tuple[str, str]], setup: list[str]) -> None:
     """Blocking: store the runner on the node (root's state directory, mode
     600: it may hold secrets) and start it detached; as root or with sudo, as
-    a start-up script would run (docker, power off)."""
+    a start-up script would run (docker, power off, mounting the volumes)."""
     from gpucloud.machine.ssh import message_line, run_ssh
 
     state = shlex.quote(STATE_DIR)
@@ -177,7 +186,7 @@ def _start_over_ssh(ctx: ClientContext, machine: Instance, job: JobRun) -> None:
         "echo started",
     ])
     result = run_ssh(machine, command, START_TIMEOUT, journal=ctx.journal,
-                     stdin=vm_script(job, POWER_OFF))
+                     stdin=vm_script(job, POWER_OFF, mounts, setup))
     if result.exit_code != 0 or "started" not in result.stdout:
         raise InstanceFailedError(
             f"node {job.node_rank} ({machine.ref}): the job could not be started over ssh: "

@@ -12,10 +12,13 @@ each adapter declares (``Capabilities.multi_node``), before anything is sent.
   InfiniBand, the sandbox's simulation). A "batch" provider launches separate
   machines one by one, and no call of theirs requests or guarantees InfiniBand
   between two of them, so it is refused rather than promised.
-* ``volumes`` with ``nodes > 1`` run only where the provider places the nodes
-  (and mounts the volume on each) itself: a "batch" provider's nodes boot
-  without the job and are started over ssh, and that start mounts no volume,
-  so a job there would run without its data.
+* ``volumes`` with ``nodes > 1`` run where the provider places the nodes (and
+  mounts the volume on each) itself, or on a "batch" provider whose volumes
+  mount on many machines at once (``Capabilities.shared_volumes``: Lambda's
+  filesystems, Verda's shared filesystems): each node is launched with them
+  attached and its start over ssh mounts them. Another batch provider's
+  volume could be on one machine only, so the job would run without its
+  data on the others: refused.
 """
 
 from __future__ import annotations
@@ -39,15 +42,25 @@ def mode(provider: str) -> str:
     return "none" if cls is None else cls.capabilities.multi_node
 
 
-def _wanted(spec: JobSpec) -> tuple[str, ...]:
-    """The multi_node modes that can run this job."""
-    if spec.placement.interconnect == "infiniband" or spec.volumes:
-        return ("native",)
-    return ("native", "batch")
+def shares_volumes(provider: str) -> bool:
+    """The adapter's ``shared_volumes`` (False without an adapter)."""
+    from gpucloud.providers.registry import adapter_class
+
+    try:
+        cls = adapter_class(provider)
+    except (ImportError, AttributeError):
+        return False
+    return cls is not None and cls.capabilities.shared_volumes
 
 
 def can_run(spec: JobSpec, provider: str) -> bool:
-    return spec.nodes == 1 or mode(provider) in _wanted(spec)
+    if spec.nodes == 1:
+        return True
+    placed = mode(provider)
+    if placed == "native":
+        return True
+    return placed == "batch" and spec.placement.interconnect != "infiniband" and (
+        not spec.volumes or shares_volumes(provider))
 
 
 def able(spec: JobSpec, names: Iterable[str] | None = None) -> list[str]:
@@ -65,7 +78,8 @@ def refusal(spec: JobSpec, providers: Iterable[str]) -> SpecError:
     infiniband = spec.placement.interconnect == "infiniband"
     cannot = " and ".join((["cannot request or guarantee InfiniBand between them"]
                            if infiniband else [])
-                          + (["cannot mount a volume on the nodes"] if spec.volumes else []))
+                          + (["cannot mount one volume on every node"] if spec.volumes and
+                             not all(shares_volumes(p) for p in batch) else []))
     why = ([f"{', '.join(none)} {'has' if len(none) == 1 else 'have'} no multi-node support"]
            if none else []) + (
         [f"{', '.join(batch)} {'launches' if len(batch) == 1 else 'launch'} separate machines "
@@ -108,4 +122,5 @@ def offer_filter(spec: JobSpec, refused: set[str]) -> Callable[[Offer], bool]:
     return fits
 
 
-__all__ = ["able", "can_run", "check_named", "mode", "offer_filter", "refusal"]
+__all__ = ["able", "can_run", "check_named", "mode", "offer_filter", "refusal",
+           "shares_volumes"]

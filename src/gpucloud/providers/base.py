@@ -179,22 +179,10 @@ class Provider:
     def map_error(self, response: httpx.Response, *,
                   rules: Sequence[ErrorRule] = ()) -> APIError:
         """An error reply as a gpucloud error, by the adapter's error table
-        (error_table.py): the first of ``rules`` (a narrower context's rows,
-        tried first) and ``errors`` that matches picks the class and hint."""
-        from gpucloud.providers.error_table import first_match
-        from gpucloud.transport.errors import status_error
+        (error_table.to_error): ``rules`` are a narrower context's rows, tried first."""
+        from gpucloud.providers.error_table import to_error
 
-        fields = self.error_fields(response)
-        rule = first_match((*rules, *self.errors), response, fields)
-        hint = fields.hint
-        if rule is not None and rule.hint is not None:
-            hint = rule.hint.format_map(self.hint_fields()) if "{" in rule.hint else rule.hint
-        message = fields.message or response.reason_phrase or "request failed"
-        return status_error(
-            self.name, response, message=self.redact(message),
-            provider_code=self.redact(fields.code) if fields.code else None,
-            hint=self.redact(hint) if hint else None,
-            cls=rule.error if rule is not None else None)
+        return to_error(self, response, rules)
 
     def redact(self, text: str) -> str:
         """A provider message is shown to users and logged: it must never carry our
@@ -345,6 +333,14 @@ class Provider:
         """Start a multi-node job's node ``job`` on ``instance`` by the provider's own
         means: True; False (default): gpucloud does, over ssh (jobs/multinode_batch.py)."""
         return False
+        yield  # pragma: no cover - a flow
+
+    def node_mounts(self, job: JobRun) -> Flow[tuple[list[tuple[str, str]], list[str]]]:
+        """(host directory, container path) binds and setup lines by which a node
+        started over ssh mounts the job's volumes (``capabilities.shared_volumes``)."""
+        if job.volumes:
+            raise self._no_volumes()
+        return [], []
         yield  # pragma: no cover - a flow
 
     def job_logs(self, job_id: str, tail: int | None = None) -> Flow[str]:

@@ -26,3 +26,7 @@ class Capabilities:
     # starts the job on each over ssh; "none" refused at plan time.
     multi_node: Literal["none", "native", "batch"] = "none"
     volumes: bool = False  # network volumes: list/create/delete, jobs mount them
+    # One volume mounts on several machines at once (a shared filesystem over
+    # NFS), so a "batch" multi-node job's nodes can all mount the job's
+    # volumes: each node's launch attaches them, its start over ssh mounts them.
+    shared_volumes: bool = False

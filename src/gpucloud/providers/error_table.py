@@ -2,11 +2,11 @@
 
 Each adapter's ``_wire.py`` holds two things: ``error_fields(response)``, which
 reads the provider's error body (its code, its message), and ``ERRORS``, the
-rows. ``Provider.map_error`` (base.py) applies them, the same way for every
-provider: the first row that matches the reply decides the class and the
-hint; no row, or a row without a class, leaves the class to the reply's HTTP
-status (transport/errors.py). The reply's message, code and hint are redacted
-there too, so no adapter has to remember it.
+rows. ``to_error`` (behind ``Provider.map_error``) applies them, the same way
+for every provider: the first row that matches the reply decides the class
+and the hint; no row, or a row without a class, leaves the class to the
+reply's HTTP status (transport/errors.py). The reply's message, code and hint
+are redacted there too, so no adapter has to remember it.
 
 A row matches when every condition it states holds (a condition left out
 matches anything); several rows with one outcome say "or".
@@ -15,14 +15,14 @@ matches anything); several rows with one outcome say "or".
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import httpx
 
-    from gpucloud.errors import APIStatusError
+    from gpucloud.errors import APIError, APIStatusError
 
 # Status ranges for rows.
 CLIENT_ERROR = range(400, 500)
@@ -76,6 +76,39 @@ class ErrorRule:
 def first_match(rules: Iterable[ErrorRule], response: httpx.Response,
                 fields: ErrorFields) -> ErrorRule | None:
     return next((rule for rule in rules if rule.matches(response, fields)), None)
+
+
+class Mapped(Protocol):
+    """What the table reads of an adapter (base.Provider)."""
+
+    name: str
+    errors: Sequence[ErrorRule]
+
+    def error_fields(self, response: httpx.Response) -> ErrorFields: ...
+
+    def hint_fields(self) -> Mapping[str, str]: ...
+
+    def redact(self, text: str) -> str: ...
+
+
+def to_error(provider: Mapped, response: httpx.Response,
+             rules: Sequence[ErrorRule] = ()) -> APIError:
+    """An error reply as a gpucloud error: the first of ``rules`` and the
+    adapter's ``errors`` that matches picks the class and hint; message, code
+    and hint redacted."""
+    from gpucloud.transport.errors import status_error
+
+    fields = provider.error_fields(response)
+    rule = first_match((*rules, *provider.errors), response, fields)
+    hint = fields.hint
+    if rule is not None and rule.hint is not None:
+        hint = rule.hint.format_map(provider.hint_fields()) if "{" in rule.hint else rule.hint
+    message = fields.message or response.reason_phrase or "request failed"
+    return status_error(
+        provider.name, response, message=provider.redact(message),
+        provider_code=provider.redact(fields.code) if fields.code else None,
+        hint=provider.redact(hint) if hint else None,
+        cls=rule.error if rule is not None else None)
 
 
 def json_body(response: httpx.Response) -> object:

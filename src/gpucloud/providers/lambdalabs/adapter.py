@@ -21,18 +21,9 @@ What shapes this adapter:
   all GPUs under max_runtime, then power-off (_jobscript.py). The 1.8.3
   contract has no status for a powered-off machine, so a job reads "running"
   or "unknown" until the reaper terminates it at its deadline.
-* Volumes are Lambda's filesystems (GET /api/v1/file-systems, POST
-  /api/v1/filesystems, DELETE /api/v1/filesystems/{id}): shared NFS storage
-  of one region. A create takes a name and a region, no size: a filesystem
-  grows with what is written and is billed per GiB used, so ``size_gb`` is
-  ``bytes_used`` rounded up to GiB (0 until Lambda's estimate, "updated every
-  few hours", says more). ``is_in_use`` names no machines, so
-  ``attached_to`` stays empty. Lambda publishes no current storage rate in
-  its API (its billing page gives one "for example purposes" only):
-  ``price_per_gb_month`` is None.
-* A job's volumes go into the launch's ``file_system_names``; Lambda mounts
-  each at /lambda/nfs/<name> on the host and the start-up script binds that
-  directory into the container at the job's mount path.
+* Volumes are Lambda's filesystems (filesystems.py): shared NFS storage of
+  one region, mounted by every machine launched with it (a multi-node job's
+  nodes included).
 * Limits: 1 request/s overall, 1 launch per 12 s (the spec's info text).
 """
 
@@ -58,7 +49,7 @@ from gpucloud.models import (
 )
 from gpucloud.transport.ratelimit import RateLimit
 from gpucloud.providers import _batch_mark as batch_mark
-from gpucloud.providers.lambdalabs import _wire as wire
+from gpucloud.providers.lambdalabs import _wire as wire, filesystems
 from gpucloud.providers._jobscript import POWER_OFF, secret_values, vm_script
 from gpucloud.providers.lambdalabs._wire import image_spec
 from gpucloud.providers._name_marker import latest, mark_name, split_name
@@ -81,7 +72,7 @@ class LambdaProvider(Provider):
     id_format = re.compile(r"[0-9a-z]{32}")
     capabilities = Capabilities(spot=False, stop_start=False, custom_disk=False,
                                 needs_ssh_key=True, native_shutdown=False,
-                                volumes=True, multi_node="batch")
+                                volumes=True, multi_node="batch", shared_volumes=True)
     # Lambda Cloud API spec 1.8.3, its description: "generally limited to one request
     # per second"; launch "one request per 12 seconds, or five requests per minute".
     rate_limits = {"*": RateLimit(1.0), "launch": RateLimit.every(12.0)}
@@ -142,17 +133,17 @@ class LambdaProvider(Provider):
             # cloud-init runs the job's container, then powers off. Lambda bills a
             # powered-off machine until it is terminated: the reaper does that
             # at the job's deadline (docs/jobs.md, "When a job ends, per provider").
-            mounts = self._job_filesystems(spec.job)
-            if mounts:
-                body["file_system_names"] = [name for name, _ in mounts]
-            body["user_data"] = vm_script(
-                spec.job, POWER_OFF,
-                [(f"{wire.NFS_ROOT}/{name}", inside) for name, inside in mounts])
+            if spec.job.volumes:
+                body["file_system_names"] = filesystems.launch_names(spec.job.volumes)
+            body["user_data"] = vm_script(spec.job, POWER_OFF,
+                                          filesystems.host_mounts(spec.job.volumes))
             if len(body["user_data"].encode()) > USER_DATA_MAX:
                 raise SpecError(f"job {spec.job.name!r}: the start-up script exceeds Lambda's "
                                 "1 MB user_data limit", hint="shorten the job's env or args")
             secrets = secret_values(spec.job)
 
+        elif spec.volumes:  # a multi-node job's node: its runner comes later, over ssh
+            body["file_system_names"] = filesystems.launch_names(spec.volumes)
         response = yield self.request("POST", "/api/v1/instance-operations/launch",
                                       json=body, kind="launch", secrets=secrets)
         data = self._data(response, dict)
@@ -196,24 +187,21 @@ class LambdaProvider(Provider):
         response = yield self.request("GET", "/api/v1/ssh-keys")
         self._data(response, list)
 
-    # -- volumes: Lambda's filesystems -------------------------------------------
+    # -- volumes: requests and parsing in filesystems.py -----------------------------
 
     def list_volumes(self) -> Flow[list[Volume]]:
-        response = yield self.request("GET", "/api/v1/file-systems")
-        return [self._volume(response, raw) for raw in self._data(response, list)]
+        return (yield from filesystems.list_volumes(self))
 
     def create_volume(self, spec: VolumeSpec) -> Flow[Volume]:
-        self._check_filesystem_name(spec.name)
-        # FilesystemCreateRequest has no size: the filesystem grows as it is used.
-        response = yield self.request("POST", "/api/v1/filesystems",
-                                      json={"name": spec.name, "region": spec.region},
-                                      kind="unsafe")
-        return self._volume(response, self._data(response, dict))
+        return (yield from filesystems.create_volume(self, spec))
 
     def delete_volume(self, volume_id: str) -> Flow[None]:
-        response = yield self.request(
-            "DELETE", f"/api/v1/filesystems/{quote(volume_id, safe='')}", kind="idempotent")
-        self._data(response, dict)
+        yield from filesystems.delete_volume(self, volume_id)
+
+    def node_mounts(self, job: JobRun) -> Flow[tuple[list[tuple[str, str]], list[str]]]:
+        # Lambda mounted them at launch (file_system_names): only the binds.
+        return filesystems.host_mounts(job.volumes), []
+        yield  # pragma: no cover - a flow
 
     # -- helpers -------------------------------------------------------------------
 
@@ -262,40 +250,6 @@ class LambdaProvider(Provider):
             for region in regions
             if query.region is None or region == query.region
         ]
-
-    def _job_filesystems(self, job: JobRun) -> list[tuple[str, str]]:
-        """(filesystem name, container path) of each volume the job mounts."""
-        for volume in job.volumes:
-            self._check_filesystem_name(volume.name)
-        return [(volume.name, volume.mount) for volume in job.volumes]
-
-    @staticmethod
-    def _check_filesystem_name(name: str) -> None:
-        # The name is also the host directory /lambda/nfs/<name>: checked, never guessed.
-        if len(name) > wire.FILESYSTEM_NAME_MAX or not wire.FILESYSTEM_NAME.fullmatch(name):
-            raise SpecError(f"{name!r} cannot be a Lambda filesystem name",
-                            hint="use up to 60 letters, digits and '-', starting with a letter")
-
-    def _volume(self, response: httpx.Response, raw: Any) -> Volume:
-        if not isinstance(raw, dict) or not wire.text(raw.get("id")) \
-                or not wire.text(raw.get("name")):
-            raise self.invalid(response, "a filesystem without id or name")
-        found = raw.get("region")
-        region: dict[str, Any] = found if isinstance(found, dict) else {}
-        used = raw.get("bytes_used")
-        used = used if isinstance(used, int) and not isinstance(used, bool) and used > 0 else 0
-        in_use = raw.get("is_in_use")
-        try:
-            return Volume(
-                provider=self.name, id=raw["id"], name=raw["name"],
-                # Billed per GiB used; -(-a // b): rounded up, so a byte is a GiB.
-                size_gb=-(-used // wire.GIB),
-                region=wire.text(region.get("name")),
-                status=("in use" if in_use else "not in use") if isinstance(in_use, bool)
-                else None,
-                created_at=parse_utc(raw.get("created")))
-        except ValueError as exc:
-            raise self.invalid(response, f"filesystem {raw['id']!r}: {exc}") from exc
 
     def _check_disk(self, spec: InstanceSpec) -> None:
         if spec.disk_gb is None:

@@ -48,7 +48,7 @@ from gpucloud.errors import (
     ConfigurationError, CredentialsError, SpecError, option,
 )
 from gpucloud.models import (
-    Instance, InstanceSpec, InstanceStatus, Offer, Volume, VolumeSpec,
+    Instance, InstanceSpec, InstanceStatus, JobRun, Offer, Volume, VolumeSpec,
 )
 from gpucloud.transport.tokens import RefreshingTokenAuth
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider, _user_agent
@@ -71,7 +71,7 @@ class VerdaProvider(Provider):
     id_format = wire.UUID  # the form instance_id() reads replies with
     capabilities = Capabilities(spot=True, stop_start=False, custom_disk=True,
                                 needs_ssh_key=True, native_shutdown=False,
-                                volumes=True, multi_node="batch")
+                                volumes=True, multi_node="batch", shared_volumes=True)
     # None documented (the official Go SDK, verdacloud-sdk-go, retries
     # 408/429/5xx): only 429s pace it.
     rate_limits = {}
@@ -163,9 +163,11 @@ class VerdaProvider(Provider):
             "location_code": offer.region,
             "os_volume": {"name": f"{host}-os", "size": spec.disk_gb} if spec.disk_gb else None,
             "volumes": [],
-            # A job's volumes, attached at launch (its start-up script mounts them).
-            "existing_volumes": [v.volume_id for v in spec.job.volumes if v.volume_id]
-            if spec.job is not None else [],
+            # A job's volumes, attached at launch (its start-up script, or a
+            # multi-node job's runner started over ssh, mounts them).
+            "existing_volumes": [v.volume_id for v in
+                                 (spec.job.volumes if spec.job is not None else spec.volumes)
+                                 if v.volume_id],
             "is_spot": offer.spot,
             "coupon": None,
         }
@@ -215,6 +217,9 @@ class VerdaProvider(Provider):
         self._body(response, list)
 
     # -- volumes: requests and parsing in _volumes.py --------------------------------
+
+    def node_mounts(self, job: JobRun) -> Flow[tuple[list[tuple[str, str]], list[str]]]:
+        return (yield from _volumes.job_volumes(self, job))
 
     def list_volumes(self) -> Flow[list[Volume]]:
         return (yield from _volumes.list_volumes(self))
