@@ -50,7 +50,8 @@ def test_a_two_node_job_is_an_indexed_job_and_a_headless_service(cluster, kube_p
                      "annotations": {"gpucloud.dev/name": "train",
                                      "gpucloud.dev/shutdown-at": "2026-01-02T00:00:00Z"}},
         "spec": {
-            "backoffLimit": 2, "ttlSecondsAfterFinished": 86400,
+            # retries: 2, yet 0: the Job controller would rerun a failed index alone.
+            "backoffLimit": 0, "ttlSecondsAfterFinished": 86400,
             "completionMode": "Indexed", "completions": 2, "parallelism": 2,
             "activeDeadlineSeconds": 86400,
             "template": {"metadata": {"labels": LABELS}, "spec": {

@@ -143,7 +143,7 @@ def plan(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
         made = made.model_copy(update={"notes": made.notes + (
             f"{spec.nodes} nodes of {made.offer.instance_type} in {made.offer.region} "
             f"({how} multi-node); each node gets MASTER_ADDR, NODE_RANK, NNODES, "
-            "WORLD_SIZE",)})
+            "WORLD_SIZE",) + placement.retries_note(spec, made.offer.provider)})
     # The volumes it mounts: found (or to be made) in the offer's region, their storage estimated.
     made = yield from job_volumes.with_storage(ctx, spec, made)
     return made

@@ -96,6 +96,18 @@ def refusal(spec: JobSpec, providers: Iterable[str]) -> SpecError:
              + ", or set nodes: 1; nothing was sent")
 
 
+def retries_note(spec: JobSpec, provider: str) -> tuple[str, ...]:
+    """The plan's note where a multi-node job's ``retries`` cannot apply."""
+    from gpucloud.providers.registry import adapter_class
+
+    cls = adapter_class(provider)
+    if spec.nodes == 1 or not spec.retries or (cls and cls.capabilities.multi_node_retries):
+        return ()
+    return (f"retries: {spec.retries} does not apply to a multi-node job on {provider}: "
+            "a lost node fails the whole job (no node runs its command again alone); "
+            "submit it again to resume from its checkpoint",)
+
+
 def check_named(spec: JobSpec, provider: str | None) -> None:
     """Refuse a named provider that cannot run the job, before any offer is read."""
     if provider is not None and not can_run(spec, provider):
@@ -123,4 +135,4 @@ def offer_filter(spec: JobSpec, refused: set[str]) -> Callable[[Offer], bool]:
 
 
 __all__ = ["able", "can_run", "check_named", "mode", "offer_filter", "refusal",
-           "shares_volumes"]
+           "retries_note", "shares_volumes"]

@@ -25,6 +25,10 @@ class Capabilities:
     # gpucloud launches the nodes as one all-or-nothing batch in one region and
     # starts the job on each over ssh; "none" refused at plan time.
     multi_node: Literal["none", "native", "batch"] = "none"
+    # A multi-node job's ``retries`` rerun every node together (the sandbox).
+    # Elsewhere a node run again alone would wait at a rendezvous its peers
+    # have left, so a lost node fails the whole job and retries do not apply.
+    multi_node_retries: bool = False
     volumes: bool = False  # network volumes: list/create/delete, jobs mount them
     # One volume mounts on several machines at once (a shared filesystem over
     # NFS), so a "batch" multi-node job's nodes can all mount the job's

@@ -179,7 +179,10 @@ class KubernetesJobs:
         meta, status = wire.meta(job), job.get("status") or {}
         pods = wire.newest_first(pods)
         state = wire.job_state(job, pods)
-        ended = [p for p in pods if wire.exit_code(p) not in (None, 0)] or pods
+        failed = [p for p in pods if wire.exit_code(p) not in (None, 0)]
+        # A failed multi-node job's code is a failed pod's, not a finished peer's
+        # 0; a job that succeeded after a failed try, its last pod's.
+        ended = failed if failed and state.status is JobStatus.FAILED else pods
         return Job(
             provider=self.name, id=str(meta["name"]),
             name=wire.notes(job).get(wire.NAME) or meta["name"], status=state.status,
@@ -188,7 +191,6 @@ class KubernetesJobs:
             started_at=parse_utc(status.get("startTime")),
             finished_at=parse_utc(status.get("completionTime")) or state.finished_at,
             shutdown_at=parse_utc(wire.notes(job).get(wire.SHUTDOWN_AT)),
-            # A failed multi-node job's code is a failed pod's, not a finished peer's 0.
             exit_code=wire.exit_code(ended[0]) if pods and state.status in (
                 JobStatus.SUCCEEDED, JobStatus.FAILED) else None,
             message=state.message, nodes=wire.job_nodes(job))

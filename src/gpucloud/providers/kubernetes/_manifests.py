@@ -9,8 +9,8 @@ exits ends the machine, it is not silently restarted) and no
 ``gpucloud.dev/shutdown-at`` annotation that ``gpucloud reap`` enforces.
 
 A job is a Job with ``activeDeadlineSeconds`` = max_runtime (the cluster
-enforces it, no reaper needed), ``backoffLimit`` = retries and
-``ttlSecondsAfterFinished`` so finished Jobs do not pile up. The job's cpu
+enforces it, no reaper needed), ``backoffLimit`` = retries (0 for several
+nodes) and ``ttlSecondsAfterFinished`` so finished Jobs do not pile up. The job's cpu
 and memory, when asked, are its container's requests and limits.
 
 A job with a checkpoint URL gets the runner's sync (``_jobscript.sync_shell``)
@@ -25,7 +25,10 @@ name whose selector is the Job's pods, with the pod template's ``subdomain``
 set to it: the Job controller names each pod's hostname ``<job>-<index>``,
 so node i is ``<job>-<i>.<service>`` in DNS (Kubernetes docs, "Job with
 Pod-to-Pod Communication"). Every pod gets providers/rendezvous.py's rendezvous
-env; NODE_RANK is read from the pod's completion-index annotation.
+env; NODE_RANK is read from the pod's completion-index annotation. Its
+``backoffLimit`` is 0: the Job controller would recreate a failed index's pod
+alone, to wait at a rendezvous its peers have left; at 0 the first failed
+pod fails the Job and the controller ends the others.
 
 A job's volumes are PersistentVolumeClaims (``persistentVolumeClaim.claimName``
 = the volume's id) mounted at their paths; a PVC gpucloud creates is
@@ -242,7 +245,7 @@ def job_manifest(spec: InstanceSpec, *, namespace: str, gpu_label: str,
         container["env"] = env
     container["resources"] = _resources(job.gpu_count, job.cpu, job.memory_gb, rdma)
     metadata = _metadata(name, namespace, spec)
-    body: dict[str, Any] = {"backoffLimit": job.retries,
+    body: dict[str, Any] = {"backoffLimit": job.retries if job.nodes == 1 else 0,
                             "ttlSecondsAfterFinished": JOB_TTL_SECONDS}
     if job.nodes > 1:
         body.update(completionMode="Indexed", completions=job.nodes, parallelism=job.nodes)

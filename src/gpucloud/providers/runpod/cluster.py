@@ -93,8 +93,11 @@ def create(provider: RunPod, spec: InstanceSpec) -> Flow[Job]:
             "Cluster has no cloud choice (createCluster takes none)",
             hint="pick the same GPU without ' (community)' for a multi-node job")
     prelude = rendezvous_shell(job.nodes, offer.gpu_count)
+    # No retries on a node: its command run again alone would wait at a
+    # rendezvous its peers have left (a lost node fails the job).
+    once = spec.model_copy(update={"job": job.model_copy(update={"retries": 0})})
     body = create_body(spec.name, gpu_type, offer.gpu_count, job.nodes,
-                       offer.region, provider._container(spec, CLUSTER_HOLD, prelude))
+                       offer.region, provider._container(once, CLUSTER_HOLD, prelude))
     response = yield provider.request("POST", "/v2/clusters", json=body, kind="launch",
                                       secrets=secret_values(job))
     raw = provider._object(response)

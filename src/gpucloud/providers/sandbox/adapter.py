@@ -59,7 +59,7 @@ class SandboxProvider(Provider):
     capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
                                 needs_ssh_key=False, native_shutdown=True, volumes=True,
                                 # the simulated cloud places a job's nodes itself
-                                multi_node="native")
+                                multi_node="native", multi_node_retries=True)
     errors = wire.ERRORS
     error_fields = staticmethod(wire.error_fields)
 
