@@ -121,3 +121,21 @@ def test_doctor_nccl_on_a_job_runs_across_its_nodes_in_rank_order(cli, monkeypat
 def test_an_unknown_ref_is_still_a_clear_error(cli):
     result = cli("doctor", "nothing-here", "--nccl", "--json")
     assert result.exit_code not in (0, 1) and "error" in json.loads(result.stdout)
+
+
+def test_a_multi_node_jobs_name_checks_every_node_not_the_machine_of_that_name(
+        cli, monkeypatch):
+    """A sandbox multi-node job's node 0 carries the job's name; `doctor NAME
+    --nccl` (as the docs write it) runs across the job's nodes, not on that
+    one machine."""
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_JOB_SECONDS", "3600")
+    job = Client().submit({"name": "train2", "image": "busybox", "command": ["true"],
+                           "resources": {"gpu": "h100", "gpu_count": 8}, "nodes": 2,
+                           "max_runtime": "2h"}, provider="sandbox")
+    assert [m.name for m in job.instances][0] == "train2"  # what made the name ambiguous
+    ran = teach(monkeypatch, "probe_ib_8x400.txt", A3MEGA)
+    result = cli("doctor", "train2", "--nccl", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["job"] == job.ref and len(data["nodes"]) == 2
+    assert len(ran) == 1 and "-np 16" in ran[0]

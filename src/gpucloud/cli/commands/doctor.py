@@ -82,16 +82,27 @@ def _report(report: Any, what: str, simulated: bool, json_output: bool) -> None:
 
 
 def _nccl_targets(client: Any, ref: str, json_output: bool) -> tuple[list[Any], str | None]:
-    """The machines of REF in rank order: one machine, or every node of a job."""
-    from gpucloud.errors import NotFoundError
+    """The machines of REF in rank order: one machine, or every node of a job.
+    A name is a multi-node job's first (its node 0's machine may share it); a
+    provider/id ref is a machine's, else a job's."""
+    from gpucloud.errors import GpuCloudError, NotFoundError
 
-    try:
-        return [client.get(ref)], None
-    except NotFoundError as machine_missing:
+    job = None
+    if "/" not in ref:
         try:
             job = client.job(ref)
-        except NotFoundError:
-            raise machine_missing from None
+        except GpuCloudError:  # no such job, or not one: the machine lookup says
+            job = None
+        if job is not None and job.nodes < 2:
+            job = None
+    if job is None:
+        try:
+            return [client.get(ref)], None
+        except NotFoundError as machine_missing:
+            try:
+                job = client.job(ref)
+            except NotFoundError:
+                raise machine_missing from None
     machines = list(job.instances) or ([job.instance] if job.instance is not None else [])
     if not machines:
         fail(2, "usage", f"{job.ref} runs on no machine gpucloud can reach (its provider "
