@@ -214,56 +214,53 @@ def test_the_deadline_ends_every_pod_and_the_ttl_takes_the_service(kubeconfig, e
     assert emulator.cluster.jobs == {} and emulator.cluster.services == {}
 
 
-def test_a_lost_node_fails_the_whole_job_and_no_pod_reruns_alone(tmp_path, monkeypatch, clock):
+@pytest.fixture
+def fails_once(clock, tmp_path, monkeypatch):
+    """An emulated cluster whose first job pod to run exits 1 at 100 s."""
+    knobs = Knobs(pod_start_seconds=3, terminate_seconds=5, job_run_seconds=100,
+                  job_failures=1)
+    with KubeEmulator(namespaces=("default", NS), clock=clock, knobs=knobs,
+                      tls=True) as emu:
+        monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kc", emu,
+                                                              namespace=NS)))
+        home = tmp_path / "gpucloud-home"
+        home.mkdir()
+        monkeypatch.setenv("GPUCLOUD_HOME", str(home))
+        yield emu
+
+
+def test_a_lost_node_fails_the_whole_job_and_no_pod_reruns_alone(tmp_path, clock, fails_once):
     """retries on a multi-node Job: the Job controller would recreate the failed
     index's pod alone (its peer still waiting at the rendezvous); the Job is
     sent with backoffLimit 0, so the first failed pod fails it and the
     controller ends the other. The plan says retries do not apply."""
-    knobs = Knobs(pod_start_seconds=3, terminate_seconds=5, job_run_seconds=100,
-                  job_failures=1)
-    with KubeEmulator(namespaces=("default", NS), clock=clock, knobs=knobs,
-                      tls=True) as emu:
-        monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kc", emu,
-                                                              namespace=NS)))
-        home = tmp_path / "gpucloud-home"
-        home.mkdir()
-        monkeypatch.setenv("GPUCLOUD_HOME", str(home))
-        path = job_file(tmp_path, retries="2")
-        planned = CliRunner().invoke(app, ["submit", path, "--provider", "kubernetes",
-                                           "--dry-run"])
-        assert planned.exit_code == 0, planned.output
-        assert "retries: 2 does not apply to a multi-node job on kubernetes" in planned.stdout
-        job = cli("submit", path, "--provider", "kubernetes", "--yes")["job"]
-        seen: set[str] = set()
-        for _ in range(30):  # the first pod to run fails at 100 s
-            clock.advance(10)
-            seen |= {p["metadata"]["name"] for p in pods_of(emu, job["id"])}
-        got = cli("jobs", "get", job["ref"])
-        got = got.get("job", got)
-        assert got["status"] == "failed" and got["exit_code"] == 1
-        assert len(seen) == 2  # one pod per index, none recreated
-        clock.advance(10)  # the peer's termination grace
-        left = {p["metadata"]["name"]: p["status"]["phase"] for p in pods_of(emu, job["id"])}
-        assert "Running" not in left.values(), left  # the peer was ended with the Job
+    path = job_file(tmp_path, retries="2")
+    planned = CliRunner().invoke(app, ["submit", path, "--provider", "kubernetes",
+                                       "--dry-run"])
+    assert planned.exit_code == 0, planned.output
+    assert "retries: 2 does not apply to a multi-node job on kubernetes" in planned.stdout
+    job = cli("submit", path, "--provider", "kubernetes", "--yes")["job"]
+    seen: set[str] = set()
+    for _ in range(30):
+        clock.advance(10)
+        seen |= {p["metadata"]["name"] for p in pods_of(fails_once, job["id"])}
+    got = cli("jobs", "get", job["ref"])
+    got = got.get("job", got)
+    assert got["status"] == "failed" and got["exit_code"] == 1
+    assert len(seen) == 2  # one pod per index, none recreated
+    clock.advance(10)  # the peer's termination grace
+    left = {p["metadata"]["name"]: p["status"]["phase"] for p in pods_of(fails_once, job["id"])}
+    assert "Running" not in left.values(), left  # the peer was ended with the Job
 
 
-def test_a_one_node_job_that_succeeds_on_its_retry_reads_exit_0(tmp_path, monkeypatch, clock):
+def test_a_one_node_job_that_succeeds_on_its_retry_reads_exit_0(tmp_path, clock, fails_once):
     """One node: retries are the Job's backoffLimit; a run that failed before
     the one that succeeded does not give the job its exit code."""
-    knobs = Knobs(pod_start_seconds=3, terminate_seconds=5, job_run_seconds=100,
-                  job_failures=1)
-    with KubeEmulator(namespaces=("default", NS), clock=clock, knobs=knobs,
-                      tls=True) as emu:
-        monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kc", emu,
-                                                              namespace=NS)))
-        home = tmp_path / "gpucloud-home"
-        home.mkdir()
-        monkeypatch.setenv("GPUCLOUD_HOME", str(home))
-        job = cli("submit", job_file(tmp_path, nodes="1", retries="1"), "--provider",
-                  "kubernetes", "--yes")["job"]
-        for _ in range(30):
-            clock.advance(10)
-            pods_of(emu, job["id"])
-        got = cli("jobs", "get", job["ref"])
-        got = got.get("job", got)
-        assert got["status"] == "succeeded" and got["exit_code"] == 0
+    job = cli("submit", job_file(tmp_path, nodes="1", retries="1"), "--provider",
+              "kubernetes", "--yes")["job"]
+    for _ in range(30):
+        clock.advance(10)
+        pods_of(fails_once, job["id"])
+    got = cli("jobs", "get", job["ref"])
+    got = got.get("job", got)
+    assert got["status"] == "succeeded" and got["exit_code"] == 0
