@@ -331,7 +331,7 @@ class Provider:
 
     def start_node_job(self, instance: Instance, job: JobRun) -> Flow[bool]:
         """Start a multi-node job's node ``job`` on ``instance`` by the provider's own
-        means: True; False (default): gpucloud does, over ssh (jobs/multinode_batch.py)."""
+        means, its volumes mounted: True; False (default): gpucloud does, over ssh."""
         return False
         yield  # pragma: no cover - a flow
 
@@ -339,7 +339,9 @@ class Provider:
         """(host directory, container path) binds and setup lines by which a node
         started over ssh mounts the job's volumes (``capabilities.shared_volumes``)."""
         if job.volumes:
-            raise self._no_volumes()
+            from gpucloud.errors import SpecError
+
+            raise SpecError(f"{self.name} cannot mount one volume on every node of a job")
         return [], []
         yield  # pragma: no cover - a flow
 
