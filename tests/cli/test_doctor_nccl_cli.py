@@ -32,14 +32,17 @@ def machine():
                            auto_shutdown="2h")
 
 
-def teach(monkeypatch, probe: str, bench: str, code: int = 0, stderr: str = "") -> list[str]:
-    """The simulated machine answers the probe and the benchmark; the rest as before."""
+def teach(monkeypatch, probe: str, bench: str, code: int = 0, stderr: str = "",
+          tools: tuple[str, ...] = ()) -> list[str]:
+    """The simulated machine answers the probe (with `tools` added to its tools
+    section, the last one) and the benchmark; the rest as before."""
     ran: list[str] = []
     original = exec_sim.Box.run
+    answer = (NCCL / probe).read_text().rstrip("\n") + "".join(f"\n{t}" for t in tools) + "\n"
 
     def run(self, command):
         if command == nccl.PROBE_COMMAND:
-            return 0, (NCCL / probe).read_text(), ""
+            return 0, answer, ""
         if "all_reduce_perf" in command or "torch.distributed.run" in command:
             ran.append(command)
             return code, bench, stderr
@@ -139,3 +142,50 @@ def test_a_multi_node_jobs_name_checks_every_node_not_the_machine_of_that_name(
     data = json.loads(result.stdout)
     assert data["job"] == job.ref and len(data["nodes"]) == 2
     assert len(ran) == 1 and "-np 16" in ran[0]
+
+
+IMAGE = "pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime"
+
+
+def _two_node_job(monkeypatch, name: str):
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_JOB_SECONDS", "3600")
+    return Client().submit({"name": name, "image": IMAGE, "command": ["true"],
+                            "resources": {"gpu": "h100", "gpu_count": 8}, "nodes": 2,
+                            "max_runtime": "2h"}, provider="sandbox")
+
+
+def test_image_runs_the_all_reduce_inside_it_on_every_node(cli, monkeypatch):
+    """--image: torch.distributed's all-reduce in the job's image (its PyTorch and
+    NCCL), one docker run per node with the rendezvous env, IB devices passed in
+    where the probe saw InfiniBand; nccl-tests on the machine is passed over."""
+    job = _two_node_job(monkeypatch, "imgjob")
+    ran = teach(monkeypatch, "probe_ib_8x400.txt", A3MEGA, tools=("/usr/bin/docker",))
+    result = cli("doctor", "imgjob", "--nccl", "--image", IMAGE, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["job"] == job.ref and data["nccl"]["tool"] == "torch"
+    assert len(ran) == 2
+    for rank, command in enumerate(sorted(ran, key=lambda c: "NODE_RANK=1" in c)):
+        assert "$gc_docker run --rm --gpus all --network host --ipc host" in command
+        assert "--device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1" in command
+        assert f"-e NODE_RANK={rank}" in command and "-e NCCL_DEBUG=INFO" in command
+        assert f" {IMAGE} python3 -m torch.distributed.run --nproc_per_node=8" in command
+        assert "all_reduce_perf" not in command
+    assert data["nccl"]["ranks"] == 16
+
+
+def test_image_without_docker_on_the_machine_warns_and_runs_nothing(cli, monkeypatch):
+    _two_node_job(monkeypatch, "nodocker")
+    ran = teach(monkeypatch, "probe_ib_8x400.txt", A3MEGA)
+    result = cli("doctor", "nodocker", "--nccl", "--image", IMAGE, "--json")
+    assert result.exit_code == 0, result.output  # a warning, not a failed check
+    last = json.loads(result.stdout)["checks"][-1]
+    assert last["status"] == "warn" and "docker is not on the machine" in last["detail"]
+    assert ran == []
+
+
+@pytest.mark.parametrize("args", [["--image", IMAGE], ["--nccl", "--image", "--rm"]])
+def test_image_is_a_usage_error_without_nccl_or_as_an_option(cli, machine, args):
+    result = cli("doctor", "doc", *args, "--json")
+    assert result.exit_code == 2, result.output
+    assert "error" in json.loads(result.stdout)

@@ -47,7 +47,7 @@ for d in /sys/class/net/*; do
   echo "${{d##*/}} $speed $(cat "$d/operstate" 2>/dev/null || echo -)"
 done
 echo '### {NCCL_MARKER} tools'
-for t in all_reduce_perf mpirun python3; do command -v "$t" || true; done
+for t in all_reduce_perf mpirun python3 docker; do command -v "$t" || true; done
 for p in {' '.join(NCCL_TESTS_PLACES)}; do [ -x "$p" ] && echo "$p"; done
 true
 """
@@ -123,10 +123,12 @@ def mpirun_command(binary: str, addrs: list[str], gpus_per_node: int) -> str:
             f"-x NCCL_DEBUG=INFO {shlex.quote(binary)} -b {MIN_BYTES} -e 1G -f 2 -g 1")
 
 
-def torch_command(gpus: int, env: Mapping[str, str] | None = None) -> str:
+def torch_command(gpus: int, env: Mapping[str, str] | None = None,
+                  image: str | None = None, infiniband: bool = False) -> str:
     """The fallback, one process per GPU through torchrun (python3 -m
     torch.distributed.run: torchrun itself is not always on PATH). `env` is a
-    multi-node job's rendezvous (jobs.multinode.node_env)."""
+    multi-node job's rendezvous (jobs.multinode.node_env). With `image`, inside
+    that image (the job's: its PyTorch and NCCL, not the machine's)."""
     env = dict(env or {})
     nodes = ""
     if env:
@@ -135,9 +137,29 @@ def torch_command(gpus: int, env: Mapping[str, str] | None = None) -> str:
         nodes = (f"--nnodes={env['NNODES']} --node_rank={env['NODE_RANK']} "
                  f"--master_addr={env['MASTER_ADDR']} --master_port={env['MASTER_PORT']} "
                  f"--rdzv_conf=timeout={RENDEZVOUS_TIMEOUT} ")
-    return (f"{_env_prefix({'NCCL_DEBUG': 'INFO', **env})}python3 -m torch.distributed.run "
-            f"--nproc_per_node={gpus} {nodes}--no-python python3 -c "
-            f"{shlex.quote(TORCH_SCRIPT)} {MIN_BYTES} {MAX_BYTES}")
+    run = (f"python3 -m torch.distributed.run --nproc_per_node={gpus} {nodes}--no-python "
+           f"python3 -c {shlex.quote(TORCH_SCRIPT)} {MIN_BYTES} {MAX_BYTES}")
+    env = {"NCCL_DEBUG": "INFO", **env}
+    if image is None:
+        return _env_prefix(env) + run
+    return container_command(image, env, infiniband) + " " + run
+
+
+def container_command(image: str, env: Mapping[str, str], infiniband: bool) -> str:
+    """``docker run`` of `image` as a training container runs: every GPU, the
+    host's network (the nodes reach each other's ports) and IPC (NCCL's shared
+    memory), and where the machine has InfiniBand its devices with unlimited
+    locked memory (RDMA registers memory). docker as the login user where it
+    may, else through ``sudo -n``, as the job's runner starts it as root."""
+    flags = ["--rm", "--gpus", "all", "--network", "host", "--ipc", "host"]
+    if infiniband:
+        flags += ["--device", "/dev/infiniband", "--cap-add", "IPC_LOCK",
+                  "--ulimit", "memlock=-1"]
+    for key, value in env.items():
+        flags += ["-e", f"{key}={value}"]
+    return ('if docker info >/dev/null 2>&1; then gc_docker=docker; '
+            'else gc_docker="sudo -n docker"; fi; '
+            f"$gc_docker run {' '.join(shlex.quote(f) for f in flags)} {shlex.quote(image)}")
 
 
 # --- the nccl-tests table ----------------------------------------------------------

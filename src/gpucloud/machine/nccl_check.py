@@ -320,10 +320,12 @@ Rendezvous = Callable[[int, Sequence[str], int], dict[str, str]]
 
 def run(instances: Sequence[Instance], execute_on: Callable[[Instance], Executor], *,
         job: str | None = None, node_env: Rendezvous | None = None,
-        on_check: Callable[[Check], None] | None = None) -> Report:
+        on_check: Callable[[Check], None] | None = None, image: str | None = None) -> Report:
     """The NCCL checks on one machine, or on every node of a job (rank order).
     `node_env` gives each node's rendezvous env (gpucloud.jobs.multinode.node_env,
-    passed in: the machine layer does not import the jobs layer)."""
+    passed in: the machine layer does not import the jobs layer). `image`: the
+    all-reduce is torch.distributed's inside that image (the job's), run with
+    docker on each machine, instead of nccl-tests or the machine's python3."""
     checks: list[Check] = []
     multi = len(instances) > 1
     info = dict(EMPTY_NCCL)
@@ -372,33 +374,49 @@ def run(instances: Sequence[Instance], execute_on: Callable[[Instance], Executor
 
     head = probes[0]
     binary = head.tools.get("all_reduce_perf")
-    outputs: list[ExecResult | None]
-    if not multi and binary:
-        tool, command = "nccl-tests", nccl.nccl_tests_command(binary, per_node)
-        outputs = [bench(executors[0], command)]
-    elif multi and binary and "mpirun" in head.tools and all(n.address for n in nodes):
-        tool = "nccl-tests"
-        command = nccl.mpirun_command(binary, [n.address or "" for n in nodes], per_node)
-        outputs = [bench(executors[0], command)] + [None] * (len(nodes) - 1)
-    elif all("python3" in p.tools for p in probes) and (not multi or all(n.address
-                                                                         for n in nodes)):
-        tool = "torch"
-        addrs = [n.address or "" for n in nodes]
-        commands = [nccl.torch_command(per_node, node_env(n.rank, addrs, per_node)
-                                       if multi and node_env else None) for n in nodes]
-        command = commands[0]
-        # every node blocks until all have joined the rendezvous: run them at once
-        with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-            outputs = list(pool.map(lambda ec: bench(*ec), zip(executors, commands)))
-    else:
-        missing = "no node address to rendezvous at" if multi and not all(
-            n.address for n in nodes) else "neither nccl-tests (all_reduce_perf) nor python3"
+    reachable = not multi or all(n.address for n in nodes)
+
+    def no_bench(detail: str, fix: str) -> Report:
         for rank, probe in enumerate(probes):
             for finding in diagnose(probe, nccl.parse_nccl_log(""), multi_node=multi):
                 add(named(finding, rank))
-        add(Check("nccl", "warn", f"no all-reduce run: {missing} on the machine",
-                  FIX_NO_BENCH))
+        add(Check("nccl", "warn", detail, fix))
         return Report(instances[0].ref, job, nodes, checks, info)
+
+    def torch_on_every_node() -> tuple[str, list[ExecResult | None]]:
+        addrs = [n.address or "" for n in nodes]
+        commands = [nccl.torch_command(per_node, node_env(n.rank, addrs, per_node)
+                                       if multi and node_env else None, image,
+                                       probes[n.rank].has_ib) for n in nodes]
+        # every node blocks until all have joined the rendezvous: run them at once
+        with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+            return commands[0], list(pool.map(lambda ec: bench(*ec), zip(executors, commands)))
+
+    outputs: list[ExecResult | None]
+    if image is not None:
+        if not reachable:
+            return no_bench(f"no all-reduce run in {image}: no node address to rendezvous "
+                            "at", FIX_NO_BENCH)
+        if not all("docker" in p.tools for p in probes):
+            return no_bench(f"no all-reduce run in {image}: docker is not on the machine",
+                            "install docker with the NVIDIA Container Toolkit, or leave out "
+                            "--image to use nccl-tests or the machine's python3")
+        tool = "torch"
+        command, outputs = torch_on_every_node()
+    elif not multi and binary:
+        tool, command = "nccl-tests", nccl.nccl_tests_command(binary, per_node)
+        outputs = [bench(executors[0], command)]
+    elif multi and binary and "mpirun" in head.tools and reachable:
+        tool = "nccl-tests"
+        command = nccl.mpirun_command(binary, [n.address or "" for n in nodes], per_node)
+        outputs = [bench(executors[0], command)] + [None] * (len(nodes) - 1)
+    elif all("python3" in p.tools for p in probes) and reachable:
+        tool = "torch"
+        command, outputs = torch_on_every_node()
+    else:
+        missing = "no node address to rendezvous at" if not reachable \
+            else "neither nccl-tests (all_reduce_perf) nor python3"
+        return no_bench(f"no all-reduce run: {missing} on the machine", FIX_NO_BENCH)
 
     info.update(tool=tool, command=command)
     texts = [(o.stdout + "\n" + o.stderr) if o is not None else "" for o in outputs]

@@ -28,6 +28,10 @@ def doctor(
                               help="Instead: an NCCL all-reduce (nccl-tests, else "
                                    "torch.distributed) and the network checks; REF may be "
                                    "a multi-node job, run across its nodes."),
+    image: Optional[str] = typer.Option(
+        None, "--image", metavar="IMAGE",
+        help="With --nccl: the all-reduce is torch.distributed's inside IMAGE (the job's "
+             "image: its PyTorch and NCCL), run with docker on each machine."),
     identity: Optional[str] = params.identity("-i"),
     json_output: bool = params.JSON,
 ) -> None:
@@ -41,9 +45,13 @@ def doctor(
     from gpucloud.machine import doctor as checks
     from gpucloud.client import Client
 
+    if image is not None and (not nccl or not image.strip() or image.startswith("-")):
+        fail(2, "usage", "--image goes with --nccl" if not nccl else
+             f"{image!r} is not an image name", "e.g. `gpucloud doctor REF --nccl --image "
+             "pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime`", json_output)
     client = Client()
     if nccl:
-        _doctor_nccl(client, ref, identity, json_output)
+        _doctor_nccl(client, ref, identity, json_output, image)
         return
     instance = client.get(ref)
 
@@ -111,7 +119,8 @@ def _nccl_targets(client: Any, ref: str, json_output: bool) -> tuple[list[Any], 
     return machines, job.ref
 
 
-def _doctor_nccl(client: Any, ref: str, identity: str | None, json_output: bool) -> None:
+def _doctor_nccl(client: Any, ref: str, identity: str | None, json_output: bool,
+                 image: str | None) -> None:
     from gpucloud.client import Client
     from gpucloud.jobs.multinode import node_env
     from gpucloud.machine import nccl_check
@@ -132,7 +141,7 @@ def _doctor_nccl(client: Any, ref: str, identity: str | None, json_output: bool)
         where = f"{job} ({len(machines)} nodes)" if job else machines[0].ref
         output.err(f"NCCL all-reduce on {where} (a minute or more)…")
     report = nccl_check.run(machines, execute_on, job=job, node_env=node_env,
-                            on_check=progress)
+                            on_check=progress, image=image)
     _report(report, job or machines[0].ref, any(m.simulated for m in machines), json_output)
 
 
