@@ -196,10 +196,11 @@ def test_providers_show_what_each_adapter_can_do(cli, tmp_path, monkeypatch):
     assert caps["verda"]["spot"] is True and caps["lambda"]["spot"] is False
     assert set(caps["lambda"]) == {"spot", "stop_start", "custom_disk", "needs_ssh_key",
                                    "native_shutdown", "self_guard", "multi_node", "volumes",
-                                   "shared_volumes", "multi_node_retries"}
+                                   "shared_volumes", "multi_node_retries", "jobs"}
     # Lambda's and Verda's volumes mount on every node of a job they launch node by node.
     assert caps["lambda"]["shared_volumes"] is True and caps["verda"]["shared_volumes"] is True
     assert caps["hyperstack"]["shared_volumes"] is False
+    assert caps["lambda"]["jobs"] is True and caps["hyperstack"]["jobs"] is False
     assert caps["sandbox"]["multi_node_retries"] is True
     assert caps["kubernetes"]["multi_node_retries"] is False
     assert caps.get("acme", "missing") is None

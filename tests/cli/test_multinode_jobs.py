@@ -216,3 +216,23 @@ def test_a_plan_made_for_one_machine_does_not_submit_a_multi_node_job(tmp_path):
         with pytest.raises(SpecError, match="the plan is for 1 machine"):
             client.submit(path, provider="sandbox", plan=one)
         assert client.jobs() == []
+
+
+def test_a_one_node_job_is_planned_only_where_a_job_runs_to_completion(tmp_path):
+    """Hyperstack, Shadeform and Fluidstack make machines for use over SSH and
+    run no job's container: a one-node job is refused when planned (a dry run
+    included), naming the providers that can, not at submit."""
+    one = job_file(tmp_path, nodes="1")
+    for provider in ("hyperstack", "shadeform", "fluidstack"):
+        refused = cli("submit", one, "--provider", provider, "--dry-run")
+        assert refused.exit_code == 2, refused.output
+        first = refused.stderr.splitlines()[0]
+        assert first.startswith(f"error: a one-node job cannot run on {provider}: ")
+        assert "sandbox" in able(first) and provider not in able(first)
+    # Offers there are (the catalog's), but none where the job can run.
+    with Client(providers=["hyperstack"]) as client, pytest.raises(SpecError) as caught:
+        client.plan_job(one, dry_run=True)
+    assert "one-node job cannot run on hyperstack" in caught.value.message
+    # The same provider still takes a multi-node job (launched as a batch).
+    assert cli("submit", job_file(tmp_path), "--provider", "hyperstack",
+               "--dry-run").exit_code == 0

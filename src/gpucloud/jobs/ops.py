@@ -117,16 +117,15 @@ def plan(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
     r = spec.resources
     named = provider or spec.provider
     sized = _sized(spec)
-    suitable = sized
     refused: set[str] = set()
-    if spec.nodes > 1:
-        # N machines of one offer (one provider, one region), planned, priced
-        # and budgeted as a create of N; only where the adapter says how.
-        placement.check_named(spec, named)
-        placeable = placement.offer_filter(spec, refused)
+    # Only where the adapter runs the job: a job's container to completion, or
+    # N machines of one offer (one provider, one region), planned, priced and
+    # budgeted as a create of N where the adapter says how to place them.
+    placement.check_named(spec, named)
+    placeable = placement.offer_filter(spec, refused)
 
-        def suitable(o: Offer) -> bool:
-            return sized(o) and placeable(o)
+    def suitable(o: Offer) -> bool:
+        return sized(o) and placeable(o)
     try:
         made: Plan = yield from make_plan(
             ctx, r.gpu, r.gpu_count, named, region or spec.region, r.disk_gb,

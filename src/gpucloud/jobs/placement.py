@@ -1,7 +1,8 @@
-"""Which providers may run a multi-node job, decided at plan time from what
-each adapter declares (``Capabilities.multi_node``), before anything is sent.
+"""Which providers may run a job, decided at plan time from what each adapter
+declares (``Capabilities``), before anything is sent.
 
-* ``nodes: 1`` runs anywhere.
+* ``nodes: 1`` runs where the adapter runs a job's container to completion
+  (``jobs``); elsewhere a machine is only for use over SSH.
 * ``nodes > 1`` runs only where the adapter says how: "native" (the provider
   places the nodes itself) or "batch" (gpucloud launches the nodes as one
   batch in one region). A provider that says "none" is never a candidate: a
@@ -29,33 +30,34 @@ from typing import Any
 from gpucloud.errors import SpecError, option
 from gpucloud.jobs.spec import JobSpec
 from gpucloud.models import Offer
+from gpucloud.providers.capabilities import Capabilities
 
 
-def mode(provider: str) -> str:
-    """The adapter's ``multi_node`` ("none" without an adapter)."""
-    from gpucloud.providers.registry import adapter_class
-
-    try:
-        cls = adapter_class(provider)
-    except (ImportError, AttributeError):  # a broken plugin cannot place anything
-        return "none"
-    return "none" if cls is None else cls.capabilities.multi_node
-
-
-def shares_volumes(provider: str) -> bool:
-    """The adapter's ``shared_volumes`` (False without an adapter)."""
+def _capabilities(provider: str) -> Capabilities:
+    """What the adapter declares; nothing (every flag off) without an adapter,
+    or for a broken plugin, which can run nothing."""
     from gpucloud.providers.registry import adapter_class
 
     try:
         cls = adapter_class(provider)
     except (ImportError, AttributeError):
-        return False
-    return cls is not None and cls.capabilities.shared_volumes
+        return Capabilities()
+    return Capabilities() if cls is None else cls.capabilities
+
+
+def mode(provider: str) -> str:
+    """The adapter's ``multi_node`` ("none" without an adapter)."""
+    return _capabilities(provider).multi_node
+
+
+def shares_volumes(provider: str) -> bool:
+    """The adapter's ``shared_volumes`` (False without an adapter)."""
+    return _capabilities(provider).shared_volumes
 
 
 def can_run(spec: JobSpec, provider: str) -> bool:
     if spec.nodes == 1:
-        return True
+        return _capabilities(provider).jobs
     placed = mode(provider)
     if placed == "native":
         return True
@@ -73,6 +75,14 @@ def able(spec: JobSpec, names: Iterable[str] | None = None) -> list[str]:
 def refusal(spec: JobSpec, providers: Iterable[str]) -> SpecError:
     """The one-line refusal naming why the providers cannot, and those that can."""
     refused = sorted(set(providers))
+    if spec.nodes == 1:
+        return SpecError(
+            f"a one-node job cannot run on {', '.join(refused)}: "
+            f"{'it runs' if len(refused) == 1 else 'they run'} no job's container to "
+            f"completion; providers that can: {', '.join(able(spec)) or 'none installed'}",
+            hint=f"pick one with {option('provider', '--provider')} (provider: in the job "
+                 "file), or create a machine there and run the container over SSH; "
+                 "nothing was sent")
     batch = [p for p in refused if mode(p) == "batch"]  # infiniband or volumes refuse these
     none = [p for p in refused if p not in batch]
     infiniband = spec.placement.interconnect == "infiniband"
@@ -130,7 +140,7 @@ def offer_filter(spec: JobSpec, refused: set[str]) -> Callable[[Offer], bool]:
         if not known[offer.provider]:
             refused.add(offer.provider)
             return False
-        return bool(known[offer.provider].takes_nodes(offer))
+        return spec.nodes == 1 or bool(known[offer.provider].takes_nodes(offer))
     return fits
 
 

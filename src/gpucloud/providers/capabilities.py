@@ -20,6 +20,10 @@ class Capabilities:
     # A start-up guard on the machine ends it at its deadline (plus grace) with a
     # credential the provider scopes to that one machine; never an account key.
     self_guard: bool = False
+    # A one-node job: the machine (or pod) runs the job's container to
+    # completion and ends with it. A provider without it is never planned for
+    # a one-node job (a multi-node job is ``multi_node``'s).
+    jobs: bool = False
     # A job over several machines: "native" the provider places the nodes itself
     # (a Kubernetes Indexed Job, RunPod Instant Clusters, the sandbox); "batch"
     # gpucloud launches the nodes as one all-or-nothing batch in one region and

@@ -109,7 +109,8 @@ def gpus(json_output: bool = params.JSON) -> None:
 CAPABILITY_WORDS = {"spot": "spot", "stop_start": "stop/start", "custom_disk": "disk size",
                     "needs_ssh_key": "needs ssh key",
                     "native_shutdown": "deadline held by provider",
-                    "self_guard": "deadline guard on machine", "volumes": "volumes",
+                    "self_guard": "deadline guard on machine", "jobs": "jobs",
+                    "volumes": "volumes",
                     "shared_volumes": "volumes on every node",
                     "multi_node_retries": "multi-node retries"}
 

@@ -59,7 +59,7 @@ class KubernetesProvider(KubernetesJobs, KubernetesVolumes, Provider):
     name = "kubernetes"
     # multi_node native: an Indexed Job places every node itself (_manifests.py);
     # volumes: PersistentVolumeClaims (_volumes.py).
-    capabilities = Capabilities(spot=False, stop_start=False, custom_disk=False,
+    capabilities = Capabilities(jobs=True, spot=False, stop_start=False, custom_disk=False,
                                 needs_ssh_key=False, native_shutdown=False,
                                 multi_node="native", volumes=True)
     # None in the API: the API server sheds load itself (429 TooManyRequests

@@ -70,7 +70,7 @@ class LambdaProvider(Provider):
     # in the Cloud API's OpenAPI examples).
     create_reads_back = True  # a GET by the replied id, see create()
     id_format = re.compile(r"[0-9a-z]{32}")
-    capabilities = Capabilities(spot=False, stop_start=False, custom_disk=False,
+    capabilities = Capabilities(jobs=True, spot=False, stop_start=False, custom_disk=False,
                                 needs_ssh_key=True, native_shutdown=False,
                                 volumes=True, multi_node="batch", shared_volumes=True)
     # Lambda Cloud API spec 1.8.3, its description: "generally limited to one request

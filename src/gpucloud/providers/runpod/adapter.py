@@ -87,7 +87,7 @@ class RunPodProvider(Provider):
     # Pod ids: lowercase letters and digits ("xedezhzb9la3ye", "30zmvf89kd" in the
     # REST API's OpenAPI examples).
     id_format = re.compile(r"[a-z0-9]{8,32}")
-    capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
+    capabilities = Capabilities(jobs=True, spot=False, stop_start=True, custom_disk=True,
                                 needs_ssh_key=False, native_shutdown=False,
                                 multi_node="native", volumes=True)
     # No static limits: the quota is per user in minute/hour/day windows that

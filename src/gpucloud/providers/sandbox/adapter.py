@@ -56,7 +56,7 @@ class SandboxProvider(Provider):
     name = "sandbox"
     # "sbx-" and 12 hex digits (server.py makes them).
     id_format = re.compile(r"sbx-[0-9a-f]{12}")
-    capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
+    capabilities = Capabilities(jobs=True, spot=False, stop_start=True, custom_disk=True,
                                 needs_ssh_key=False, native_shutdown=True, volumes=True,
                                 # the simulated cloud places a job's nodes itself
                                 multi_node="native", multi_node_retries=True)

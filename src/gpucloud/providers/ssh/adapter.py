@@ -87,7 +87,7 @@ class SshProvider(Provider):
     name = "ssh"
     # No spot, no power control (the hosts stay on), no disk choice; the deadline
     # is kept on the host (the lock) and enforced by the reaper, not the host.
-    capabilities = Capabilities(spot=False, stop_start=False, custom_disk=False,
+    capabilities = Capabilities(jobs=True, spot=False, stop_start=False, custom_disk=False,
                                 needs_ssh_key=False, native_shutdown=False,
                                 multi_node="batch")
     rate_limits = {}

@@ -103,7 +103,7 @@ class VastProvider(Provider):
     # soon as someone outbids it, and the engine has no bid support yet.
     # self_guard: the onstart guard (_guard.py) destroys a machine past its
     # deadline with the per-instance key Vast injects, following extend.
-    capabilities = Capabilities(spot=False, stop_start=True, custom_disk=True,
+    capabilities = Capabilities(jobs=True, spot=False, stop_start=True, custom_disk=True,
                                 needs_ssh_key=False, native_shutdown=False, self_guard=True,
                                 volumes=True)  # listed and deleted; see volume_refusal
     # Vast enforces a minimum interval per endpoint and identity

@@ -69,7 +69,7 @@ class VerdaProvider(Provider):
     # Instance ids are UUIDs (the API reference's examples).
     create_reads_back = True  # a GET by the replied id, see create()
     id_format = wire.UUID  # the form instance_id() reads replies with
-    capabilities = Capabilities(spot=True, stop_start=False, custom_disk=True,
+    capabilities = Capabilities(jobs=True, spot=True, stop_start=False, custom_disk=True,
                                 needs_ssh_key=True, native_shutdown=False,
                                 volumes=True, multi_node="batch", shared_volumes=True)
     # None documented (the official Go SDK, verdacloud-sdk-go, retries
