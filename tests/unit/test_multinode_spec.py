@@ -89,3 +89,16 @@ def test_the_planner_never_picks_a_runpod_community_type_for_several_nodes():
     refused: set[str] = set()
     fits = offer_filter(loads(BASE + "nodes: 2\n"), refused)
     assert (fits(secure), fits(community), refused) == (True, False, set())
+
+
+@pytest.mark.parametrize("extra, place", [
+    ("volumes:\n  - {name: d, mount: /d}\n  - {name: d, mount: /e}\n", "volumes.1.name"),
+    ("volumes:\n  - {name: d, mount: /d}\n  - {name: e, mount: /d/}\n", "volumes.1.mount"),
+    ("nodes: 2\nenv:\n  FOO: bar\n  MASTER_ADDR: x\n", "env.MASTER_ADDR"),
+])
+def test_a_clash_between_fields_names_the_field_and_its_line(extra, place):
+    """Checks across fields name the entry at fault and its line, not the top."""
+    with pytest.raises(SpecError) as err:
+        loads(BASE + extra, "job.yaml")
+    line = len(BASE.splitlines()) + len(extra.splitlines())  # the clash is the last line
+    assert str(err.value).startswith(f"job.yaml:{line}: {place}: ")

@@ -18,7 +18,7 @@ from typing import Any, Optional, Union
 from pydantic import (Field, ValidationError, field_validator, model_validator)
 
 from gpucloud.errors import SpecError
-from gpucloud.jobs.spec_errors import first_error, more_problems
+from gpucloud.jobs.spec_errors import At, first_error, more_problems
 
 from gpucloud.jobs.spec_base import _ENV_NAME, _NAME, _Spec
 from gpucloud.jobs.spec_nodes import NODE_ENV, Placement, VolumeMount
@@ -208,18 +208,20 @@ class JobSpec(_Spec):
     def _no_clash(self) -> JobSpec:
         both = sorted(set(self.env) & set(self.secrets))
         if both:
-            raise ValueError(f"{', '.join(both)} is both in env and in secrets")
+            raise At(("secrets", both[0]), f"{', '.join(both)} is both in env and in secrets")
         if self.nodes > 1:
             taken = sorted((set(self.env) | set(self.secrets)) & set(NODE_ENV))
             if taken:
-                raise ValueError(f"{', '.join(taken)} is set by gpucloud on every node of a "
-                                 "multi-node job: remove it from env/secrets")
+                raise At(("env" if taken[0] in self.env else "secrets", taken[0]),
+                         f"{', '.join(taken)} is set by gpucloud on every node of a "
+                         "multi-node job: remove it from env/secrets")
         names = [v.name for v in self.volumes]
         mounts = [v.mount.rstrip("/") for v in self.volumes]
         for label, items in (("name", names), ("mount", mounts)):
-            twice = sorted({i for i in items if items.count(i) > 1})
-            if twice:
-                raise ValueError(f"volumes: {label} {twice[0]!r} is given twice")
+            again = next((i for i, item in enumerate(items) if item in items[:i]), None)
+            if again is not None:
+                raise At(("volumes", again, label),
+                         f"{label} {items[again]!r} is given twice")
         return self
 
     @property

@@ -13,12 +13,23 @@ from typing import Any, Callable
 from pydantic import BaseModel, ValidationError
 
 
+class At(ValueError):
+    """A check across fields (a model validator, whose errors pydantic places at
+    the top) that knows which field is wrong: its path, so the error names
+    that field and its line."""
+
+    def __init__(self, loc: tuple[Any, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
 def first_error(exc: ValidationError, model: Any, where: str,
                 line_of: Callable[[tuple[Any, ...]], int] | None = None) -> str:
     """The first problem of ``exc`` (from validating ``model``) as
     ``where[:line]: field: message``; the line where ``line_of`` can say it."""
     error = exc.errors(include_url=False, include_input=False)[0]
-    loc = tuple(error["loc"])
+    cause = (error.get("ctx") or {}).get("error")
+    loc = cause.loc if isinstance(cause, At) else tuple(error["loc"])
     field = ".".join(str(p) for p in loc) or "(top)"
     if line_of is None:
         return f"{where}: {field}: {_message(error, model)}"
