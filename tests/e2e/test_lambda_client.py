@@ -2,6 +2,7 @@
 transport from the contract fixtures; every request is checked against the
 trimmed OpenAPI spec. Also: the API key never shows anywhere."""
 
+import itertools
 import json
 import logging
 import sqlite3
@@ -35,6 +36,7 @@ class FakeLambda:
     def __init__(self, router):
         self.sent = []
         self.instances = {}
+        self.ids = itertools.count(1)
         self.keys = list(fixture("list_ssh_keys_200.json")["data"])
         self.fail_auth = False
         router.route().mock(side_effect=self.handle)
@@ -58,7 +60,9 @@ class FakeLambda:
         if path == "/api/v1/instance-operations/launch":
             body = json.loads(request.content)
             template = fixture("get_instance_200.json")["data"]
-            ident = f"{len(self.instances) + 1:032x}"
+            # A batch launches from several threads: ids from one counter
+            # (next() on itertools.count is atomic), never from len(instances).
+            ident = f"{next(self.ids):032x}"
             itype = fixture("list_instance_types_200.json")["data"][body["instance_type_name"]]
             self.instances[ident] = {
                 **template, "id": ident, "name": body["name"], "tags": body["tags"],

@@ -8,7 +8,6 @@ in another region."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import httpx
@@ -21,6 +20,7 @@ from gpucloud.cli import app
 from gpucloud.errors import InsufficientCapacityError, SpecError
 
 from .test_lambda_client import KEY, PUBKEY, SPEC, FakeLambda, fixture
+from tests.e2e import _fake_ssh
 from tests.openapi_check import validate_request
 
 SECRET = "hf_multinode_lambda_0f3c9a"
@@ -102,23 +102,12 @@ class TwoNodes(FakeLambda):
 
 @pytest.fixture
 def fake_ssh(monkeypatch, tmp_path):
-    """An `ssh` first on PATH that records what it is given (CONSTRUCTED: no
-    Lambda machine to reach from a test) and answers as the start command
-    does; the directory of its calls."""
+    """Lambda's key, and the fake ssh (tests/e2e/_fake_ssh.py): its calls' directory."""
     monkeypatch.setenv("GPUCLOUD_LAMBDA_API_KEY", KEY)
     ssh = Path.home() / ".ssh"
     ssh.mkdir()
     (ssh / "id_ed25519.pub").write_text(PUBKEY + "\n")
-    calls = tmp_path / "ssh-calls"
-    calls.mkdir()
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "ssh"
-    fake.write_text(f'#!/bin/sh\nn=$(ls {calls} | wc -l)\nprintf "%s\\n" "$@" '
-                    f'>{calls}/$n.argv\ncat >{calls}/$n.stdin\necho started\n')
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    return calls
+    return _fake_ssh.install(tmp_path, monkeypatch)
 
 
 @pytest.fixture
