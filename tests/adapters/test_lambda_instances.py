@@ -19,6 +19,7 @@ from gpucloud.errors import (
     APIResponseValidationError,
     APITimeoutError,
     AuthenticationError,
+    BadRequestError,
     ConfigurationError,
     InternalServerError,
     NotFoundError,
@@ -126,6 +127,30 @@ def test_create_registers_a_new_public_key(api, run, provider):
                                                           "public_key": NEW_KEY}
     assert launch_body(launch.calls.last.request)["ssh_key_names"] == ["gpucloud-3f2a"]
     assert [r.url.path for r in api.requests][:2] == ["/api/v1/ssh-keys", "/api/v1/ssh-keys"]
+
+
+def test_a_key_another_launch_registered_meanwhile_is_used(api, run, provider):
+    """Two launches of a batch on a new account both find no key and both
+    register it; Lambda refuses the second (400): that launch reads the keys
+    again and uses the one the other registered, instead of failing the batch."""
+    listed = body("list_ssh_keys_200")
+    meanwhile = copy.deepcopy(listed)
+    meanwhile["data"].append({"id": "d" * 32, "name": "gpucloud-3f2a", "public_key": NEW_KEY})
+    keys = api.on("GET", "/api/v1/ssh-keys", reply(200, listed), reply(200, meanwhile))
+    add = api.on("POST", "/api/v1/ssh-keys", reply(400, body("error_invalid_parameters_400")))
+    launch, _ = launch_routes(api)
+    run(provider.create(make_spec(ssh_key_name="gpucloud-3f2a", ssh_public_key=NEW_KEY)))
+    assert keys.call_count == 2 and add.call_count == 1
+    assert launch_body(launch.calls.last.request)["ssh_key_names"] == ["gpucloud-3f2a"]
+
+
+def test_a_refused_registration_stands_when_no_key_appeared(api, run, provider):
+    keys = api.on("GET", "/api/v1/ssh-keys", reply(200, body("list_ssh_keys_200")))
+    api.on("POST", "/api/v1/ssh-keys", reply(400, body("error_invalid_parameters_400")))
+    launch, _ = launch_routes(api)
+    with pytest.raises(BadRequestError):
+        run(provider.create(make_spec(ssh_key_name="gpucloud-3f2a", ssh_public_key=NEW_KEY)))
+    assert keys.call_count == 2 and launch.call_count == 0
 
 
 def test_create_refuses_a_key_name_taken_by_another_key(api, run, provider):

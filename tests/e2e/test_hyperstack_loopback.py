@@ -6,6 +6,7 @@ request it receives is validated (tests/e2e/_loopback.py)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from decimal import Decimal
@@ -16,6 +17,7 @@ from typer.testing import CliRunner
 
 from gpucloud import Client
 from gpucloud.cli import app
+from tests.e2e import _fake_ssh
 from tests.e2e._loopback import loopback, point_catalog_at
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hyperstack"
@@ -36,7 +38,7 @@ class FakeInfrahub:
         self.environments: list[dict] = []
         self.keypairs: list[dict] = []
         self.vms: dict[int, dict] = {}
-        self.next_id = 4711
+        self.ids = itertools.count(4711)  # atomic: a batch's launches come at once
 
     def __call__(self, method, path, query, headers, body):
         if headers.get("api_key") != KEY:
@@ -48,6 +50,12 @@ class FakeInfrahub:
             return 200, fixture("get_stocks_200.json")
         if path == "/v1/core/environments" and method == "GET":
             return 200, {**ok, "environments": self.environments}
+        if method == "POST" and path in ("/v1/core/environments", "/v1/core/keypairs") \
+                and body["name"] in {o["name"] for o in self.environments + self.keypairs}:
+            # CONSTRUCTED: names are unique per account (the spec documents no
+            # reply for a taken one; this is its generic 400 error body).
+            return 400, {"status": False, "message": f"{body['name']} already exists",
+                         "error_reason": "bad_request"}
         if path == "/v1/core/environments" and method == "POST":
             env = {"id": len(self.environments) + 1, **body,
                    "created_at": "2026-12-01 10:00:00+00:00"}
@@ -65,12 +73,13 @@ class FakeInfrahub:
         if path == "/v1/core/virtual-machines" and method == "POST":
             template = fixture("get_vm_200.json")["instance"]
             [env] = [e for e in self.environments if e["name"] == body["environment_name"]]
-            vm = {**template, "id": self.next_id, "name": body["name"], "labels": body["labels"],
+            ident = next(self.ids)
+            vm = {**template, "id": ident, "name": body["name"], "labels": body["labels"],
                   "status": "ACTIVE", "environment": env,
                   "keypair": {"name": body["key_name"]},
-                  "flavor": {**template["flavor"], "name": body["flavor_name"]}}
-            self.vms[self.next_id] = vm
-            self.next_id += 1
+                  "flavor": {**template["flavor"], "name": body["flavor_name"]},
+                  "fixed_ip": f"10.0.0.{ident - 4711 + 12}"}  # each its own address
+            self.vms[ident] = vm
             return 200, {**ok, "instances": [vm]}
         if path == "/v1/core/virtual-machines" and method == "GET":
             size, page = int(query["pageSize"]), int(query["page"])
@@ -160,3 +169,31 @@ def test_the_key_never_shows_in_cli_output_or_logs(cloud, caplog):
     outputs += [bad.stdout, bad.stderr]
     assert all(KEY not in text for text in outputs)
     assert KEY not in caplog.text
+
+
+def test_a_two_node_job_is_one_batch_in_one_environment_started_over_ssh(
+        cloud, tmp_path, monkeypatch):
+    """Both nodes launched in one region's environment as one batch (named by
+    rank, one batch label), every request valid against the Infrahub spec, then
+    the job started on each node over ssh, the nodes meeting at fixed_ip."""
+    calls = _fake_ssh.install(tmp_path, monkeypatch)
+    job = Client(sleep=no_sleep).submit(
+        {"name": "pair", "image": "busybox", "command": ["python", "train.py"], "nodes": 2,
+         "resources": {"gpu": "h100", "gpu_count": 1}, "max_runtime": "2h"},
+        provider="hyperstack")
+
+    assert job.nodes == 2 and [m.name for m in job.instances] == ["pair-node0", "pair-node1"]
+    vms = sorted(cloud.vms.values(), key=lambda vm: vm["name"])
+    assert {vm["environment"]["name"] for vm in vms} == {"gpucloud-CANADA-1"}
+    batch = [{label.split("=", 1)[0]: label.split("=", 1)[1] for label in vm["labels"]}
+             for vm in vms]
+    assert batch[0]["gpucloud-batch"] == batch[1]["gpucloud-batch"]
+    assert batch[0]["gpucloud-batch"].startswith("mn-2-")
+    assert all(b["gpucloud-launch-id"].startswith("gj-") for b in batch)
+    started = _fake_ssh.scripts(calls)
+    assert len(started) == 2
+    addrs = [vm["fixed_ip"] for vm in vms]
+    for rank, script in enumerate(started):
+        assert f"export MASTER_ADDR={addrs[0]}" in script
+        assert f"export NODE_RANK={rank}" in script
+        assert f"export GPUCLOUD_NODE_ADDRS={','.join(addrs)}" in script

@@ -40,6 +40,7 @@ from gpucloud.models import Instance, InstanceSpec, InstanceStatus, Offer
 from gpucloud.providers import _batch_mark as batch_mark
 from gpucloud.providers._fields import integer, is_int, is_number
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider, format_utc
+from gpucloud.providers.account_objects import found_or_made
 from gpucloud.providers.hyperstack import _wire as wire
 from gpucloud.transport.bearer_auth import HeaderKeyAuth
 
@@ -257,20 +258,26 @@ class HyperstackProvider(Provider):
     def _ensure_environment(self, region: str) -> Flow[str]:
         """The environment gpucloud launches into in `region`, created when missing."""
         name = f"gpucloud-{region}"[:wire.NAME_MAX]
-        response = yield self.request("GET", "/core/environments",
-                                      params={"search": name, "pageSize": "100"})
-        for env in self._body(response, "environments", list):
-            if isinstance(env, dict) and env.get("name") == name:
-                if env.get("region") != region:
-                    raise ConfigurationError(
-                        f"the hyperstack environment {name!r} is in region "
-                        f"{env.get('region')!r}, not {region!r}",
-                        hint="rename or delete that environment in Hyperstack's console")
-                return name
-        response = yield self.request("POST", "/core/environments",
-                                      json={"name": name, "region": region}, kind="unsafe")
-        created = self._body(response, "environment", dict)
-        return wire.text(created.get("name")) or name
+
+        def find() -> Flow[str | None]:
+            response = yield self.request("GET", "/core/environments",
+                                          params={"search": name, "pageSize": "100"})
+            for env in self._body(response, "environments", list):
+                if isinstance(env, dict) and env.get("name") == name:
+                    if env.get("region") != region:
+                        raise ConfigurationError(
+                            f"the hyperstack environment {name!r} is in region "
+                            f"{env.get('region')!r}, not {region!r}",
+                            hint="rename or delete that environment in Hyperstack's console")
+                    return name
+            return None
+
+        def make() -> Flow[str]:
+            response = yield self.request("POST", "/core/environments",
+                                          json={"name": name, "region": region}, kind="unsafe")
+            created = self._body(response, "environment", dict)
+            return wire.text(created.get("name")) or name
+        return (yield from found_or_made(find, make))
 
     def _ensure_key(self, environment: str, name: str | None, public_key: str) -> Flow[str]:
         """The name of a key pair with this public key in `environment`, imported
@@ -280,26 +287,33 @@ class HyperstackProvider(Provider):
             raise ConfigurationError("the SSH public key is empty")
         if name is None:
             name = "gpucloud-" + hashlib.sha256(" ".join(wanted).encode()).hexdigest()[:16]
-        name = name[:wire.NAME_MAX]
-        response = yield self.request("GET", "/core/keypairs",
-                                      params={"search": name, "pageSize": "100"})
-        for key in self._body(response, "keypairs", list):
-            if not isinstance(key, dict) or key.get("name") != name:
-                continue
-            env: dict[str, Any] = key["environment"] if isinstance(
-                key.get("environment"), dict) else {}
-            if env.get("name") != environment:
-                continue
-            if wire.key_fields(wire.text(key.get("public_key")) or "") != wanted:
-                raise ConfigurationError(
-                    f"a key pair named {name!r} with a different public key is already in "
-                    f"the hyperstack environment {environment!r}",
-                    hint="pass the key by its registered name, or choose another name")
-            return name
-        response = yield self.request("POST", "/core/keypairs", kind="unsafe", json={
-            "name": name, "environment_name": environment, "public_key": public_key.strip()})
-        created = self._body(response, "keypair", dict)
-        return wire.text(created.get("name")) or name
+        label = name[:wire.NAME_MAX]
+
+        def find() -> Flow[str | None]:
+            response = yield self.request("GET", "/core/keypairs",
+                                          params={"search": label, "pageSize": "100"})
+            for key in self._body(response, "keypairs", list):
+                if not isinstance(key, dict) or key.get("name") != label:
+                    continue
+                env: dict[str, Any] = key["environment"] if isinstance(
+                    key.get("environment"), dict) else {}
+                if env.get("name") != environment:
+                    continue
+                if wire.key_fields(wire.text(key.get("public_key")) or "") != wanted:
+                    raise ConfigurationError(
+                        f"a key pair named {label!r} with a different public key is already "
+                        f"in the hyperstack environment {environment!r}",
+                        hint="pass the key by its registered name, or choose another name")
+                return label
+            return None
+
+        def make() -> Flow[str]:
+            response = yield self.request("POST", "/core/keypairs", kind="unsafe", json={
+                "name": label, "environment_name": environment,
+                "public_key": public_key.strip()})
+            created = self._body(response, "keypair", dict)
+            return wire.text(created.get("name")) or label
+        return (yield from found_or_made(find, make))
 
     def _instance(self, response: httpx.Response, raw: Any) -> Instance:
         if not isinstance(raw, dict) or not is_int(raw.get("id")):

@@ -53,6 +53,7 @@ from gpucloud.providers.lambdalabs import _wire as wire, filesystems
 from gpucloud.providers._jobscript import POWER_OFF, secret_values, vm_script
 from gpucloud.providers.lambdalabs._wire import image_spec
 from gpucloud.providers._name_marker import latest, mark_name, split_name
+from gpucloud.providers.account_objects import found_or_made
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
 
 LAUNCH_ID_TAG = "gpucloud-launch-id"
@@ -273,29 +274,33 @@ class LambdaProvider(Provider):
         if name is None:
             name = "gpucloud-" + hashlib.sha256(" ".join(wanted).encode()).hexdigest()[:16]
         name = name[:NAME_MAX]
-        response = yield self.request("GET", "/api/v1/ssh-keys")
-        keys = self._data(response, list)
-        taken = False
-        for key in keys:
-            if not isinstance(key, dict):
-                raise self.invalid(response, "an SSH key entry is not an object")
-            if wire.key_fields(wire.text(key.get("public_key")) or "") == wanted \
-                    and wire.text(key.get("name")):
-                return key["name"]
-            taken = taken or key.get("name") == name
-        if taken:
-            raise ConfigurationError(
-                f"an SSH key named {name!r} is already registered with lambda "
-                "with a different public key",
-                hint="pass the key by its registered name, or choose another name")
-        response = yield self.request("POST", "/api/v1/ssh-keys",
-                                      json={"name": name, "public_key": public_key.strip()},
-                                      kind="unsafe")
-        created = self._data(response, dict)
-        registered = wire.text(created.get("name"))
-        if not registered:
-            raise self.invalid(response, "the registered SSH key has no name")
-        return registered
+
+        def find() -> Flow[str | None]:
+            response = yield self.request("GET", "/api/v1/ssh-keys")
+            taken = False
+            for key in self._data(response, list):
+                if not isinstance(key, dict):
+                    raise self.invalid(response, "an SSH key entry is not an object")
+                if wire.key_fields(wire.text(key.get("public_key")) or "") == wanted \
+                        and wire.text(key.get("name")):
+                    return str(key["name"])
+                taken = taken or key.get("name") == name
+            if taken:
+                raise ConfigurationError(
+                    f"an SSH key named {name!r} is already registered with lambda "
+                    "with a different public key",
+                    hint="pass the key by its registered name, or choose another name")
+            return None
+
+        def make() -> Flow[str]:
+            response = yield self.request("POST", "/api/v1/ssh-keys",
+                                          json={"name": name, "public_key": public_key.strip()},
+                                          kind="unsafe")
+            registered = wire.text(self._data(response, dict).get("name"))
+            if not registered:
+                raise self.invalid(response, "the registered SSH key has no name")
+            return registered
+        return (yield from found_or_made(find, make))
 
     def _instance(self, response: httpx.Response, raw: Any) -> Instance:
         if not isinstance(raw, dict) or not wire.text(raw.get("id")) \

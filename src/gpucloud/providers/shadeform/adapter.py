@@ -48,6 +48,7 @@ from gpucloud.errors import ConfigurationError, SpecError
 from gpucloud.models import Instance, InstanceSpec, InstanceStatus, Offer, Volume, VolumeSpec
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
 from gpucloud.providers.shadeform import _wire as wire, volumes
+from gpucloud.providers.account_objects import found_or_made
 from gpucloud.transport.bearer_auth import HeaderKeyAuth
 
 NAME_MAX = 64  # kept short: upstream clouds cap instance names (Lambda: 64)
@@ -252,31 +253,36 @@ class ShadeformProvider(Provider):
         registering a public key not yet known; None: the account's default key."""
         if not name and not public_key:
             return None
-        response = yield self.request("GET", "/sshkeys")
-        keys = self._body(response).get("ssh_keys")
-        if not isinstance(keys, list) or not all(
-                isinstance(k, dict) and wire.text(k.get("id")) for k in keys):
-            raise self.invalid(response, "no ssh_keys list of keys with ids")
-        if public_key is None:
-            for key in keys:
-                if name in (key.get("name"), key.get("id")):
-                    return str(key["id"])
-            raise ConfigurationError(f"no SSH key named {name!r} is registered with shadeform",
-                                     hint="pass the path of a public key file to register it")
-        wanted = wire.key_fields(public_key)
-        if len(wanted) < 2:
+        wanted = wire.key_fields(public_key) if public_key is not None else []
+        if public_key is not None and len(wanted) < 2:
             raise ConfigurationError("the SSH public key is not 'TYPE BASE64 [comment]'")
-        for key in keys:
-            if wire.key_fields(wire.text(key.get("public_key")) or "") == wanted:
-                return str(key["id"])
-        if not name:
-            name = "gpucloud-" + hashlib.sha256(" ".join(wanted).encode()).hexdigest()[:16]
-        response = yield self.request("POST", "/sshkeys/add", kind="unsafe",
-                                      json={"name": name, "public_key": public_key.strip()})
-        key_id = wire.text(self._body(response).get("id"))
-        if not key_id:
-            raise self.invalid(response, "no SSH key id in the reply")
-        return key_id
+
+        def find() -> Flow[str | None]:
+            response = yield self.request("GET", "/sshkeys")
+            keys = self._body(response).get("ssh_keys")
+            if not isinstance(keys, list) or not all(
+                    isinstance(k, dict) and wire.text(k.get("id")) for k in keys):
+                raise self.invalid(response, "no ssh_keys list of keys with ids")
+            if public_key is None:
+                for key in keys:
+                    if name in (key.get("name"), key.get("id")):
+                        return str(key["id"])
+                raise ConfigurationError(
+                    f"no SSH key named {name!r} is registered with shadeform",
+                    hint="pass the path of a public key file to register it")
+            return next((str(k["id"]) for k in keys
+                         if wire.key_fields(wire.text(k.get("public_key")) or "") == wanted), None)
+
+        def make() -> Flow[str]:
+            assert public_key is not None  # find() returned or raised without one
+            label = name or "gpucloud-" + hashlib.sha256(" ".join(wanted).encode()).hexdigest()[:16]
+            response = yield self.request("POST", "/sshkeys/add", kind="unsafe",
+                                          json={"name": label, "public_key": public_key.strip()})
+            key_id = wire.text(self._body(response).get("id"))
+            if not key_id:
+                raise self.invalid(response, "no SSH key id in the reply")
+            return key_id
+        return (yield from found_or_made(find, make))
 
     def _instance(self, response: httpx.Response, raw: Any) -> Instance:
         if not isinstance(raw, dict) or not wire.text(raw.get("id")) \

@@ -52,6 +52,7 @@ from gpucloud.models import (
 )
 from gpucloud.transport.tokens import RefreshingTokenAuth
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider, _user_agent
+from gpucloud.providers.account_objects import found_or_made
 from gpucloud.providers.verda import _deadline, _offers, _startup, _volumes
 from gpucloud.providers.verda import _wire as wire
 from gpucloud.providers._name_marker import latest
@@ -241,31 +242,35 @@ class VerdaProvider(Provider):
 
     def _ssh_key_id(self, name: str | None, public_key: str | None) -> Flow[str]:
         """The id of a registered key: found by key text (or by name/id), else registered."""
-        response = yield self.request("GET", "/sshkeys")
-        keys = self._body(response, list)
-        if not all(isinstance(k, dict) and wire.text(k.get("id")) for k in keys):
-            raise self.invalid(response, "an SSH key entry without an id")
-        if public_key is None:
-            for key in keys:
-                if name in (key.get("name"), key.get("id")):
-                    return key["id"]
-            raise ConfigurationError(f"no SSH key named {name!r} is registered with verda",
-                                     hint="pass the path of a public key file to register it")
-        wanted = wire.key_fields(public_key)
-        if len(wanted) < 2:
+        wanted = wire.key_fields(public_key) if public_key is not None else []
+        if public_key is not None and len(wanted) < 2:
             raise ConfigurationError("the SSH public key is not 'TYPE BASE64 [comment]'")
-        for key in keys:
-            if wire.key_fields(wire.text(key.get("key")) or "") == wanted:
-                return key["id"]
-        if not name:
-            name = "gpucloud-" + hashlib.sha256(" ".join(wanted).encode()).hexdigest()[:16]
-        response = yield self.request("POST", "/sshkeys", kind="unsafe",
-                                      json={"name": name, "key": public_key.strip()})
-        self.raise_for_error(response)
-        key_id = wire.plain_id(response)
-        if key_id is None:
-            raise self.invalid(response, "no SSH key id in the reply")
-        return key_id
+
+        def find() -> Flow[str | None]:
+            response = yield self.request("GET", "/sshkeys")
+            keys = self._body(response, list)
+            if not all(isinstance(k, dict) and wire.text(k.get("id")) for k in keys):
+                raise self.invalid(response, "an SSH key entry without an id")
+            if public_key is None:
+                for key in keys:
+                    if name in (key.get("name"), key.get("id")):
+                        return str(key["id"])
+                raise ConfigurationError(f"no SSH key named {name!r} is registered with verda",
+                                         hint="pass the path of a public key file to register it")
+            return next((str(k["id"]) for k in keys
+                         if wire.key_fields(wire.text(k.get("key")) or "") == wanted), None)
+
+        def make() -> Flow[str]:
+            assert public_key is not None  # find() returned or raised without one
+            label = name or "gpucloud-" + hashlib.sha256(" ".join(wanted).encode()).hexdigest()[:16]
+            response = yield self.request("POST", "/sshkeys", kind="unsafe",
+                                          json={"name": label, "key": public_key.strip()})
+            self.raise_for_error(response)
+            key_id = wire.plain_id(response)
+            if key_id is None:
+                raise self.invalid(response, "no SSH key id in the reply")
+            return key_id
+        return (yield from found_or_made(find, make))
 
     def _check_multi_status(self, response: httpx.Response, instance_id: str) -> None:
         items = self.json(response)
