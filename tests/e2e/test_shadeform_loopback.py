@@ -26,6 +26,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpucloud.cli import app
+from tests.e2e import _fake_ssh
 from tests.openapi_check import request_errors
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,6 +79,10 @@ class FakeShadeform:
         if (method, parts[1:]) == ("GET", ["sshkeys"]):
             return 200, {"ssh_keys": self.keys}
         if (method, parts[1:]) == ("POST", ["sshkeys", "add"]):
+            if data["name"] in {k["name"] for k in self.keys}:
+                # CONSTRUCTED body; the words are those brevdev/cloud's Shadeform
+                # provider matches for a taken name.
+                return 400, {"error": "ssh key name must be unique"}
             key = {"id": str(uuid.uuid4()), "is_default": False, **data}
             self.keys.append(key)
             return 200, {"id": key["id"]}
@@ -230,3 +235,24 @@ def test_the_plan_knows_shadeform_holds_the_deadline(shadeform):
     text = json.dumps(plan)
     assert "lambdalabs_H100x8" in text and "no native timer" not in text
     assert not [s for s in shadeform.seen if s[0] == "POST"]  # a dry run creates nothing
+
+
+def test_a_two_node_job_is_one_batch_registering_one_key(shadeform, tmp_path, monkeypatch):
+    """Both nodes in one region as one batch, every request valid against the
+    document; on a new account both launches may try to register the key, and
+    Shadeform keeps one of a name: the job still runs on both, with that key."""
+    calls = _fake_ssh.install(tmp_path, monkeypatch)
+    job = tmp_path / "pair.yaml"
+    job.write_text(json.dumps({"name": "pair", "image": "busybox", "nodes": 2,
+                               "command": ["python", "train.py"], "max_runtime": "2h",
+                               "resources": {"gpu": "h100", "gpu_count": 8}}))
+    submitted = cli("submit", str(job), "--provider", "shadeform", "--yes", "--json")
+    assert submitted["job"]["nodes"] == 2
+    creates = [sent for (_, path, sent) in shadeform.seen if path == "/v1/instances/create"]
+    assert sorted(c["name"] for c in creates) == ["pair-node0", "pair-node1"]
+    assert {c["region"] for c in creates} == {"us-south-2"}
+    [key] = shadeform.keys
+    assert {c["ssh_key_id"] for c in creates} == {key["id"]}
+    scripts = _fake_ssh.scripts(calls)
+    assert len(scripts) == 2
+    assert all("export NNODES=2" in s and "--network host" in s for s in scripts)
