@@ -241,7 +241,9 @@ def launch_batch(ctx: ClientContext, requests: list[CreateRequest], plans: list[
                         f"{concurrency!r}",
                         hint="or leave it out: the provider's rate and the latency observed "
                              "set it")
-    ctx.created, ctx.in_flight, ctx.last_attempts = [], [], []
+    from gpucloud.core.context import InFlight
+
+    ctx.created, ctx.in_flight, ctx.last_attempts = [], InFlight(), []
     ctx.key_memo = {}  # every launch of the batch resolves its key once
     try:
         return (yield from _launch_all(ctx, requests, plans, concurrency=concurrency,

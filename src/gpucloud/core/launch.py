@@ -40,7 +40,6 @@ ambiguous failures, a journal entry for every attempt.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -66,7 +65,6 @@ if TYPE_CHECKING:
     from gpucloud.providers.base import Provider
 
 MAX_ATTEMPTS = 3
-_FLIGHT = threading.Lock()  # removals from a context's in_flight (a batch's threads)
 RECONCILE_DELAYS = (0.0, 2.0, 5.0)  # seconds before each look for an ambiguous launch
 
 
@@ -359,16 +357,9 @@ def _check_launch_id(adapter: Provider, launch_id: str, instance: Instance) -> N
 
 
 def _settle(ctx: ClientContext, launching: Attempt) -> None:
-    """This attempt is no longer in flight. Found by identity, under a lock:
-    ``list.remove`` compares with the models' Python ``__eq__``, during which
-    another launch's thread may remove its own and shift the list, so the scan
-    could step over this one; and comparing hundreds of models field by field
-    for each launch of a wide batch is CPU it does not need."""
-    with _FLIGHT:
-        for position, attempt in enumerate(ctx.in_flight):
-            if attempt is launching:
-                del ctx.in_flight[position]
-                return
+    """This attempt is no longer in flight: this very object, not one equal to
+    it (another launch's attempt may compare equal field by field)."""
+    ctx.in_flight.discard(launching)
 
 
 def _unreachable(ctx: ClientContext, offer: Offer) -> GpuCloudError:
