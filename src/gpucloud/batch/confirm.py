@@ -41,7 +41,12 @@ every later machine on a later page); the last page so far is read again
 once as many creates as it lacked have been answered, and for the last time once
 the last create has been sent. A provider that orders its pages otherwise
 loses nothing but time: a machine not in the pages read is read back by id,
-as any unlisted machine is.
+as any unlisted machine is. The last pass's listing stops at a full page
+once every launch the batch sent to the provider is in the pages read (by
+its launch id): the pages after it can hold only machines made later, none
+of them this batch's, and when the batch's machines fill a whole number of
+pages the empty page after them would be one more round trip after the
+last create.
 """
 
 from __future__ import annotations
@@ -102,6 +107,23 @@ class Confirmations:
         # Per provider: the machines of the full pages read so far (by passes
         # and the last pass's listing), and the cursor of the page after them.
         self._read: dict[str, tuple[list[Instance], str | None]] = {}
+        # Per provider: the launch ids of every create sent to it.
+        self._sent: dict[str, set[str]] = {}
+
+    def sending(self, provider: str, launch_id: str) -> None:
+        """A create carrying ``launch_id`` is about to be sent to ``provider``."""
+        with self._lock:
+            self._sent.setdefault(provider, set()).add(launch_id)
+
+    def all_listed(self, provider: str, machines: list[Instance]) -> bool:
+        """Whether every launch sent to the provider so far is among ``machines``
+        (by launch id): a refused create's launch id never is, and a provider
+        that does not echo launch ids never says so."""
+        with self._lock:
+            wanted = set(self._sent.get(provider, ()))
+        if len(machines) < len(wanted):
+            return False
+        return wanted <= {m.launch_id for m in machines}
 
     def read(self, provider: str) -> tuple[list[Instance], str | None]:
         """The listing's full pages read so far (a copy) and where it goes on."""
@@ -130,11 +152,12 @@ class Confirmations:
         return taken
 
 
-def pages(adapter: Provider, provider: str,
-          confirmations: Confirmations) -> Flow[list[Instance]]:
+def pages(adapter: Provider, provider: str, confirmations: Confirmations, *,
+          until_found: bool = False) -> Flow[list[Instance]]:
     """A provider's listing: the full pages read already by this batch (kept
     in ``confirmations``), then the pages after them to the last, each full
-    one kept for the next reader."""
+    one kept for the next reader. ``until_found`` (the last pass, every create
+    sent): no page is read after one that completes the batch's launches."""
     machines, cursor = confirmations.read(provider)
     while True:
         page, following = yield from adapter.list_page(cursor)
@@ -142,6 +165,8 @@ def pages(adapter: Provider, provider: str,
         if following is None:
             return machines
         confirmations.advance(provider, cursor, page, following)
+        if until_found and confirmations.all_listed(provider, machines):
+            return machines
         cursor = following
 
 
@@ -185,7 +210,9 @@ def listing(ctx: ClientContext, providers: list[str], unsent: Callable[[], int],
         yield Sleep(POLL)
         waited += POLL
     rest = [p for p in providers if p not in failed]
-    got = yield Gather([Call(p, pages(ctx.adapter(p), p, confirmations)) for p in rest])
+    got = yield Gather([Call(p, pages(ctx.adapter(p), p, confirmations,
+                                      until_found=unsent() <= 0))
+                        for p in rest])
     out: dict[str, Any] = dict(failed)
     out.update(zip(rest, got))
     return out

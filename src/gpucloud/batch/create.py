@@ -338,13 +338,17 @@ def _slot(run: _Run, index: int, request: CreateRequest, plan: Plan, listed: boo
             if run.keyed and not kept:  # the run was interrupted before this slot began
                 return run.settled(BatchItem(index=index, name=request.name,
                                              status="not_launched"))
-            return (yield from _launch_slot(run, index, request, plan, listed, once))
+            def sending(provider: str, launch_id: str) -> None:
+                run.confirmations.sending(provider, launch_id)
+                once()
+
+            return (yield from _launch_slot(run, index, request, plan, listed, sending))
     finally:
         once()
 
 
 def _launch_slot(run: _Run, index: int, request: CreateRequest, plan: Plan,
-                 listed: bool, on_send: Callable[[], None]) -> Op:
+                 listed: bool, on_send: Callable[[str, str], None]) -> Op:
     """The slot's item; or, ``listed``, its launch ``Answered`` and waiting for a
     pass to confirm it (batch/confirm.py)."""
     if run.stopped:  # an all-or-nothing batch has already failed

@@ -77,7 +77,7 @@ def machine_cap(plan: Plan) -> Decimal | None:
 def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | None,
            ssh_key: str | None, disk_gb: int | None, job: JobRun | None = None,
            attempts: list[Attempt] | None = None, slot: tuple[str, int] | None = None,
-           confirm_later: bool = False, on_send: Callable[[], None] | None = None,
+           confirm_later: bool = False, on_send: Callable[[str, str], None] | None = None,
            job_node: bool = False, volumes: tuple[VolumeMount, ...] = ()) -> Op:
     """One machine. ``attempts``: this launch's own list (a batch runs many at
     once on one context, so it passes one per slot); without it the list is
@@ -86,9 +86,10 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
     ``confirm_later``: a create answered with a well-formed id returns its
     ``Answered`` unconfirmed, for the caller to ``conclude`` (a batch confirms
     many with one listing); otherwise it is read back here. ``on_send``: called
-    just before each create request is sent. ``job_node``: a machine of a
-    multi-node job (a job launch id, created without the job: jobs/multinode_batch.py),
-    with ``volumes``, the job's, attached at launch."""
+    with the provider and the launch id just before each create request is
+    sent. ``job_node``: a machine of a multi-node job (a job launch id, created
+    without the job: jobs/multinode_batch.py), with ``volumes``, the job's,
+    attached at launch."""
     if attempts is None:
         attempts = []
         ctx.last_attempts = attempts
@@ -126,7 +127,7 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
         try:
             submitted = None
             if on_send is not None:
-                on_send()
+                on_send(offer.provider, spec.launch_id)
             if job is None:
                 instance = yield Call(offer.provider, adapter.create(spec))
                 if not adapter.create_reads_back:
