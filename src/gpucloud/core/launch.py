@@ -234,10 +234,12 @@ def record_delivered(ctx: ClientContext,
 
     try:
         with ctx.journal.exclusive(LEDGER_SCHEMA):
-            for answered, instance in confirmed:
-                ledger_events.launched(ctx, instance, answered.offer, answered.disk_gb,
-                                       answered.shutdown_at, answered.launch_id)
-                ctx.journal.mark(answered.launch_id, "delivered", instance_id=instance.id)
+            # The ledger first, as each launch records itself (_delivered).
+            ledger_events.launched_all(ctx, [
+                (instance, answered.offer, answered.disk_gb, answered.shutdown_at,
+                 answered.launch_id) for answered, instance in confirmed])
+            ctx.journal.mark_all_delivered(
+                (answered.launch_id, instance.id) for answered, instance in confirmed)
     except StateError:
         return False
     return True
