@@ -319,3 +319,63 @@ def test_the_last_listing_is_on_its_way_while_the_last_create_is_answered(monkey
                                   auto_shutdown="1h", concurrency=3)
     assert result.ok and len(result.instances) == n
     assert seen["released by the listing"] is True
+
+
+def _holding_listings_until(monkeypatch, creates: int) -> dict[str, int]:
+    """Counts as ``counting`` does; each listing is served only once ``creates``
+    creates were answered (3 s at most), so every machine is there to be listed."""
+    original = SandboxTransport.handle_request
+    counts = {"create": 0, "list": 0, "get": 0}
+    made = threading.Event()
+    lock = threading.Lock()
+
+    def handle(self, request):
+        path = request.url.path.rstrip("/")
+        is_list = request.method == "GET" and path == "/v1/instances"
+        if is_list:
+            made.wait(3)
+        response = original(self, request)
+        with lock:
+            if request.method == "POST" and path == "/v1/instances":
+                counts["create"] += 1
+                if counts["create"] == creates:
+                    made.set()
+            elif is_list:
+                counts["list"] += 1
+            elif request.method == "GET" and path.startswith("/v1/instances/"):
+                counts["get"] += 1
+        return response
+
+    monkeypatch.setattr(SandboxTransport, "handle_request", handle)
+    return counts
+
+
+def test_the_last_listing_stops_at_a_full_page_holding_every_machine_of_the_batch(
+        monkeypatch):
+    """Machines that fill whole pages: the page after them is empty, and is
+    not read (a round trip after the last create) once the pages read hold
+    every launch the batch sent."""
+    from gpucloud.providers.sandbox import adapter as sandbox_adapter
+
+    monkeypatch.setattr(sandbox_adapter, "PAGE", 5)
+    n = 10
+    counts = _holding_listings_until(monkeypatch, n)
+    result = Client().create_many(gpu="h100", count=8, n=n, provider="sandbox",
+                                  auto_shutdown="1h", concurrency=3)
+    assert result.ok and len(result.instances) == n
+    assert counts == {"create": n, "list": n // 5, "get": 0}
+
+
+def test_the_last_listing_reads_on_while_a_launch_of_the_batch_is_missing(monkeypatch):
+    """Another machine of the account on the full last page is not one of the
+    batch's: the listing goes on to the next page, where its last machine is."""
+    from gpucloud.providers.sandbox import adapter as sandbox_adapter
+
+    monkeypatch.setattr(sandbox_adapter, "PAGE", 5)
+    Client().create(gpu="h100", count=8, provider="sandbox", auto_shutdown="1h")
+    n = 10
+    counts = _holding_listings_until(monkeypatch, n)
+    result = Client().create_many(gpu="h100", count=8, n=n, provider="sandbox",
+                                  auto_shutdown="1h", concurrency=3)
+    assert result.ok and len(result.instances) == n
+    assert counts == {"create": n, "list": 3, "get": 0}
