@@ -31,6 +31,7 @@ from gpucloud.safety.journal import Journal
 if TYPE_CHECKING:  # pydantic is loaded by what builds these, not by the context
     from gpucloud.providers.base import Provider
     from gpucloud.catalog.gaps import CatalogGap
+    from gpucloud.config.identity import Identity
     from gpucloud.models import Attempt, Instance, InstanceSpec, Offer, ProviderStatus
 
 DEFAULT_KEYS = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_rsa.pub")
@@ -138,6 +139,10 @@ class ClientContext:
         # key; looking for the default key files is file-system work each time):
         # set by batch/create.py for its run, None otherwise.
         self.key_memo: dict[str | None, tuple[str | None, str | None, str | None]] | None = None
+        # Who launches, looked up once for a whole batch (the OS user is a
+        # password-database read, some 0.1 ms a launch): set by batch/create.py
+        # for its run, None otherwise (each launch looks it up).
+        self.identity_memo: Identity | None = None
         # The queue task this client works for (None outside one): read once, from
         # the environment the worker gave the task's process, and written on
         # every launch and ledger row it causes. Never read again later, so a

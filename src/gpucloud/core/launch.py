@@ -320,7 +320,8 @@ def _intent(ctx: ClientContext, launch_id: str, offer: Offer, name: str | None,
             launch_id=launch_id, provider=offer.provider, instance_type=offer.instance_type,
             region=offer.region, name=name, price_per_hour=str(offer.price_per_hour),
             shutdown_at=shutdown_at, ssh_key_path=ssh_key_path, committed=committed,
-            batch_key=batch_key, slot=slot, project=project, task_id=ctx.task_id)
+            batch_key=batch_key, slot=slot, project=project, task_id=ctx.task_id,
+            identity=ctx.identity_memo)
     return record
 
 
