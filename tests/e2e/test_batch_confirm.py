@@ -379,3 +379,32 @@ def test_the_last_listing_reads_on_while_a_launch_of_the_batch_is_missing(monkey
                                   auto_shutdown="1h", concurrency=3)
     assert result.ok and len(result.instances) == n
     assert counts == {"create": n, "list": 3, "get": 0}
+
+
+def test_the_machines_of_full_pages_are_confirmed_before_the_last_answers(monkeypatch):
+    """Once the last create is sent, the launches whose machines are in the
+    full pages read already (under the replied id, with their own launch id)
+    are confirmed while the last creates are answered; the last pass confirms
+    the rest. Every machine is confirmed once, journaled and billed."""
+    from gpucloud.providers.sandbox import adapter as sandbox_adapter
+
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_CAPACITY", "400")
+    monkeypatch.setattr(sandbox_adapter, "PAGE", 20)
+    early = []
+    original = confirm.listed_early
+
+    def counted(*args, **kwargs):
+        done = yield from original(*args, **kwargs)
+        early.append(len(done))
+        return done
+
+    monkeypatch.setattr(confirm, "listed_early", counted)
+    n = confirm.EVERY + 44
+    counts = counting(monkeypatch)
+    result = Client().create_many(gpu="h100", count=8, n=n, provider="sandbox",
+                                  auto_shutdown="1h", concurrency=4)
+    assert result.ok and len(result.instances) == n
+    assert len(early) == 1 and 0 < early[0] < n - confirm.EVERY
+    assert counts["create"] == n and counts["get"] <= 4
+    assert len({i.index for i in result.items}) == n
+    journaled_and_billed(result.instances)

@@ -151,6 +151,11 @@ class Confirmations:
             taken, self._waiting = self._waiting, []
         return taken
 
+    def put_back(self, taken: list[tuple[int, Answered]]) -> None:
+        """Launches taken and left for a later pass (not answered anew)."""
+        with self._lock:
+            self._waiting[:0] = taken
+
 
 def pages(adapter: Provider, provider: str, confirmations: Confirmations, *,
           until_found: bool = False) -> Flow[list[Instance]]:
@@ -218,13 +223,48 @@ def listing(ctx: ClientContext, providers: list[str], unsent: Callable[[], int],
     return out
 
 
+def listed_early(ctx: ClientContext, confirmations: Confirmations, finish: Finish,
+                 limit: int | Callable[[], int], unsent: Callable[[], int]) -> Op:
+    """The launches answered by the time the batch's last create is sent whose
+    machines are in the full pages read already, each under its replied id
+    with its own launch id, confirmed while the last creates are answered: the
+    last pass after them is left the rest, so that its CPU (recording some
+    thousands of machines) is not all spent after the last answer. Any other
+    launch is left to the last pass, which lists and reads back as always.
+    Returns [(slot index, item)], as a pass does."""
+    waited = 0.0
+    while unsent() > 0 and waited < WAIT_FOR_SENDS:
+        yield Sleep(POLL)
+        waited += POLL
+    if unsent() > 0:
+        return []
+    taken = confirmations.take()
+    kept = {p: confirmations.read(p)[0]
+            for p in dict.fromkeys(a.offer.provider for _, a in taken)}
+    seen = {(p, m.id): m for p, machines in kept.items() for m in machines}
+    ready: list[tuple[int, Answered]] = []
+    rest: list[tuple[int, Answered]] = []
+    for entry in taken:
+        answered = entry[1]
+        assert answered.instance is not None
+        machine = seen.get((answered.offer.provider, answered.instance.id))
+        found = machine is not None and machine.launch_id == answered.launch_id
+        (ready if found else rest).append(entry)
+    confirmations.put_back(rest)
+    return (yield from confirm_pass(ctx, confirmations, finish, limit, prefetched=kept,
+                                    taken=ready))
+
+
 def confirm_pass(ctx: ClientContext, confirmations: Confirmations, finish: Finish,
                  limit: int | Callable[[], int],
-                 prefetched: dict[str, Any] | None = None) -> Op:
+                 prefetched: dict[str, Any] | None = None,
+                 taken: list[tuple[int, Answered]] | None = None) -> Op:
     """Confirm every launch answered so far; ``finish`` makes each one's item.
     ``prefetched``: listings already fetched (``listing``), used instead of new
-    ones where they did not fail. Returns [(slot index, item)]."""
-    taken = confirmations.take()
+    ones where they did not fail. ``taken``: these launches (taken from
+    ``confirmations`` already) instead. Returns [(slot index, item)]."""
+    if taken is None:
+        taken = confirmations.take()
     if not taken:
         return []
     providers = list(dict.fromkeys(a.offer.provider for _, a in taken))
@@ -269,4 +309,5 @@ def confirm_pass(ctx: ClientContext, confirmations: Confirmations, finish: Finis
     return done
 
 
-__all__ = ["Confirmations", "EVERY", "FEWEST", "confirm_pass", "listing", "pages", "pass_at"]
+__all__ = ["Confirmations", "EVERY", "FEWEST", "confirm_pass", "listed_early", "listing",
+           "pages", "pass_at"]

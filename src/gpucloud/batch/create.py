@@ -291,6 +291,9 @@ def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[P
         slot_of[len(ops)] = i
         ops.append(_slot(run, i, requests[i], plans[i],
                          plans[i].offer.provider in listed))
+    if listed:  # the last pass's machines found already, confirmed meanwhile
+        ops.append(confirm.listed_early(ctx, run.confirmations, finish, limit,
+                                        lambda: run.unsent))
     run.unsent = len(todo)
     # The listing runs beside the launches, never in the place of one.
     bound = limit if not listed else (
