@@ -86,10 +86,11 @@ def test_a_small_batch_reads_each_machine_back(monkeypatch):
 
 
 def test_machines_the_listing_does_not_show_yet_are_read_back_by_id(monkeypatch):
-    """Eventual consistency: a listing that lags the creates confirms nothing,
-    and each machine is then read back by its id."""
+    """Eventual consistency: a listing that lags the creates confirms nothing
+    (read again once, it still shows none), and each machine is then read
+    back by its id."""
     def lagging(kind, n, response):
-        if kind == "list" and n == 1:
+        if kind == "list":
             return answer(response, {"data": []})
         return None
 
@@ -99,6 +100,24 @@ def test_machines_the_listing_does_not_show_yet_are_read_back_by_id(monkeypatch)
     assert result.ok and len(result.instances) == 10
     assert counts["get"] == 10
     assert all(item.status == "created" for item in result.items)
+
+
+def test_a_last_listing_missing_several_machines_is_read_again_not_each_by_id(monkeypatch):
+    """The last page read before the last creates reached the cloud: once every
+    launch has ended it is read again, one request, instead of a read by id
+    for each machine it missed."""
+    def lagging(kind, n, response):
+        if kind == "list" and n == 1:
+            return answer(response, {"data": []})
+        return None
+
+    counts = counting(monkeypatch, lagging)
+    result = Client().create_many(gpu="h100", count=8, n=10, provider="sandbox",
+                                  auto_shutdown="1h", concurrency=1)
+    assert result.ok and len(result.instances) == 10
+    assert counts["list"] == 2 and counts["get"] == 0
+    assert all(item.status == "created" for item in result.items)
+    journaled_and_billed(result.instances)
 
 
 def test_a_listed_machine_with_another_launch_id_is_not_taken(monkeypatch):

@@ -87,6 +87,9 @@ POLL = 0.002
 WAIT_FOR_SENDS = 5.0
 # How often the last pass's listing looks whether a page may have filled.
 FOLLOW = 0.02
+# Launches answered and missing from the last listing that make it read its
+# last pages again rather than read each back by id.
+REREAD = 2
 
 # Turns a concluded launch (its machine, or the error it ended with) into the
 # batch's item for its slot.
@@ -146,6 +149,14 @@ class Confirmations:
             self._waiting.append((index, answered))
             self.answered += 1
 
+    def unlisted(self, provider: str, machines: list[Instance]) -> int:
+        """How many launches answered and waiting on ``provider`` are not among
+        ``machines`` under their replied ids."""
+        ids = {m.id for m in machines}
+        with self._lock:
+            return sum(1 for _, a in self._waiting if a.offer.provider == provider
+                       and a.instance is not None and a.instance.id not in ids)
+
     def take(self) -> list[tuple[int, Answered]]:
         with self._lock:
             taken, self._waiting = self._waiting, []
@@ -176,7 +187,7 @@ def pages(adapter: Provider, provider: str, confirmations: Confirmations, *,
 
 
 def listing(ctx: ClientContext, providers: list[str], unsent: Callable[[], int],
-            confirmations: Confirmations) -> Op:
+            confirmations: Confirmations, running: Callable[[], int] = lambda: 0) -> Op:
     """The listings of the last pass, fetched while the last creates are
     answered: {provider: its machines, or the error its listing ended with}.
     Runs alongside the batch's launches from the start. Once the listing is
@@ -220,6 +231,21 @@ def listing(ctx: ClientContext, providers: list[str], unsent: Callable[[], int],
                         for p in rest])
     out: dict[str, Any] = dict(failed)
     out.update(zip(rest, got))
+    if unsent() > 0:
+        return out
+    # A create sent just before the last page was read can reach the provider
+    # after it (its thread slower to go out than the listing's): a machine
+    # missing here is read back by id, a request each against the rate. When
+    # several are missing, the pages after the full ones are read once more
+    # after every launch of the batch has ended (``running``), one request.
+    while running() > 0:
+        yield Sleep(FOLLOW)
+    again = [p for p in rest if not isinstance(out[p], BaseException)
+             and confirmations.unlisted(p, out[p]) >= REREAD]
+    if again:
+        got = yield Gather([Call(p, pages(ctx.adapter(p), p, confirmations,
+                                          until_found=True)) for p in again])
+        out.update((p, m) for p, m in zip(again, got) if not isinstance(m, BaseException))
     return out
 
 

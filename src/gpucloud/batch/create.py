@@ -211,11 +211,16 @@ class _Run:
         self.stopped = False
         self.confirmations = Confirmations()
         self.unsent = 0  # launches whose create is not sent yet (see confirm.listing)
+        self.running = 0  # launches not ended yet (answered, failed or never started)
         self._lock = threading.Lock()
 
     def sent(self) -> None:
         with self._lock:
             self.unsent -= 1
+
+    def ended(self) -> None:
+        with self._lock:
+            self.running -= 1
 
     def settled(self, item: BatchItem) -> BatchItem:
         if not item.ok and item.status != "not_launched" and self.all_or_nothing:
@@ -283,7 +288,7 @@ def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[P
     ops: list[Op] = []
     if listed:  # the last pass's listing: from the start, alongside the launches
         ops.append(confirm.listing(ctx, sorted(listed), lambda: run.unsent,
-                                   run.confirmations))
+                                   run.confirmations, lambda: run.running))
     slot_of: dict[int, int] = {}  # op position -> the slot it launches
     for position, i in enumerate(todo):
         if confirm.pass_at(position):
@@ -294,7 +299,7 @@ def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[P
     if listed:  # the last pass's machines found already, confirmed meanwhile
         ops.append(confirm.listed_early(ctx, run.confirmations, finish, limit,
                                         lambda: run.unsent))
-    run.unsent = len(todo)
+    run.unsent = run.running = len(todo)
     # The listing runs beside the launches, never in the place of one.
     bound = limit if not listed else (
         limit + 1 if isinstance(limit, int) else lambda: limit() + 1)
@@ -351,6 +356,7 @@ def _slot(run: _Run, index: int, request: CreateRequest, plan: Plan, listed: boo
             return (yield from _launch_slot(run, index, request, plan, listed, sending))
     finally:
         once()
+        run.ended()
 
 
 def _launch_slot(run: _Run, index: int, request: CreateRequest, plan: Plan,
