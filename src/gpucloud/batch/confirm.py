@@ -26,7 +26,11 @@ machine missing from its listing was not too new to appear. The last pass's
 listing is sent once the last create has been sent, while the last creates
 are answered, so that confirming them costs no round trip after them; a
 machine whose create reached the provider after that listing is not in it,
-and is read back by id like any unlisted one. A listing reads every machine
+and is read back by id like any unlisted one (when several are missing, the
+last pages are read once more after every launch has ended instead). Once
+the last create is sent, the launches whose machines are in the full pages
+read already are confirmed while the last creates are answered
+(``listed_early``), so the last pass is left only the rest. A listing reads every machine
 of the account, so passes at a fixed interval would read N²/interval
 machines in all; doubling the interval reads about 2N (each pass lists about
 twice the machines it confirms).
