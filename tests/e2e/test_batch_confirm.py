@@ -86,10 +86,11 @@ def test_a_small_batch_reads_each_machine_back(monkeypatch):
 
 
 def test_machines_the_listing_does_not_show_yet_are_read_back_by_id(monkeypatch):
-    """Eventual consistency: a listing that lags the creates confirms nothing,
-    and each machine is then read back by its id."""
+    """Eventual consistency: a listing that lags the creates confirms nothing
+    (read again once, it still shows none), and each machine is then read
+    back by its id."""
     def lagging(kind, n, response):
-        if kind == "list" and n == 1:
+        if kind == "list":
             return answer(response, {"data": []})
         return None
 
@@ -99,6 +100,24 @@ def test_machines_the_listing_does_not_show_yet_are_read_back_by_id(monkeypatch)
     assert result.ok and len(result.instances) == 10
     assert counts["get"] == 10
     assert all(item.status == "created" for item in result.items)
+
+
+def test_a_last_listing_missing_several_machines_is_read_again_not_each_by_id(monkeypatch):
+    """The last page read before the last creates reached the cloud: once every
+    launch has ended it is read again, one request, instead of a read by id
+    for each machine it missed."""
+    def lagging(kind, n, response):
+        if kind == "list" and n == 1:
+            return answer(response, {"data": []})
+        return None
+
+    counts = counting(monkeypatch, lagging)
+    result = Client().create_many(gpu="h100", count=8, n=10, provider="sandbox",
+                                  auto_shutdown="1h", concurrency=1)
+    assert result.ok and len(result.instances) == 10
+    assert counts["list"] == 2 and counts["get"] == 0
+    assert all(item.status == "created" for item in result.items)
+    journaled_and_billed(result.instances)
 
 
 def test_a_listed_machine_with_another_launch_id_is_not_taken(monkeypatch):
@@ -319,3 +338,92 @@ def test_the_last_listing_is_on_its_way_while_the_last_create_is_answered(monkey
                                   auto_shutdown="1h", concurrency=3)
     assert result.ok and len(result.instances) == n
     assert seen["released by the listing"] is True
+
+
+def _holding_listings_until(monkeypatch, creates: int) -> dict[str, int]:
+    """Counts as ``counting`` does; each listing is served only once ``creates``
+    creates were answered (3 s at most), so every machine is there to be listed."""
+    original = SandboxTransport.handle_request
+    counts = {"create": 0, "list": 0, "get": 0}
+    made = threading.Event()
+    lock = threading.Lock()
+
+    def handle(self, request):
+        path = request.url.path.rstrip("/")
+        is_list = request.method == "GET" and path == "/v1/instances"
+        if is_list:
+            made.wait(3)
+        response = original(self, request)
+        with lock:
+            if request.method == "POST" and path == "/v1/instances":
+                counts["create"] += 1
+                if counts["create"] == creates:
+                    made.set()
+            elif is_list:
+                counts["list"] += 1
+            elif request.method == "GET" and path.startswith("/v1/instances/"):
+                counts["get"] += 1
+        return response
+
+    monkeypatch.setattr(SandboxTransport, "handle_request", handle)
+    return counts
+
+
+def test_the_last_listing_stops_at_a_full_page_holding_every_machine_of_the_batch(
+        monkeypatch):
+    """Machines that fill whole pages: the page after them is empty, and is
+    not read (a round trip after the last create) once the pages read hold
+    every launch the batch sent."""
+    from gpucloud.providers.sandbox import adapter as sandbox_adapter
+
+    monkeypatch.setattr(sandbox_adapter, "PAGE", 5)
+    n = 10
+    counts = _holding_listings_until(monkeypatch, n)
+    result = Client().create_many(gpu="h100", count=8, n=n, provider="sandbox",
+                                  auto_shutdown="1h", concurrency=3)
+    assert result.ok and len(result.instances) == n
+    assert counts == {"create": n, "list": n // 5, "get": 0}
+
+
+def test_the_last_listing_reads_on_while_a_launch_of_the_batch_is_missing(monkeypatch):
+    """Another machine of the account on the full last page is not one of the
+    batch's: the listing goes on to the next page, where its last machine is."""
+    from gpucloud.providers.sandbox import adapter as sandbox_adapter
+
+    monkeypatch.setattr(sandbox_adapter, "PAGE", 5)
+    Client().create(gpu="h100", count=8, provider="sandbox", auto_shutdown="1h")
+    n = 10
+    counts = _holding_listings_until(monkeypatch, n)
+    result = Client().create_many(gpu="h100", count=8, n=n, provider="sandbox",
+                                  auto_shutdown="1h", concurrency=3)
+    assert result.ok and len(result.instances) == n
+    assert counts == {"create": n, "list": 3, "get": 0}
+
+
+def test_the_machines_of_full_pages_are_confirmed_before_the_last_answers(monkeypatch):
+    """Once the last create is sent, the launches whose machines are in the
+    full pages read already (under the replied id, with their own launch id)
+    are confirmed while the last creates are answered; the last pass confirms
+    the rest. Every machine is confirmed once, journaled and billed."""
+    from gpucloud.providers.sandbox import adapter as sandbox_adapter
+
+    monkeypatch.setenv("GPUCLOUD_SANDBOX_CAPACITY", "400")
+    monkeypatch.setattr(sandbox_adapter, "PAGE", 20)
+    early = []
+    original = confirm.listed_early
+
+    def counted(*args, **kwargs):
+        done = yield from original(*args, **kwargs)
+        early.append(len(done))
+        return done
+
+    monkeypatch.setattr(confirm, "listed_early", counted)
+    n = confirm.EVERY + 44
+    counts = counting(monkeypatch)
+    result = Client().create_many(gpu="h100", count=8, n=n, provider="sandbox",
+                                  auto_shutdown="1h", concurrency=4)
+    assert result.ok and len(result.instances) == n
+    assert len(early) == 1 and 0 < early[0] < n - confirm.EVERY
+    assert counts["create"] == n and counts["get"] <= 4
+    assert len({i.index for i in result.items}) == n
+    journaled_and_billed(result.instances)

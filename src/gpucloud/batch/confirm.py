@@ -26,7 +26,11 @@ machine missing from its listing was not too new to appear. The last pass's
 listing is sent once the last create has been sent, while the last creates
 are answered, so that confirming them costs no round trip after them; a
 machine whose create reached the provider after that listing is not in it,
-and is read back by id like any unlisted one. A listing reads every machine
+and is read back by id like any unlisted one (when several are missing, the
+last pages are read once more after every launch has ended instead). Once
+the last create is sent, the launches whose machines are in the full pages
+read already are confirmed while the last creates are answered
+(``listed_early``), so the last pass is left only the rest. A listing reads every machine
 of the account, so passes at a fixed interval would read N²/interval
 machines in all; doubling the interval reads about 2N (each pass lists about
 twice the machines it confirms).
@@ -41,7 +45,12 @@ every later machine on a later page); the last page so far is read again
 once as many creates as it lacked have been answered, and for the last time once
 the last create has been sent. A provider that orders its pages otherwise
 loses nothing but time: a machine not in the pages read is read back by id,
-as any unlisted machine is.
+as any unlisted machine is. The last pass's listing stops at a full page
+once every launch the batch sent to the provider is in the pages read (by
+its launch id): the pages after it can hold only machines made later, none
+of them this batch's, and when the batch's machines fill a whole number of
+pages the empty page after them would be one more round trip after the
+last create.
 """
 
 from __future__ import annotations
@@ -82,6 +91,9 @@ POLL = 0.002
 WAIT_FOR_SENDS = 5.0
 # How often the last pass's listing looks whether a page may have filled.
 FOLLOW = 0.02
+# Launches answered and missing from the last listing that make it read its
+# last pages again rather than read each back by id.
+REREAD = 2
 
 # Turns a concluded launch (its machine, or the error it ended with) into the
 # batch's item for its slot.
@@ -102,6 +114,23 @@ class Confirmations:
         # Per provider: the machines of the full pages read so far (by passes
         # and the last pass's listing), and the cursor of the page after them.
         self._read: dict[str, tuple[list[Instance], str | None]] = {}
+        # Per provider: the launch ids of every create sent to it.
+        self._sent: dict[str, set[str]] = {}
+
+    def sending(self, provider: str, launch_id: str) -> None:
+        """A create carrying ``launch_id`` is about to be sent to ``provider``."""
+        with self._lock:
+            self._sent.setdefault(provider, set()).add(launch_id)
+
+    def all_listed(self, provider: str, machines: list[Instance]) -> bool:
+        """Whether every launch sent to the provider so far is among ``machines``
+        (by launch id): a refused create's launch id never is, and a provider
+        that does not echo launch ids never says so."""
+        with self._lock:
+            wanted = set(self._sent.get(provider, ()))
+        if len(machines) < len(wanted):
+            return False
+        return wanted <= {m.launch_id for m in machines}
 
     def read(self, provider: str) -> tuple[list[Instance], str | None]:
         """The listing's full pages read so far (a copy) and where it goes on."""
@@ -124,17 +153,31 @@ class Confirmations:
             self._waiting.append((index, answered))
             self.answered += 1
 
+    def unlisted(self, provider: str, machines: list[Instance]) -> int:
+        """How many launches answered and waiting on ``provider`` are not among
+        ``machines`` under their replied ids."""
+        ids = {m.id for m in machines}
+        with self._lock:
+            return sum(1 for _, a in self._waiting if a.offer.provider == provider
+                       and a.instance is not None and a.instance.id not in ids)
+
     def take(self) -> list[tuple[int, Answered]]:
         with self._lock:
             taken, self._waiting = self._waiting, []
         return taken
 
+    def put_back(self, taken: list[tuple[int, Answered]]) -> None:
+        """Launches taken and left for a later pass (not answered anew)."""
+        with self._lock:
+            self._waiting[:0] = taken
 
-def pages(adapter: Provider, provider: str,
-          confirmations: Confirmations) -> Flow[list[Instance]]:
+
+def pages(adapter: Provider, provider: str, confirmations: Confirmations, *,
+          until_found: bool = False) -> Flow[list[Instance]]:
     """A provider's listing: the full pages read already by this batch (kept
     in ``confirmations``), then the pages after them to the last, each full
-    one kept for the next reader."""
+    one kept for the next reader. ``until_found`` (the last pass, every create
+    sent): no page is read after one that completes the batch's launches."""
     machines, cursor = confirmations.read(provider)
     while True:
         page, following = yield from adapter.list_page(cursor)
@@ -142,11 +185,13 @@ def pages(adapter: Provider, provider: str,
         if following is None:
             return machines
         confirmations.advance(provider, cursor, page, following)
+        if until_found and confirmations.all_listed(provider, machines):
+            return machines
         cursor = following
 
 
 def listing(ctx: ClientContext, providers: list[str], unsent: Callable[[], int],
-            confirmations: Confirmations) -> Op:
+            confirmations: Confirmations, running: Callable[[], int] = lambda: 0) -> Op:
     """The listings of the last pass, fetched while the last creates are
     answered: {provider: its machines, or the error its listing ended with}.
     Runs alongside the batch's launches from the start. Once the listing is
@@ -185,19 +230,71 @@ def listing(ctx: ClientContext, providers: list[str], unsent: Callable[[], int],
         yield Sleep(POLL)
         waited += POLL
     rest = [p for p in providers if p not in failed]
-    got = yield Gather([Call(p, pages(ctx.adapter(p), p, confirmations)) for p in rest])
+    got = yield Gather([Call(p, pages(ctx.adapter(p), p, confirmations,
+                                      until_found=unsent() <= 0))
+                        for p in rest])
     out: dict[str, Any] = dict(failed)
     out.update(zip(rest, got))
+    if unsent() > 0:
+        return out
+    # A create sent just before the last page was read can reach the provider
+    # after it (its thread slower to go out than the listing's): a machine
+    # missing here is read back by id, a request each against the rate. When
+    # several are missing, the pages after the full ones are read once more
+    # after every launch of the batch has ended (``running``), one request.
+    while running() > 0:
+        yield Sleep(FOLLOW)
+    again = [p for p in rest if not isinstance(out[p], BaseException)
+             and confirmations.unlisted(p, out[p]) >= REREAD]
+    if again:
+        got = yield Gather([Call(p, pages(ctx.adapter(p), p, confirmations,
+                                          until_found=True)) for p in again])
+        out.update((p, m) for p, m in zip(again, got) if not isinstance(m, BaseException))
     return out
+
+
+def listed_early(ctx: ClientContext, confirmations: Confirmations, finish: Finish,
+                 limit: int | Callable[[], int], unsent: Callable[[], int]) -> Op:
+    """The launches answered by the time the batch's last create is sent whose
+    machines are in the full pages read already, each under its replied id
+    with its own launch id, confirmed while the last creates are answered: the
+    last pass after them is left the rest, so that its CPU (recording some
+    thousands of machines) is not all spent after the last answer. Any other
+    launch is left to the last pass, which lists and reads back as always.
+    Returns [(slot index, item)], as a pass does."""
+    waited = 0.0
+    while unsent() > 0 and waited < WAIT_FOR_SENDS:
+        yield Sleep(POLL)
+        waited += POLL
+    if unsent() > 0:
+        return []
+    taken = confirmations.take()
+    kept = {p: confirmations.read(p)[0]
+            for p in dict.fromkeys(a.offer.provider for _, a in taken)}
+    seen = {(p, m.id): m for p, machines in kept.items() for m in machines}
+    ready: list[tuple[int, Answered]] = []
+    rest: list[tuple[int, Answered]] = []
+    for entry in taken:
+        answered = entry[1]
+        assert answered.instance is not None
+        machine = seen.get((answered.offer.provider, answered.instance.id))
+        found = machine is not None and machine.launch_id == answered.launch_id
+        (ready if found else rest).append(entry)
+    confirmations.put_back(rest)
+    return (yield from confirm_pass(ctx, confirmations, finish, limit, prefetched=kept,
+                                    taken=ready))
 
 
 def confirm_pass(ctx: ClientContext, confirmations: Confirmations, finish: Finish,
                  limit: int | Callable[[], int],
-                 prefetched: dict[str, Any] | None = None) -> Op:
+                 prefetched: dict[str, Any] | None = None,
+                 taken: list[tuple[int, Answered]] | None = None) -> Op:
     """Confirm every launch answered so far; ``finish`` makes each one's item.
     ``prefetched``: listings already fetched (``listing``), used instead of new
-    ones where they did not fail. Returns [(slot index, item)]."""
-    taken = confirmations.take()
+    ones where they did not fail. ``taken``: these launches (taken from
+    ``confirmations`` already) instead. Returns [(slot index, item)]."""
+    if taken is None:
+        taken = confirmations.take()
     if not taken:
         return []
     providers = list(dict.fromkeys(a.offer.provider for _, a in taken))
@@ -242,4 +339,5 @@ def confirm_pass(ctx: ClientContext, confirmations: Confirmations, finish: Finis
     return done
 
 
-__all__ = ["Confirmations", "EVERY", "FEWEST", "confirm_pass", "listing", "pages", "pass_at"]
+__all__ = ["Confirmations", "EVERY", "FEWEST", "confirm_pass", "listed_early", "listing",
+           "pages", "pass_at"]

@@ -211,11 +211,16 @@ class _Run:
         self.stopped = False
         self.confirmations = Confirmations()
         self.unsent = 0  # launches whose create is not sent yet (see confirm.listing)
+        self.running = 0  # launches not ended yet (answered, failed or never started)
         self._lock = threading.Lock()
 
     def sent(self) -> None:
         with self._lock:
             self.unsent -= 1
+
+    def ended(self) -> None:
+        with self._lock:
+            self.running -= 1
 
     def settled(self, item: BatchItem) -> BatchItem:
         if not item.ok and item.status != "not_launched" and self.all_or_nothing:
@@ -241,15 +246,20 @@ def launch_batch(ctx: ClientContext, requests: list[CreateRequest], plans: list[
                         f"{concurrency!r}",
                         hint="or leave it out: the provider's rate and the latency observed "
                              "set it")
-    ctx.created, ctx.in_flight, ctx.last_attempts = [], [], []
+    from gpucloud.core.context import InFlight
+
+    ctx.created, ctx.in_flight, ctx.last_attempts = [], InFlight(), []
+    from gpucloud.config.identity import who
+
     ctx.key_memo = {}  # every launch of the batch resolves its key once
+    ctx.identity_memo = who()  # and is journaled as launched by the same user
     try:
         return (yield from _launch_all(ctx, requests, plans, concurrency=concurrency,
                                        all_or_nothing=all_or_nothing, batch=batch,
                                        progress=progress, job_nodes=job_nodes,
                                        volumes=volumes))
     finally:
-        ctx.key_memo = None
+        ctx.key_memo, ctx.identity_memo = None, None
 
 
 def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[Plan], *,
@@ -278,7 +288,7 @@ def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[P
     ops: list[Op] = []
     if listed:  # the last pass's listing: from the start, alongside the launches
         ops.append(confirm.listing(ctx, sorted(listed), lambda: run.unsent,
-                                   run.confirmations))
+                                   run.confirmations, lambda: run.running))
     slot_of: dict[int, int] = {}  # op position -> the slot it launches
     for position, i in enumerate(todo):
         if confirm.pass_at(position):
@@ -286,7 +296,10 @@ def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[P
         slot_of[len(ops)] = i
         ops.append(_slot(run, i, requests[i], plans[i],
                          plans[i].offer.provider in listed))
-    run.unsent = len(todo)
+    if listed:  # the last pass's machines found already, confirmed meanwhile
+        ops.append(confirm.listed_early(ctx, run.confirmations, finish, limit,
+                                        lambda: run.unsent))
+    run.unsent = run.running = len(todo)
     # The listing runs beside the launches, never in the place of one.
     bound = limit if not listed else (
         limit + 1 if isinstance(limit, int) else lambda: limit() + 1)
@@ -336,13 +349,18 @@ def _slot(run: _Run, index: int, request: CreateRequest, plan: Plan, listed: boo
             if run.keyed and not kept:  # the run was interrupted before this slot began
                 return run.settled(BatchItem(index=index, name=request.name,
                                              status="not_launched"))
-            return (yield from _launch_slot(run, index, request, plan, listed, once))
+            def sending(provider: str, launch_id: str) -> None:
+                run.confirmations.sending(provider, launch_id)
+                once()
+
+            return (yield from _launch_slot(run, index, request, plan, listed, sending))
     finally:
         once()
+        run.ended()
 
 
 def _launch_slot(run: _Run, index: int, request: CreateRequest, plan: Plan,
-                 listed: bool, on_send: Callable[[], None]) -> Op:
+                 listed: bool, on_send: Callable[[str, str], None]) -> Op:
     """The slot's item; or, ``listed``, its launch ``Answered`` and waiting for a
     pass to confirm it (batch/confirm.py)."""
     if run.stopped:  # an all-or-nothing batch has already failed

@@ -60,10 +60,11 @@ def launch_planned(ctx: ClientContext, plan: Plan, *, name: str | None = None,
                    disk_gb: int | None = None) -> Op:
     """plan.instances machines, one after another; a failure part-way raises
     with `.instances` (those made, still running) and a hint that names them."""
+    from gpucloud.core.context import InFlight
     from gpucloud.core.launch import launch
 
     made: list[Instance] = []
-    ctx.created, ctx.in_flight = made, []
+    ctx.created, ctx.in_flight = made, InFlight()
     for index in range(plan.instances):
         machine_name = name if name is None or plan.instances == 1 else f"{name}-{index + 1}"
         try:

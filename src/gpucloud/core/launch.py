@@ -40,7 +40,6 @@ ambiguous failures, a journal entry for every attempt.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -66,7 +65,6 @@ if TYPE_CHECKING:
     from gpucloud.providers.base import Provider
 
 MAX_ATTEMPTS = 3
-_FLIGHT = threading.Lock()  # removals from a context's in_flight (a batch's threads)
 RECONCILE_DELAYS = (0.0, 2.0, 5.0)  # seconds before each look for an ambiguous launch
 
 
@@ -79,7 +77,7 @@ def machine_cap(plan: Plan) -> Decimal | None:
 def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | None,
            ssh_key: str | None, disk_gb: int | None, job: JobRun | None = None,
            attempts: list[Attempt] | None = None, slot: tuple[str, int] | None = None,
-           confirm_later: bool = False, on_send: Callable[[], None] | None = None,
+           confirm_later: bool = False, on_send: Callable[[str, str], None] | None = None,
            job_node: bool = False, volumes: tuple[VolumeMount, ...] = ()) -> Op:
     """One machine. ``attempts``: this launch's own list (a batch runs many at
     once on one context, so it passes one per slot); without it the list is
@@ -88,9 +86,10 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
     ``confirm_later``: a create answered with a well-formed id returns its
     ``Answered`` unconfirmed, for the caller to ``conclude`` (a batch confirms
     many with one listing); otherwise it is read back here. ``on_send``: called
-    just before each create request is sent. ``job_node``: a machine of a
-    multi-node job (a job launch id, created without the job: jobs/multinode_batch.py),
-    with ``volumes``, the job's, attached at launch."""
+    with the provider and the launch id just before each create request is
+    sent. ``job_node``: a machine of a multi-node job (a job launch id, created
+    without the job: jobs/multinode_batch.py), with ``volumes``, the job's,
+    attached at launch."""
     if attempts is None:
         attempts = []
         ctx.last_attempts = attempts
@@ -128,7 +127,7 @@ def launch(ctx: ClientContext, plan: Plan, *, name: str | None, image: str | Non
         try:
             submitted = None
             if on_send is not None:
-                on_send()
+                on_send(offer.provider, spec.launch_id)
             if job is None:
                 instance = yield Call(offer.provider, adapter.create(spec))
                 if not adapter.create_reads_back:
@@ -235,10 +234,12 @@ def record_delivered(ctx: ClientContext,
 
     try:
         with ctx.journal.exclusive(LEDGER_SCHEMA):
-            for answered, instance in confirmed:
-                ledger_events.launched(ctx, instance, answered.offer, answered.disk_gb,
-                                       answered.shutdown_at, answered.launch_id)
-                ctx.journal.mark(answered.launch_id, "delivered", instance_id=instance.id)
+            # The ledger first, as each launch records itself (_delivered).
+            ledger_events.launched_all(ctx, [
+                (instance, answered.offer, answered.disk_gb, answered.shutdown_at,
+                 answered.launch_id) for answered, instance in confirmed])
+            ctx.journal.mark_all_delivered(
+                (answered.launch_id, instance.id) for answered, instance in confirmed)
     except StateError:
         return False
     return True
@@ -319,7 +320,8 @@ def _intent(ctx: ClientContext, launch_id: str, offer: Offer, name: str | None,
             launch_id=launch_id, provider=offer.provider, instance_type=offer.instance_type,
             region=offer.region, name=name, price_per_hour=str(offer.price_per_hour),
             shutdown_at=shutdown_at, ssh_key_path=ssh_key_path, committed=committed,
-            batch_key=batch_key, slot=slot, project=project, task_id=ctx.task_id)
+            batch_key=batch_key, slot=slot, project=project, task_id=ctx.task_id,
+            identity=ctx.identity_memo)
     return record
 
 
@@ -359,16 +361,9 @@ def _check_launch_id(adapter: Provider, launch_id: str, instance: Instance) -> N
 
 
 def _settle(ctx: ClientContext, launching: Attempt) -> None:
-    """This attempt is no longer in flight. Found by identity, under a lock:
-    ``list.remove`` compares with the models' Python ``__eq__``, during which
-    another launch's thread may remove its own and shift the list, so the scan
-    could step over this one; and comparing hundreds of models field by field
-    for each launch of a wide batch is CPU it does not need."""
-    with _FLIGHT:
-        for position, attempt in enumerate(ctx.in_flight):
-            if attempt is launching:
-                del ctx.in_flight[position]
-                return
+    """This attempt is no longer in flight: this very object, not one equal to
+    it (another launch's attempt may compare equal field by field)."""
+    ctx.in_flight.discard(launching)
 
 
 def _unreachable(ctx: ClientContext, offer: Offer) -> GpuCloudError:

@@ -167,7 +167,9 @@ def submit(ctx: ClientContext, spec: JobSpecLike, provider: str | None = None,
         for other in plan_.alternatives:
             placement.check_named(spec, other.provider)
         plan_ = for_project(plan_, project)
-    ctx.created, ctx.in_flight = [], []
+    from gpucloud.core.context import InFlight
+
+    ctx.created, ctx.in_flight = [], InFlight()
     # Volumes the job makes exist before the launch, and go again if it fails.
     run, made_volumes = yield from job_volumes.prepare(ctx, spec, plan_.offer,
                                                        job_run(spec, secret_env),

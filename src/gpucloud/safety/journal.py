@@ -292,6 +292,16 @@ class Journal:
                 " error = ?, updated_at = ? WHERE launch_id = ?",
                 (status, instance_id, error, utcnow().isoformat(), launch_id))
 
+    def mark_all_delivered(self, launches: Iterable[tuple[str, str]]) -> None:
+        """Launches (launch id, instance id) delivered, in one statement: ``mark``
+        of each with status delivered."""
+        now = utcnow().isoformat()
+        with self._db() as db:
+            db.executemany(
+                "UPDATE launches SET status = 'delivered', instance_id = COALESCE(?, instance_id),"
+                " error = NULL, updated_at = ? WHERE launch_id = ?",
+                [(instance_id, now, launch_id) for launch_id, instance_id in launches])
+
     def mark_deleted(self, provider: str, instance_id: str) -> None:
         self.mark_all_deleted([(provider, instance_id)])
 

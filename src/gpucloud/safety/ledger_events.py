@@ -22,17 +22,34 @@ def launched(ctx: ClientContext, instance: Instance, offer: Any, disk_gb: int | 
              shutdown_at: datetime | None, launch_id: str | None = None) -> None:
     """A launch delivered or adopted: billing starts now at the offer's full price.
     `launch_id`: the journal's, for a machine whose provider does not echo it."""
+    launched_all(ctx, [(instance, offer, disk_gb, shutdown_at, launch_id)])
+
+
+def launched_all(ctx: ClientContext,
+                 launches: Sequence[tuple[Instance, Any, int | None, datetime | None,
+                                          str | None]]) -> None:
+    """Launches delivered together (a batch's pass), as ``launched`` records
+    each, in one append: each offer is priced once, not once per machine."""
     from gpucloud.catalog import pricing
 
-    estimate = pricing.estimate(offer, 1, disk_gb=disk_gb)
-    Ledger(ctx.journal).append([Row(
-        at=ledger.utcnow(), provider=instance.provider, instance_id=instance.id, event="started",
-        source="launch", state=RUNNING, price_per_hour=estimate.price_per_hour,
-        stopped_price_per_hour=_stopped_price(offer, estimate),
-        shutdown_at=instance.shutdown_at or shutdown_at, name=instance.name,
-        instance_type=instance.instance_type or offer.instance_type,
-        region=instance.region or offer.region, launch_id=instance.launch_id or launch_id,
-        simulated=instance.simulated or offer.simulated, task_id=ctx.task_id)])
+    priced: dict[tuple[int, int | None], tuple[Any, Decimal | None]] = {}
+    rows = []
+    at = ledger.utcnow()
+    for instance, offer, disk_gb, shutdown_at, launch_id in launches:
+        key = (id(offer), disk_gb)  # the offers outlive this call: ids are not reused
+        if key not in priced:
+            estimate = pricing.estimate(offer, 1, disk_gb=disk_gb)
+            priced[key] = (estimate.price_per_hour, _stopped_price(offer, estimate))
+        price, stopped = priced[key]
+        rows.append(Row(
+            at=at, provider=instance.provider, instance_id=instance.id, event="started",
+            source="launch", state=RUNNING, price_per_hour=price,
+            stopped_price_per_hour=stopped,
+            shutdown_at=instance.shutdown_at or shutdown_at, name=instance.name,
+            instance_type=instance.instance_type or offer.instance_type,
+            region=instance.region or offer.region, launch_id=instance.launch_id or launch_id,
+            simulated=instance.simulated or offer.simulated, task_id=ctx.task_id))
+    Ledger(ctx.journal).append(rows)
 
 
 def _stopped_price(offer: Any, estimate: Any) -> Decimal | None:

@@ -254,6 +254,18 @@ class SandboxCloud(Storage):
         used = live_count(db, type_name, region, now, self.knobs.native_timer)
         return max(0, self.knobs.capacity - used)
 
+    def _surely_room(self, db: sqlite3.Connection, type_name: str) -> bool:
+        """Room for one more of the type wherever it is, known without counting:
+        fewer machines were ever made, of any type, than the capacity (the
+        largest rowid bounds the rows, read off the table's b-tree). Counting
+        the live ones walks the index, a cost per create that grows with the
+        machines made: some 0.4 ms a create over a batch of 7,500, on the
+        client's CPU when the cloud runs in its process."""
+        if "all" in self.knobs.exhaust or type_name in self.knobs.exhaust:
+            return False
+        made = db.execute("SELECT max(rowid) FROM instances").fetchone()[0] or 0
+        return int(made) < self.knobs.capacity
+
     def _types(self) -> list[dict[str, Any]]:
         now = self._now()
         with self._read() as db:
@@ -327,7 +339,8 @@ class SandboxCloud(Storage):
             raise ApiError(400, "invalid_request",
                            f"{itype.name} is not offered in region {spec['region']!r}; "
                            f"it is in {', '.join(itype.regions)}")
-        if self._capacity_left(db, itype.name, spec["region"], now) <= 0:
+        if not self._surely_room(db, itype.name) and \
+                self._capacity_left(db, itype.name, spec["region"], now) <= 0:
             raise ApiError(409, "capacity_exhausted",
                            f"no capacity for {itype.name} in {spec['region']}")
         instance_id = "sbx-" + secrets.token_hex(6)
