@@ -78,8 +78,8 @@ def test_concurrent_creates_never_oversell(tmp_path, catalog, clock, monkeypatch
     db = tmp_path / "c.sqlite"
     count = SandboxCloud._capacity_left
 
-    def slow_count(self, *args):  # widens the window between counting and inserting
-        left = count(self, *args)
+    def slow_count(self, *args, **kwargs):  # widens the window between counting and inserting
+        left = count(self, *args, **kwargs)
         time.sleep(0.003)
         return left
 

@@ -249,10 +249,8 @@ def launch_batch(ctx: ClientContext, requests: list[CreateRequest], plans: list[
     from gpucloud.core.context import InFlight
 
     ctx.created, ctx.in_flight, ctx.last_attempts = [], InFlight(), []
-    from gpucloud.config.identity import who
-
     ctx.key_memo = {}  # every launch of the batch resolves its key once
-    ctx.identity_memo = who()  # and is journaled as launched by the same user
+    ctx.identity_memo = ctx.who()  # and is journaled as launched by the same user
     try:
         return (yield from _launch_all(ctx, requests, plans, concurrency=concurrency,
                                        all_or_nothing=all_or_nothing, batch=batch,

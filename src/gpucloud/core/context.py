@@ -288,6 +288,12 @@ class ClientContext:
             memo[ssh_key] = resolved
         return resolved
 
+    def who(self) -> Identity:
+        """Who acts through this client now: user and host (config/identity.py)."""
+        from gpucloud.config.identity import who
+
+        return who()
+
     def instance_spec(self, offer: Offer, adapter: Provider, *, name: str | None,
                       image: str | None, ssh_key: str | None, disk_gb: int | None,
                       shutdown_at: Any, job: Any = None,

@@ -99,6 +99,24 @@ class Knobs:
     whole_seconds: bool = False
     request_log: str | None = None
 
+    def injects(self, op: str) -> bool:
+        """Whether requests of ``op`` may fail by FAIL_* (a die is rolled for them)."""
+        return op in self.fail_on and bool(self.fail_429 or self.fail_5xx
+                                           or self.fail_after_create)
+
+    def failure(self, op: str, roll: float) -> bool:
+        """The injected failure a die's ``roll`` in [0, 1) gives a request of
+        ``op``: a 429 or a 503 raised (ApiError); True when a create must fail
+        *after* recording its machine."""
+        from gpucloud.providers.sandbox._wire import ApiError
+
+        if roll < self.fail_429:
+            raise ApiError(429, "rate_limited", "too many requests (simulated)",
+                           {"Retry-After": "1"})
+        if roll < self.fail_429 + self.fail_5xx:
+            raise ApiError(503, "unavailable", "the service is temporarily unavailable")
+        return op == "create" and roll < self.fail_429 + self.fail_5xx + self.fail_after_create
+
     @classmethod
     def load(cls, config: Mapping[str, Any] | None = None,
              environ: Mapping[str, str] | None = None) -> Knobs:

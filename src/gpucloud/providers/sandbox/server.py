@@ -80,7 +80,7 @@ from gpucloud.providers.sandbox.job_sim import JobSimulation
 from gpucloud.providers.sandbox.knobs import Knobs
 from gpucloud.providers.sandbox.request_log import RequestLog
 from gpucloud.providers.sandbox.volume_sim import VolumeSimulation
-from gpucloud.providers.sandbox.storage import Storage, live_count, visible_rows
+from gpucloud.providers.sandbox.storage import Storage, live_count, made_fewer, visible_rows
 
 if TYPE_CHECKING:
     from gpucloud.catalog.bundled import ProviderCatalog
@@ -187,17 +187,11 @@ class SandboxCloud(Storage):
 
     def _roll_failure(self, op: str) -> bool:
         """Raise an injected 429/503; True when a create must fail *after* recording."""
-        k = self.knobs
-        if op not in k.fail_on or not (k.fail_429 or k.fail_5xx or k.fail_after_create):
+        if not self.knobs.injects(op):
             return False
         with self._lock:
-            r = self.rng.random()
-        if r < k.fail_429:
-            raise ApiError(429, "rate_limited", "too many requests (simulated)",
-                           {"Retry-After": "1"})
-        if r < k.fail_429 + k.fail_5xx:
-            raise ApiError(503, "unavailable", "the service is temporarily unavailable")
-        return op == "create" and r < k.fail_429 + k.fail_5xx + k.fail_after_create
+            roll = self.rng.random()
+        return self.knobs.failure(op, roll)
 
     # -- state ------------------------------------------------------------------
 
@@ -248,23 +242,15 @@ class SandboxCloud(Storage):
             "simulated": True,
         }
 
-    def _capacity_left(self, db: sqlite3.Connection, type_name: str, region: str, now: int) -> int:
+    def _capacity_left(self, db: sqlite3.Connection, type_name: str, region: str, now: int,
+                       one: bool = False) -> int:
+        """``one``: whether one more fits is all that is asked (storage.made_fewer)."""
         if "all" in self.knobs.exhaust or type_name in self.knobs.exhaust:
             return 0
+        if one and made_fewer(db, self.knobs.capacity):
+            return 1
         used = live_count(db, type_name, region, now, self.knobs.native_timer)
         return max(0, self.knobs.capacity - used)
-
-    def _surely_room(self, db: sqlite3.Connection, type_name: str) -> bool:
-        """Room for one more of the type wherever it is, known without counting:
-        fewer machines were ever made, of any type, than the capacity (the
-        largest rowid bounds the rows, read off the table's b-tree). Counting
-        the live ones walks the index, a cost per create that grows with the
-        machines made: some 0.4 ms a create over a batch of 7,500, on the
-        client's CPU when the cloud runs in its process."""
-        if "all" in self.knobs.exhaust or type_name in self.knobs.exhaust:
-            return False
-        made = db.execute("SELECT max(rowid) FROM instances").fetchone()[0] or 0
-        return int(made) < self.knobs.capacity
 
     def _types(self) -> list[dict[str, Any]]:
         now = self._now()
@@ -339,8 +325,7 @@ class SandboxCloud(Storage):
             raise ApiError(400, "invalid_request",
                            f"{itype.name} is not offered in region {spec['region']!r}; "
                            f"it is in {', '.join(itype.regions)}")
-        if not self._surely_room(db, itype.name) and \
-                self._capacity_left(db, itype.name, spec["region"], now) <= 0:
+        if self._capacity_left(db, itype.name, spec["region"], now, one=True) <= 0:
             raise ApiError(409, "capacity_exhausted",
                            f"no capacity for {itype.name} in {spec['region']}")
         instance_id = "sbx-" + secrets.token_hex(6)
