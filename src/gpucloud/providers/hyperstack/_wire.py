@@ -70,7 +70,6 @@ def error_fields(response: httpx.Response) -> ErrorFields:
     return ErrorFields(code=reason, message=message or reason, text=words)
 
 
-
 def label(key: str, value: str) -> str:
     return f"{key}={value}"
 
@@ -118,8 +117,3 @@ def created_at(value: Any) -> datetime | None:
 
 def text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-def key_fields(public_key: str) -> tuple[str, ...]:
-    # "ssh-ed25519 AAAA... comment": the comment is free text, often changed.
-    return tuple(public_key.split()[:2])

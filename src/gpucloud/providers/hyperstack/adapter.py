@@ -26,7 +26,6 @@ What shapes this adapter:
 
 from __future__ import annotations
 
-import hashlib
 import re
 from datetime import datetime
 from decimal import Decimal
@@ -40,7 +39,7 @@ from gpucloud.models import Instance, InstanceSpec, InstanceStatus, Offer
 from gpucloud.providers import _batch_mark as batch_mark
 from gpucloud.providers._fields import integer, is_int, is_number
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider, format_utc
-from gpucloud.providers.account_objects import found_or_made
+from gpucloud.providers.account_objects import found_or_made, key_fields, key_name
 from gpucloud.providers.hyperstack import _wire as wire
 from gpucloud.transport.bearer_auth import HeaderKeyAuth
 
@@ -282,11 +281,11 @@ class HyperstackProvider(Provider):
     def _ensure_key(self, environment: str, name: str | None, public_key: str) -> Flow[str]:
         """The name of a key pair with this public key in `environment`, imported
         when missing."""
-        wanted = wire.key_fields(public_key)
+        wanted = key_fields(public_key)
         if not wanted:
             raise ConfigurationError("the SSH public key is empty")
         if name is None:
-            name = "gpucloud-" + hashlib.sha256(" ".join(wanted).encode()).hexdigest()[:16]
+            name = key_name(wanted)
         label = name[:wire.NAME_MAX]
 
         def find() -> Flow[str | None]:
@@ -299,7 +298,7 @@ class HyperstackProvider(Provider):
                     key.get("environment"), dict) else {}
                 if env.get("name") != environment:
                     continue
-                if wire.key_fields(wire.text(key.get("public_key")) or "") != wanted:
+                if key_fields(key.get("public_key")) != wanted:
                     raise ConfigurationError(
                         f"a key pair named {label!r} with a different public key is already "
                         f"in the hyperstack environment {environment!r}",

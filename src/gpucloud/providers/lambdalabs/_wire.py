@@ -116,8 +116,3 @@ SSH_PORT = 22
 def connection_of(raw: dict[str, Any]) -> Connection | None:
     """ssh ubuntu@ip; None while the instance has no public address."""
     return ssh_endpoint(raw.get("ip"), SSH_PORT, SSH_USER)
-
-
-def key_fields(public_key: str) -> tuple[str, ...]:
-    # "ssh-ed25519 AAAA... comment": the comment is free text, often changed.
-    return tuple(public_key.split()[:2])

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import re
 
-import hashlib
 import logging
 from datetime import datetime
 from decimal import Decimal
@@ -53,7 +52,7 @@ from gpucloud.providers.lambdalabs import _wire as wire, filesystems
 from gpucloud.providers._jobscript import POWER_OFF, secret_values, vm_script
 from gpucloud.providers.lambdalabs._wire import image_spec
 from gpucloud.providers._name_marker import latest, mark_name, split_name
-from gpucloud.providers.account_objects import found_or_made
+from gpucloud.providers.account_objects import found_or_made, key_fields, key_name
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
 
 LAUNCH_ID_TAG = "gpucloud-launch-id"
@@ -268,11 +267,11 @@ class LambdaProvider(Provider):
 
     def _ensure_ssh_key(self, name: str | None, public_key: str) -> Flow[str]:
         """The name of a registered key with this public key, registering it if needed."""
-        wanted = wire.key_fields(public_key)
+        wanted = key_fields(public_key)
         if not wanted:
             raise ConfigurationError("the SSH public key is empty")
         if name is None:
-            name = "gpucloud-" + hashlib.sha256(" ".join(wanted).encode()).hexdigest()[:16]
+            name = key_name(wanted)
         name = name[:NAME_MAX]
 
         def find() -> Flow[str | None]:
@@ -281,7 +280,7 @@ class LambdaProvider(Provider):
             for key in self._data(response, list):
                 if not isinstance(key, dict):
                     raise self.invalid(response, "an SSH key entry is not an object")
-                if wire.key_fields(wire.text(key.get("public_key")) or "") == wanted \
+                if key_fields(key.get("public_key")) == wanted \
                         and wire.text(key.get("name")):
                     return str(key["name"])
                 taken = taken or key.get("name") == name

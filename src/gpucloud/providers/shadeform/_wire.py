@@ -86,7 +86,6 @@ def error_fields(response: httpx.Response) -> ErrorFields:
     return ErrorFields(code=code, message=message, text=message or "")
 
 
-
 def text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -149,8 +148,3 @@ def connection_of(raw: dict[str, Any]) -> Connection | None:
     "may be a different port" on some clouds); None until it has an address."""
     user = text(raw.get("ssh_user")) or ""
     return ssh_endpoint(raw.get("ip"), raw.get("ssh_port"), user)
-
-
-def key_fields(public_key: str) -> tuple[str, ...]:
-    # "ssh-ed25519 AAAA... comment": the comment is free text, often changed.
-    return tuple(public_key.split()[:2])

@@ -36,7 +36,6 @@ What shapes this adapter:
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -48,7 +47,9 @@ from gpucloud.errors import ConfigurationError, SpecError
 from gpucloud.models import Instance, InstanceSpec, InstanceStatus, Offer, Volume, VolumeSpec
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider, format_utc, parse_utc
 from gpucloud.providers.shadeform import _wire as wire, volumes
-from gpucloud.providers.account_objects import found_or_made
+from gpucloud.providers.account_objects import (
+    found_or_made, key_fields, key_id_among, key_id_named, key_name,
+)
 from gpucloud.transport.bearer_auth import HeaderKeyAuth
 
 NAME_MAX = 64  # kept short: upstream clouds cap instance names (Lambda: 64)
@@ -253,7 +254,7 @@ class ShadeformProvider(Provider):
         registering a public key not yet known; None: the account's default key."""
         if not name and not public_key:
             return None
-        wanted = wire.key_fields(public_key) if public_key is not None else []
+        wanted = key_fields(public_key)
         if public_key is not None and len(wanted) < 2:
             raise ConfigurationError("the SSH public key is not 'TYPE BASE64 [comment]'")
 
@@ -264,18 +265,12 @@ class ShadeformProvider(Provider):
                     isinstance(k, dict) and wire.text(k.get("id")) for k in keys):
                 raise self.invalid(response, "no ssh_keys list of keys with ids")
             if public_key is None:
-                for key in keys:
-                    if name in (key.get("name"), key.get("id")):
-                        return str(key["id"])
-                raise ConfigurationError(
-                    f"no SSH key named {name!r} is registered with shadeform",
-                    hint="pass the path of a public key file to register it")
-            return next((str(k["id"]) for k in keys
-                         if wire.key_fields(wire.text(k.get("public_key")) or "") == wanted), None)
+                return key_id_named(keys, name, self.name)
+            return key_id_among(keys, wanted, "public_key")
 
         def make() -> Flow[str]:
             assert public_key is not None  # find() returned or raised without one
-            label = name or "gpucloud-" + hashlib.sha256(" ".join(wanted).encode()).hexdigest()[:16]
+            label = name or key_name(wanted)
             response = yield self.request("POST", "/sshkeys/add", kind="unsafe",
                                           json={"name": label, "public_key": public_key.strip()})
             key_id = wire.text(self._body(response).get("id"))

@@ -56,6 +56,7 @@ from gpucloud.models import (Instance, InstanceSpec, InstanceStatus, Offer, Usag
 from gpucloud.transport.ratelimit import RateLimit
 from gpucloud.providers import _batch_mark as batch_mark
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider
+from gpucloud.providers.account_objects import key_fields
 from gpucloud.providers._name_marker import latest
 from gpucloud.providers._jobscript import container_env, secret_values
 from gpucloud.providers.vastai._guard import onstart
@@ -307,7 +308,7 @@ class VastProvider(Provider):
         return (yield from self.get(instance_id))
 
     def _ensure_ssh_key(self, public_key: str) -> Flow[None]:
-        wanted = tuple(public_key.split()[:2])
+        wanted = key_fields(public_key)
         response = yield self.request("GET", "/api/v0/ssh/")
         self.raise_for_error(response)
         keys = self.json(response)
@@ -317,7 +318,7 @@ class VastProvider(Provider):
             raise self.invalid(response, "the SSH key list is not a list")
         for key in keys:
             text = (key.get("key") or key.get("public_key")) if isinstance(key, dict) else None
-            if isinstance(text, str) and tuple(text.split()[:2]) == wanted:
+            if key_fields(text) == wanted:
                 return
         response = yield self.request("POST", "/api/v0/ssh/",
                                       json={"ssh_key": public_key.strip()}, kind="unsafe")

@@ -219,10 +219,6 @@ def money(value: Any) -> Decimal | None:
     return price
 
 
-
-
-
-
 # The launch id and deadline travel in the description (Verda has no labels
 # in the create body sdk-python sends); list() reads them back from there.
 _LAUNCH_ID = re.compile(r"\blaunch_id=([A-Za-z0-9._-]+)")
@@ -265,11 +261,6 @@ def hostname(name: str, launch_id: str) -> str:
     if not host:
         host = _HOST_INVALID.sub("-", f"gpucloud-{launch_id}".lower()).strip("-")
     return host
-
-
-def key_fields(public_key: str) -> tuple[str, ...]:
-    # "ssh-ed25519 AAAA... comment": the comment is free text, often changed.
-    return tuple(public_key.split()[:2])
 
 
 def instance_id(response: httpx.Response) -> str | None:

@@ -36,7 +36,6 @@ What shapes this adapter:
 from __future__ import annotations
 
 
-import hashlib
 import threading
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -52,7 +51,9 @@ from gpucloud.models import (
 )
 from gpucloud.transport.tokens import RefreshingTokenAuth
 from gpucloud.providers.base import Capabilities, Flow, OfferQuery, Provider, _user_agent
-from gpucloud.providers.account_objects import found_or_made
+from gpucloud.providers.account_objects import (
+    found_or_made, key_fields, key_id_among, key_id_named, key_name,
+)
 from gpucloud.providers.verda import _deadline, _offers, _startup, _volumes
 from gpucloud.providers.verda import _wire as wire
 from gpucloud.providers._name_marker import latest
@@ -242,7 +243,7 @@ class VerdaProvider(Provider):
 
     def _ssh_key_id(self, name: str | None, public_key: str | None) -> Flow[str]:
         """The id of a registered key: found by key text (or by name/id), else registered."""
-        wanted = wire.key_fields(public_key) if public_key is not None else []
+        wanted = key_fields(public_key)
         if public_key is not None and len(wanted) < 2:
             raise ConfigurationError("the SSH public key is not 'TYPE BASE64 [comment]'")
 
@@ -252,17 +253,12 @@ class VerdaProvider(Provider):
             if not all(isinstance(k, dict) and wire.text(k.get("id")) for k in keys):
                 raise self.invalid(response, "an SSH key entry without an id")
             if public_key is None:
-                for key in keys:
-                    if name in (key.get("name"), key.get("id")):
-                        return str(key["id"])
-                raise ConfigurationError(f"no SSH key named {name!r} is registered with verda",
-                                         hint="pass the path of a public key file to register it")
-            return next((str(k["id"]) for k in keys
-                         if wire.key_fields(wire.text(k.get("key")) or "") == wanted), None)
+                return key_id_named(keys, name, self.name)
+            return key_id_among(keys, wanted, "key")
 
         def make() -> Flow[str]:
             assert public_key is not None  # find() returned or raised without one
-            label = name or "gpucloud-" + hashlib.sha256(" ".join(wanted).encode()).hexdigest()[:16]
+            label = name or key_name(wanted)
             response = yield self.request("POST", "/sshkeys", kind="unsafe",
                                           json={"name": label, "key": public_key.strip()})
             self.raise_for_error(response)
