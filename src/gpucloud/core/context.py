@@ -79,7 +79,6 @@ def resolve_ssh_key(ssh_key: str | None) -> tuple[str | None, str | None]:
     return "gpucloud-" + hashlib.sha256(blob).hexdigest()[:12], text
 
 
-
 class InFlight:
     """The launches of the last create whose outcome is not known yet, in the
     order they were sent: added and removed by each launch's thread, read after

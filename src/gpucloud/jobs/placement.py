@@ -108,10 +108,7 @@ def refusal(spec: JobSpec, providers: Iterable[str]) -> SpecError:
 
 def retries_note(spec: JobSpec, provider: str) -> tuple[str, ...]:
     """The plan's note where a multi-node job's ``retries`` cannot apply."""
-    from gpucloud.providers.registry import adapter_class
-
-    cls = adapter_class(provider)
-    if spec.nodes == 1 or not spec.retries or (cls and cls.capabilities.multi_node_retries):
+    if spec.nodes == 1 or not spec.retries or _capabilities(provider).multi_node_retries:
         return ()
     return (f"retries: {spec.retries} does not apply to a multi-node job on {provider}: "
             "a lost node fails the whole job (no node runs its command again alone); "
