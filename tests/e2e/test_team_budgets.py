@@ -195,7 +195,9 @@ def test_list_mine_shows_only_the_machines_this_user_launched(tmp_path):
     assert names("bob", "--mine") == ["b1"]
     assert names("carol", "--mine") == []
     text = run(env, "bob", "list", "--mine")
-    assert "b1" in text.stdout and "a1" not in text.stdout
+    # Whole words: a machine's random id may hold "a1" (sbx-aa1a9df0356f).
+    words = text.stdout.split()
+    assert "b1" in words and "a1" not in words
 
 
 def test_costs_by_user_and_by_project_add_up_to_the_total(tmp_path):
