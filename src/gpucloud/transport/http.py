@@ -49,6 +49,7 @@ from gpucloud.core.drive import adrive, drive
 from gpucloud.core.flow import Flow, Sleep
 from gpucloud.errors import APIResponseValidationError, GpuCloudError
 from gpucloud.transport.errors import retry_after, transport_error
+from gpucloud.transport.pool import LIMITS, AsyncPooledTransport, PooledTransport
 from gpucloud.transport.ratelimit import Limiter, limiter_for
 
 log = logging.getLogger("gpucloud.http")
@@ -399,8 +400,12 @@ class Session:
         self.policy = policy
         self.sleep = sleep
         self.limiter = limiter_for(provider)
-        self._client = _Client(transport=provider.transport(), auth=provider.auth(),
-                               timeout=timeout, follow_redirects=False,
+        # The adapter's own transport (the sandbox's, Kubernetes'), else pooled
+        # connections sized to what is in flight (pool.py); a proxy from the
+        # environment is mounted by httpx with the same limits.
+        self._client = _Client(transport=provider.transport() or PooledTransport(),
+                               auth=provider.auth(), timeout=timeout,
+                               follow_redirects=False, limits=LIMITS,
                                cookies=_KeepNoCookies())
 
     def run(self, flow: Flow[T]) -> T:
@@ -433,8 +438,9 @@ class AsyncSession:
         self.policy = policy
         self.sleep = sleep
         self.limiter = limiter_for(provider)
-        self._client = _AsyncClient(transport=provider.async_transport(),
-                                    auth=provider.auth(), timeout=timeout,
+        self._client = _AsyncClient(transport=provider.async_transport()
+                                    or AsyncPooledTransport(),
+                                    auth=provider.auth(), timeout=timeout, limits=LIMITS,
                                     follow_redirects=False, cookies=_KeepNoCookies())
 
     async def run(self, flow: Flow[T]) -> T:

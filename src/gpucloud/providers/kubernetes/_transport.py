@@ -30,6 +30,7 @@ import httpx
 
 from gpucloud.errors import ConfigurationError
 from gpucloud.providers.kubernetes._kubeconfig import Impersonation, KubeTarget
+from gpucloud.transport.pool import AsyncPooledTransport, PooledTransport
 
 # HTTP token characters (RFC 7230 tchar), as net/http's isTokenTable lists them.
 _TOKEN = frozenset("!#$&'*+-.^_`|~0123456789"
@@ -196,7 +197,7 @@ def tls_failure(target: KubeTarget, error: ssl.SSLError) -> ConfigurationError:
 class KubeTransport(httpx.BaseTransport):
     def __init__(self, target: KubeTarget, verify: Any, proxy: str | None) -> None:
         self._shared = _Shared(target)
-        self._inner = httpx.HTTPTransport(verify=verify, proxy=proxy)
+        self._inner = PooledTransport(verify, proxy)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         self._shared.prepare(request)
@@ -215,7 +216,7 @@ class KubeTransport(httpx.BaseTransport):
 class AsyncKubeTransport(httpx.AsyncBaseTransport):
     def __init__(self, target: KubeTarget, verify: Any, proxy: str | None) -> None:
         self._shared = _Shared(target)
-        self._inner = httpx.AsyncHTTPTransport(verify=verify, proxy=proxy)
+        self._inner = AsyncPooledTransport(verify, proxy)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self._shared.prepare(request)
