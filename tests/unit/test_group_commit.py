@@ -132,3 +132,25 @@ def test_a_write_with_slack_waits_for_company_within_it(tmp_path):
     first.join(10)
     assert _commits(statements) == 1
     assert len(journal.all()) == 2
+
+
+def test_a_write_from_an_event_loop_never_waits_for_company(tmp_path):
+    """AsyncClient's launches are tasks of one thread: a write that waited for
+    others would stop the loop (and them) for its whole slack. With a slack of
+    an hour, the write still commits at once."""
+    import asyncio
+
+    journal, statements = _journal(tmp_path)
+    group = group_commit.for_journal(journal)
+    out: list[str] = []
+
+    async def write() -> None:
+        group.run(lambda: _intent(journal, "gc-async"), slack=3600.0)
+        out.append("committed")
+
+    worker = threading.Thread(target=asyncio.run, args=(write(),), daemon=True)
+    worker.start()
+    worker.join(30)
+    assert out == ["committed"], "the write waited for company inside the event loop"
+    assert _commits(statements) == 1
+    assert [r.launch_id for r in journal.all()] == ["gc-async"]

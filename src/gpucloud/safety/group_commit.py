@@ -22,7 +22,9 @@ leader commits when ``SHARE`` of the smallest slack of its group has passed, or 
 ``MOST`` writes have gathered, whichever is first. A write with no slack (a
 lone create, a provider with no rate to wait for) commits at once, so it is
 as fast as before; a batch paced by its provider's rate commits one
-transaction per many launches, at no cost to its pace. This is the classic
+transaction per many launches, at no cost to its pace. A write from a thread
+running an asyncio event loop (AsyncClient) never waits: the launches that
+could join it are tasks of that loop, which stands still while it waits. This is the classic
 group commit of database logs (PostgreSQL's ``commit_delay``, InnoDB's
 binlog group commit): many waiting records, one flush.
 
@@ -38,6 +40,7 @@ BEGIN IMMEDIATE keeps every other process out until the commit.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -58,6 +61,13 @@ MOST = 64
 # time at 500/s than the commits it saved, a tenth groups tens of writes at
 # 500 ms (bench/README.md).
 SHARE = 0.1
+
+
+def _in_event_loop() -> bool:
+    """Whether an asyncio event loop runs in this thread (AsyncClient): while
+    this thread waits for company, its loop (and every other launch) stands."""
+    asyncio = sys.modules.get("asyncio")  # a sync client never imports it
+    return asyncio is not None and asyncio._get_running_loop() is not None
 
 
 class _Write(Generic[T]):
@@ -88,6 +98,8 @@ class GroupCommit:
         """``write()`` (journal calls, which join the group's transaction) once
         committed; its result, or what it raised. ``slack``: seconds the caller
         would wait anyway after it (see the module docstring)."""
+        if slack > 0 and _in_event_loop():
+            slack = 0.0  # the other writers are tasks of this thread: none can come
         entry: _Write[T] = _Write(write, time.monotonic() + SHARE * max(0.0, slack))
         with self._lock:
             self._waiting.append(entry)  # type: ignore[arg-type]
