@@ -55,6 +55,14 @@ def test_launch_connect_error_is_resent_because_it_never_left():
     assert status == 201 and len(sent) == 2
 
 
+def test_launch_that_never_got_a_connection_is_resent_because_it_never_left():
+    """httpx's PoolTimeout: no connection came free in time, nothing was written."""
+    req = httpx.Request("POST", "https://example.invalid/x")
+    status, sent, _ = drive(one_request("launch"),
+                            [httpx.PoolTimeout("no connection", request=req), 201])
+    assert status == 201 and len(sent) == 2
+
+
 def test_429_honours_retry_after_for_any_kind():
     status, sent, slept = drive(one_request("launch"), [(429, {"Retry-After": "7"}), 200])
     assert status == 200 and len(sent) == 2 and slept == [7.0]

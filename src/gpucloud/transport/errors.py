@@ -76,7 +76,8 @@ def status_error(
 def transport_error(provider: str, request: httpx.Request, exc: Exception) -> APIConnectionError:
     import httpx
 
-    sent = not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+    # Nothing was written: no connection was made, or none came free in the pool.
+    sent = not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout))
     where = f"{request.method} {request.url.host}{request.url.path}"
     if isinstance(exc, httpx.TimeoutException):
         return APITimeoutError(
