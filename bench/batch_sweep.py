@@ -16,7 +16,14 @@ least 10), so every cell takes about as long. The headline cell is 2,000
 creates at 200 requests/s with 50 ms latency.
 
     python bench/batch_sweep.py [--rates 1,20,200,500] [--latencies-ms 5,50,500]
-                                [--seconds 15] [--headline]
+                                [--seconds 15] [--headline] [--served]
+
+By default the simulated cloud runs in the client's process (its transport
+serves each request there), so its CPU is on the client's interpreter. With
+--served it runs in a process of its own behind a local HTTP server
+(bench/_sandbox_http.py): the client then goes through httpx's sockets and
+connection pools, as against a real provider, and the cloud's CPU is on the
+other core.
 
 Goal: wall / (N / rate) <= 1.15 in every cell. Nothing here asserts an absolute
 time; each cell runs in a fresh process with its own home and cloud.
@@ -46,10 +53,15 @@ from pathlib import Path
 GOAL = 1.15
 
 CELL = """
-import json, sys, time
+import json, os, sys, time
 from gpucloud import Client
 from gpucloud.providers.sandbox import transport
 n = int(sys.argv[1])
+served = os.environ.get("BENCH_SANDBOX_URL")
+if served:  # the cloud in its own process, over HTTP (--served)
+    sys.path.insert(0, os.environ["BENCH_DIR"])
+    from _sandbox_http import point_client_at
+    point_client_at(served)
 with Client(["sandbox"]) as client:
     start = time.perf_counter()
     result = client.create_many(gpu="h100", count=8, n=n, provider="sandbox",
@@ -62,7 +74,7 @@ print(json.dumps({"wall": wall, "made": len(result.instances), "refused": refuse
 """
 
 
-def cell(n: int, rate: float, latency_ms: float) -> dict[str, float]:
+def cell(n: int, rate: float, latency_ms: float, served: bool = False) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="gpucloud-bench-") as tmp:
         home = Path(tmp)
         env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCLOUD_")}
@@ -73,9 +85,25 @@ def cell(n: int, rate: float, latency_ms: float) -> dict[str, float]:
             "GPUCLOUD_SANDBOX_CAPACITY": str(n * 2),
             "GPUCLOUD_SANDBOX_BOOT_SECONDS": "3600",
         })
-        out = subprocess.run([sys.executable, "-c", CELL, str(n)], env=env, check=True,
-                             capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+        if not served:
+            out = subprocess.run([sys.executable, "-c", CELL, str(n)], env=env, check=True,
+                                 capture_output=True, text=True).stdout
+            return json.loads(out.strip().splitlines()[-1])
+        bench = Path(__file__).resolve().parent
+        server = subprocess.Popen([sys.executable, str(bench / "_sandbox_http.py")], env=env,
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            assert server.stdout is not None
+            port = int(server.stdout.readline())
+            env.update(BENCH_SANDBOX_URL=f"http://127.0.0.1:{port}", BENCH_DIR=str(bench))
+            out = subprocess.run([sys.executable, "-c", CELL, str(n)], env=env, check=True,
+                                 capture_output=True, text=True).stdout
+        finally:
+            server.terminate()
+            wire, _ = server.communicate(timeout=60)
+        got = json.loads(out.strip().splitlines()[-1])
+        got.update(json.loads(wire.strip().splitlines()[-1]))  # counted by the server
+        return got
 
 
 def main() -> int:
@@ -85,6 +113,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--headline", action="store_true",
                         help="only 2,000 creates at 200/s with 50 ms latency")
+    parser.add_argument("--served", action="store_true",
+                        help="the cloud in its own process over HTTP on 127.0.0.1 "
+                             "(bench/_sandbox_http.py), not in the client's")
     args = parser.parse_args()
     if args.headline:
         cells = [(2000, 200.0, 50.0)]
@@ -98,7 +129,7 @@ def main() -> int:
           f"{'GOAL':>6} {'requests':>8} {'req/rate':>8} {'(info)':>6} {'429s':>5}")
     started = time.perf_counter()
     for n, rate, latency in cells:
-        got = cell(n, rate, latency)
+        got = cell(n, rate, latency, args.served)
         bound = n / rate
         ratio = got["wall"] / bound
         # Information: how near the limit the requests sent ran (the offer
