@@ -12,9 +12,9 @@ pool's, so the pools here have no limit and keep every connection.
 One pool cannot hold hundreds of connections at a cost that stays flat:
 httpcore's pool looks at each of its connections (a poll of the socket for
 an idle one) each time a request is handed one and each time one is given
-back. Measured against a local HTTP server (bench/batch_sweep.py --served),
-500 creates a second at 500 ms through one unbounded pool spent most of the
-client's CPU there: 2,500 creates took 51 s of the 84 s the process used. So
+back. Against a local HTTP server (bench/batch_sweep.py --served), 500
+creates a second at 500 ms through one unbounded pool ran at 7.7 times the
+rate's bound, and a profile put 60% of the client's CPU in that scan. So
 requests are spread over up to ``SHARDS`` pools, each request to the pool with
 the fewest requests in flight (the first on a tie), opened when first needed:
 a client sending one request at a time uses the first pool alone and reuses
