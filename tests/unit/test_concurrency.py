@@ -9,7 +9,10 @@ import math
 import threading
 import time
 
-from gpucloud.core.concurrency import MAX_IN_FLIGHT, UNPACED, gather_width, launch_limit
+from gpucloud.core import concurrency
+from gpucloud.core.concurrency import (
+    MAX_IN_FLIGHT, UNPACED, gather_width, in_flight_cap, launch_limit,
+)
 from gpucloud.core.context import ClientContext
 from gpucloud.core.flow import Sleep
 from gpucloud.core.instructions import DEFAULT_CONCURRENCY, Call, Concurrent, Gather
@@ -33,6 +36,17 @@ def test_in_flight_is_the_rate_times_the_observed_round_trip():
     assert limiter.in_flight() == math.ceil(200 * DECREASE * 0.5 * HEADROOM) + SPARE
 
 
+def test_the_cap_keeps_a_socket_each_within_half_the_open_file_limit(monkeypatch):
+    import resource
+
+    for soft, cap in ((256, 128), (1024, MAX_IN_FLIGHT), (10, 8),
+                      (resource.RLIM_INFINITY, MAX_IN_FLIGHT)):
+        monkeypatch.setattr(resource, "getrlimit", lambda which, soft=soft: (soft, soft))
+        concurrency.in_flight_cap.cache_clear()
+        assert in_flight_cap() == cap
+    concurrency.in_flight_cap.cache_clear()
+
+
 def test_a_provider_without_a_declared_rate_has_no_bound_from_it():
     assert Limiter({}).in_flight() is None
 
@@ -46,7 +60,7 @@ def test_the_batch_bound_sums_the_providers_and_stays_under_the_caps(monkeypatch
     assert limit() == limiter.in_flight()  # one provider, named twice, counted once
     for _ in range(100):
         limiter.answered(2.0)  # 5000/s at 2 s: far over the memory cap
-    assert limit() == MAX_IN_FLIGHT
+    assert limit() == in_flight_cap() <= MAX_IN_FLIGHT
     monkeypatch.setattr(type(ctx.adapter("sandbox")), "max_in_flight", 20)
     assert launch_limit(ctx, ["sandbox"])() == 20  # the provider's stated bound wins
     monkeypatch.delenv("GPUCLOUD_SANDBOX_RATE_LIMIT")

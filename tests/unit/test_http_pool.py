@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
 
 from gpucloud.transport import http as _http
+from gpucloud.transport.pool import IDLE, SHARDS, PooledTransport
 
 WIDE = 150  # over httpx's default of 100 connections
 
@@ -28,7 +30,9 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, wide: int) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.barrier = threading.Barrier(wide, timeout=15) if wide > 1 else None
-        self.connections = 0
+        self.connections = 0  # opened, ever
+        self.open = 0  # open now
+        self.paths: list[str] = []
         self.lock = threading.Lock()
 
 
@@ -40,11 +44,19 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         with self.server.lock:
             self.server.connections += 1
+            self.server.open += 1
+
+    def finish(self) -> None:  # the connection closed
+        with self.server.lock:
+            self.server.open -= 1
+        super().finish()
 
     def log_message(self, *args: object) -> None:
         pass
 
     def do_GET(self) -> None:
+        with self.server.lock:
+            self.server.paths.append(self.path)  # absolute when sent to a proxy
         status, body = 200, b"{}"
         if self.server.barrier is not None:
             try:
@@ -83,8 +95,8 @@ class Provider:
 
     name = "runpod"
 
-    def __init__(self, server: _Server) -> None:
-        self.url = f"http://127.0.0.1:{server.server_address[1]}/v1/pods"
+    def __init__(self, server: _Server, url: str | None = None) -> None:
+        self.url = url or f"http://127.0.0.1:{server.server_address[1]}/v1/pods"
 
     def limits(self):
         return {}
@@ -172,3 +184,71 @@ def test_the_connections_of_a_wide_burst_are_kept_for_the_next(serve):
     assert burst() == [200] * WIDE
     session.close()
     assert server.connections == opened
+
+
+def _burst(send, wide: int) -> list[int]:
+    statuses: list[int] = []
+    threads = [threading.Thread(target=lambda: statuses.append(send())) for _ in range(wide)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return statuses
+
+
+def test_pools_left_idle_are_closed_once_the_next_request_comes(serve):
+    """httpcore closes an expired connection only when its own pool is used
+    again; one request at a time uses the first pool alone, so the others'
+    connections would stay open for the session's life."""
+    wide = 40
+    server = serve(wide)
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1/pods"
+    now = [1000.0]
+    transport = PooledTransport(clock=lambda: now[0])
+    client = httpx.Client(transport=transport)
+    assert _burst(lambda: client.get(url).status_code, wide) == [200] * wide
+    server.barrier = None  # from here on, answered at once
+    assert client.get(url).status_code == 200
+    assert server.open == wide  # all kept: nothing has been idle long
+    now[0] += IDLE + 1
+    assert client.get(url).status_code == 200
+    first = -(-wide // SHARDS)  # the first pool's share of the burst
+    for _ in range(100):  # the server sees the closes a moment later
+        if server.open <= first:
+            break
+        time.sleep(0.05)
+    assert server.open <= first
+    client.close()
+
+
+def test_a_proxy_from_the_environment_is_still_used(serve, monkeypatch):
+    """A session whose adapter brings no transport goes through HTTP_PROXY as
+    httpx would (the test server stands as the proxy: it sees the whole URL)."""
+    proxy = serve(1)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.server_address[1]}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    provider = Provider(proxy, url="http://api.provider.invalid/v1/pods")
+    session = _http.Session(provider)
+    assert session.run(_flow(provider.url)) == 200
+    session.close()
+
+    async def main() -> int:
+        session = _http.AsyncSession(provider)
+        try:
+            return await session.run(_flow(provider.url))
+        finally:
+            await session.aclose()
+
+    assert asyncio.run(main()) == 200
+    assert proxy.paths == ["http://api.provider.invalid/v1/pods"] * 2
+
+
+def test_a_certificate_bundle_that_cannot_be_read_is_a_configuration_error(monkeypatch):
+    from gpucloud.errors import ConfigurationError
+
+    monkeypatch.setenv("SSL_CERT_FILE", "/nonexistent/ca-bundle.pem")
+    with httpx.Client(transport=PooledTransport()) as client:
+        with pytest.raises(ConfigurationError) as info:
+            client.get("https://api.provider.invalid/v1/pods")
+    assert "SSL_CERT_FILE" in (info.value.hint or "")

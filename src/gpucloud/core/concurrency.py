@@ -11,10 +11,13 @@ and at 5 ms most of them only wait for their slot.
 The bound is asked again each time a launch may start, so it follows the
 latency as it is observed (the plan's offer lookup times the first answers)
 and a rate lowered by 429s. It is bounded by the provider's own stated bound
-on requests in flight (``Provider.max_in_flight``) and by ``MAX_IN_FLIGHT``, a
-memory cap (a thread each in Client). A provider that declares no rate gets
-``UNPACED``: its 429s pace it, and nothing says how much wider it could go.
-An explicit ``concurrency`` still overrides all of this.
+on requests in flight (``Provider.max_in_flight``) and by ``in_flight_cap()``:
+``MAX_IN_FLIGHT``, a memory cap (a thread each in Client), or half the
+process's open-file limit where that is lower (each request in flight holds
+a socket of its own, transport/pool.py: macOS starts a shell at 256). A
+provider that declares no rate gets ``UNPACED``: its 429s pace it, and
+nothing says how much wider it could go. An explicit ``concurrency`` still
+overrides all of this.
 
 A ``Gather`` (a pass's reads and deletes, one listing per provider) is
 bounded by ``gather_width``: threads only overlap waiting, so an account
@@ -25,6 +28,7 @@ overlap its round trips, at most ``DEFAULT_CONCURRENCY`` in all.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -36,6 +40,19 @@ if TYPE_CHECKING:
 
 MAX_IN_FLIGHT = 512
 UNPACED = DEFAULT_CONCURRENCY
+
+
+@functools.cache
+def in_flight_cap() -> int:
+    """The most launches a batch keeps in flight by default (see above)."""
+    try:
+        import resource
+    except ImportError:  # Windows: sockets are not counted against a file limit
+        return MAX_IN_FLIGHT
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MAX_IN_FLIGHT
+    return max(DEFAULT_CONCURRENCY, min(MAX_IN_FLIGHT, soft // 2))
 
 
 def launch_limit(ctx: ClientContext, providers: Iterable[str]) -> Callable[[], int]:
@@ -56,7 +73,7 @@ def launch_limit(ctx: ClientContext, providers: Iterable[str]) -> Callable[[], i
             wanted = limiter.in_flight()
             wanted = UNPACED if wanted is None else wanted
             total += wanted if stated is None else min(wanted, stated)
-        return max(1, min(MAX_IN_FLIGHT, total))
+        return max(1, min(in_flight_cap(), total))
 
     return limit
 
@@ -77,4 +94,4 @@ def gather_width(limiters: Iterable[Limiter]) -> int:
     return max(1, total)
 
 
-__all__ = ["MAX_IN_FLIGHT", "UNPACED", "gather_width", "launch_limit"]
+__all__ = ["MAX_IN_FLIGHT", "UNPACED", "gather_width", "in_flight_cap", "launch_limit"]

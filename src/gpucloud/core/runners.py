@@ -88,7 +88,7 @@ class ThreadedRunner:
         from collections import deque
         from concurrent.futures import Future, ThreadPoolExecutor
 
-        from gpucloud.core.concurrency import MAX_IN_FLIGHT
+        from gpucloud.core.concurrency import in_flight_cap
 
         # Set by the worker an interrupt ends: a thread of the pool would otherwise
         # take an operation already handed to it before this thread sees the
@@ -115,7 +115,7 @@ class ThreadedRunner:
         # batch against a slow provider, per launch ended: CPU the launches need).
         ended: queue.SimpleQueue[Future[Any]] = queue.SimpleQueue()
         # A number given is taken as it is; a bound worked out stays under the cap.
-        widest = item.limit if isinstance(item.limit, int) else MAX_IN_FLIGHT
+        widest = item.limit if isinstance(item.limit, int) else in_flight_cap()
         pool = ThreadPoolExecutor(max_workers=max(1, min(widest, len(item.ops))),
                                   thread_name_prefix="gpucloud-launch")
         try:

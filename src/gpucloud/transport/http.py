@@ -2,8 +2,8 @@
 
 Retry policy (the same for sync and async):
 
-* A request that provably never left (connect error, connect timeout) is
-  retried, whatever it is.
+* A request that provably never left (connect error, connect timeout, no
+  pooled connection in time) is retried, whatever it is.
 * 429 is retried after ``Retry-After`` (or exponential backoff with jitter):
   the provider refused the request without acting on it.
 * 5xx and read timeouts are retried only for ``read`` and ``idempotent``
@@ -49,7 +49,7 @@ from gpucloud.core.drive import adrive, drive
 from gpucloud.core.flow import Flow, Sleep
 from gpucloud.errors import APIResponseValidationError, GpuCloudError
 from gpucloud.transport.errors import retry_after, transport_error
-from gpucloud.transport.pool import LIMITS, AsyncPooledTransport, PooledTransport
+from gpucloud.transport.pool import LIMITS, async_session_transport, session_transport
 from gpucloud.transport.ratelimit import Limiter, limiter_for
 
 log = logging.getLogger("gpucloud.http")
@@ -400,10 +400,9 @@ class Session:
         self.policy = policy
         self.sleep = sleep
         self.limiter = limiter_for(provider)
-        # The adapter's own transport (the sandbox's, Kubernetes'), else pooled
-        # connections sized to what is in flight (pool.py); a proxy from the
-        # environment is mounted by httpx with the same limits.
-        self._client = _Client(transport=provider.transport() or PooledTransport(),
+        # The adapter's own transport (the sandbox's, Kubernetes'), else a
+        # connection for each request in flight (pool.py).
+        self._client = _Client(transport=session_transport(provider.transport()),
                                auth=provider.auth(), timeout=timeout,
                                follow_redirects=False, limits=LIMITS,
                                cookies=_KeepNoCookies())
@@ -438,8 +437,8 @@ class AsyncSession:
         self.policy = policy
         self.sleep = sleep
         self.limiter = limiter_for(provider)
-        self._client = _AsyncClient(transport=provider.async_transport()
-                                    or AsyncPooledTransport(),
+        self._client = _AsyncClient(transport=async_session_transport(
+                                        provider.async_transport()),
                                     auth=provider.auth(), timeout=timeout, limits=LIMITS,
                                     follow_redirects=False, cookies=_KeepNoCookies())
 
