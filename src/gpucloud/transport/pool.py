@@ -41,9 +41,13 @@ if TYPE_CHECKING:
     import ssl
     from collections.abc import Callable
 
-# Enough pools that each holds a few tens of connections at the most a batch
-# keeps in flight.
-SHARDS = 16
+# Enough pools that each holds a few connections at the most a batch keeps in
+# flight (512). Measured over HTTP at 500 creates/s with 500 ms: AsyncClient
+# at 2.40 times the rate's bound with 16 pools, 1.31 with 64 (httpcore's
+# asyncio pool pays more per connection it looks at); Client within the noise.
+SHARDS = 64
+# How often a request looks for pools left idle (it walks them all).
+PRUNE_EVERY = 1.0
 # No bound of its own: the connections open are those in flight, which the
 # client bounds; an idle one expires after httpx's keep-alive expiry.
 LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=None)
@@ -65,6 +69,7 @@ class _Pools(Generic[P]):
         self._pools: list[P | None] = [None] * SHARDS
         self._busy = [0] * SHARDS
         self._used = [0.0] * SHARDS
+        self._pruned = float("-inf")
         self._ssl: ssl.SSLContext | None = None
         self._closed = False
 
@@ -83,11 +88,13 @@ class _Pools(Generic[P]):
             busy[index] += 1
             self._used[index] = now
             idle = []
-            for i in range(1, SHARDS):
-                old = self._pools[i]
-                if old is not None and not busy[i] and now - self._used[i] > IDLE:
-                    idle.append(old)
-                    self._pools[i] = None
+            if now - self._pruned > PRUNE_EVERY:
+                self._pruned = now
+                for i in range(1, SHARDS):
+                    old = self._pools[i]
+                    if old is not None and not busy[i] and now - self._used[i] > IDLE:
+                        idle.append(old)
+                        self._pools[i] = None
             return index, pool, idle
 
     def give_back(self, index: int) -> None:
