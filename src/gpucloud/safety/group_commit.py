@@ -24,9 +24,10 @@ lone create, a provider with no rate to wait for) commits at once, so it is
 as fast as before; a batch paced by its provider's rate commits one
 transaction per many launches, at no cost to its pace. A write from a thread
 running an asyncio event loop (AsyncClient) never waits: the launches that
-could join it are tasks of that loop, which stands still while it waits. This is the classic
-group commit of database logs (PostgreSQL's ``commit_delay``, InnoDB's
-binlog group commit): many waiting records, one flush.
+could join it are tasks of that loop, which stands still while it waits.
+This is the classic group commit of database logs (PostgreSQL's
+``commit_delay``, InnoDB's binlog group commit): many waiting records, one
+flush.
 
 A write that raises something other than a database error (a budget
 refusal) is undone alone (SAVEPOINT) and handed back to its caller; the rest
