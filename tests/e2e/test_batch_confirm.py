@@ -427,3 +427,48 @@ def test_the_machines_of_full_pages_are_confirmed_before_the_last_answers(monkey
     assert counts["create"] == n and counts["get"] <= 4
     assert len({i.index for i in result.items}) == n
     journaled_and_billed(result.instances)
+
+
+def test_the_last_listing_is_not_held_behind_a_page_read_on_its_way(monkeypatch):
+    """The pages are read as they fill while the creates go out; the last
+    pass's listing is sent once the last create is, even while such a read is
+    still on its way (waiting for a read of a page not due to be full would
+    put up to a round trip between the last create and the last listing).
+    Here the cloud holds the first read of the listing (of a page just begun)
+    until another listing arrives (3 s at most): only a last listing sent
+    apart from it releases it."""
+    from gpucloud.providers.sandbox import adapter as sandbox_adapter
+
+    monkeypatch.setattr(sandbox_adapter, "PAGE", 5)
+    monkeypatch.setattr(confirm, "EVERY", 10**6)  # no pass among the launches
+    known = confirm.Confirmations.__init__
+
+    def paged(self):  # as if a pass had seen the listing come in pages of 5
+        known(self)
+        self.page_size = 5
+
+    monkeypatch.setattr(confirm.Confirmations, "__init__", paged)
+    original = SandboxTransport.handle_request
+    n = 20
+    listings = []
+    another = threading.Event()
+    lock = threading.Lock()
+
+    def handle(self, request):
+        path = request.url.path.rstrip("/")
+        if request.method == "GET" and path == "/v1/instances":
+            with lock:
+                listings.append(request.url.params.get("cursor"))
+                first = len(listings) == 1
+            if not first:
+                another.set()
+            elif not another.wait(3):
+                listings.append("held 3 s")
+        return original(self, request)
+
+    monkeypatch.setattr(SandboxTransport, "handle_request", handle)
+    result = Client().create_many(gpu="h100", count=8, n=n, provider="sandbox",
+                                  auto_shutdown="1h", concurrency=2)
+    assert result.ok and len(result.instances) == n
+    assert listings[0] is None  # the first page, read while the creates went out
+    assert "held 3 s" not in listings

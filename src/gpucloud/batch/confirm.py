@@ -38,19 +38,21 @@ twice the machines it confirms).
 A listing in pages (``Provider.list_page``) is read one page after another,
 a round trip each: at 500 ms, 3,000 machines in pages of 500 would be 3 s
 after the last create. So once a pass has seen the listing come in pages,
-the last pass's listing reads the pages as they fill, alongside the
-launches: a page followed by another is read once (a provider that pages by
-creation, oldest first, as the sandbox and most keyset-paged APIs do, puts
-every later machine on a later page); the last page so far is read again
-once as many creates as it lacked have been answered, and for the last time once
-the last create has been sent. A provider that orders its pages otherwise
-loses nothing but time: a machine not in the pages read is read back by id,
-as any unlisted machine is. The last pass's listing stops at a full page
-once every launch the batch sent to the provider is in the pages read (by
-its launch id): the pages after it can hold only machines made later, none
-of them this batch's, and when the batch's machines fill a whole number of
-pages the empty page after them would be one more round trip after the
-last create.
+the pages are read as they fill, alongside the launches (``following``): a
+page followed by another is read once (a provider that pages by creation,
+oldest first, as the sandbox and most keyset-paged APIs do, puts every later
+machine on a later page); the last page so far is read again once as many
+creates as it lacked have been answered. The last pass's listing is an
+operation of its own, beside those reads: it reads on from the full pages
+read so far as soon as the last create has been sent, not once the page
+being read then comes back (a round trip later, most of the time at 500/s).
+A provider that orders its pages otherwise loses nothing but time: a machine
+not in the pages read is read back by id, as any unlisted machine is. The
+last pass's listing stops at a full page once every launch the batch sent
+to the provider is in the pages read (by its launch id): the pages after it
+can hold only machines made later, none of them this batch's, and when the
+batch's machines fill a whole number of pages the empty page after them
+would be one more round trip after the last create.
 """
 
 from __future__ import annotations
@@ -85,11 +87,13 @@ def pass_at(position: int) -> bool:
         (position // EVERY) & (position // EVERY - 1) == 0
 
 
-# How often, and how long at most, the last pass's listing waits for the
-# batch's last creates to be sent before it is.
+# How often the last pass's listing looks whether the batch's last create has
+# been sent, once it is near; and how long at most the confirmation of the
+# full pages (listed_early), started after the last launch, waits for it.
 POLL = 0.002
 WAIT_FOR_SENDS = 5.0
-# How often the last pass's listing looks whether a page may have filled.
+# How often the reads of the pages as they fill look whether a page may have
+# filled, and the last pass's listing whether the last create is near.
 FOLLOW = 0.02
 # Launches answered and missing from the last listing that make it read its
 # last pages again rather than read each back by id.
@@ -116,6 +120,13 @@ class Confirmations:
         self._read: dict[str, tuple[list[Instance], str | None]] = {}
         # Per provider: the launch ids of every create sent to it.
         self._sent: dict[str, set[str]] = {}
+        # Providers whose listing failed while the creates were sent, and how:
+        # the last pass reads their machines back by id.
+        self.failed: dict[str, BaseException] = {}
+        # Providers whose last page so far ``following`` is reading again, as
+        # many creates as it lacked answered since: it comes back full, and
+        # the pages after it start where it ends.
+        self.filling: set[str] = set()
 
     def sending(self, provider: str, launch_id: str) -> None:
         """A create carrying ``launch_id`` is about to be sent to ``provider``."""
@@ -190,53 +201,89 @@ def pages(adapter: Provider, provider: str, confirmations: Confirmations, *,
         cursor = following
 
 
-def listing(ctx: ClientContext, providers: list[str], unsent: Callable[[], int],
-            confirmations: Confirmations, running: Callable[[], int] = lambda: 0) -> Op:
-    """The listings of the last pass, fetched while the last creates are
-    answered: {provider: its machines, or the error its listing ended with}.
-    Runs alongside the batch's launches from the start. Once the listing is
-    seen to come in pages, its full pages are read as they fill (the last
-    page so far is read again once as many creates as it lacked have been
-    answered); its last page is read once ``unsent`` says every create of the
-    batch has been sent (so it is booked behind them), or after
-    ``WAIT_FOR_SENDS`` at most (an interrupted batch never sends the rest)."""
-    failed: dict[str, BaseException] = {}
+def following(ctx: ClientContext, providers: list[str], unsent: Callable[[], int],
+              confirmations: Confirmations) -> Op:
+    """The listing's pages read as they fill, while the batch's creates are
+    sent: runs beside the launches from the start. Once the listing is seen
+    to come in pages, a full page is read once, and the last page so far again
+    once as many creates as it lacked have been answered. Ends once every
+    create is sent: the last pass's listing (``listing``) goes on from the
+    pages read. A provider whose listing fails here is left to that listing's
+    verdict (``Confirmations.failed``)."""
+    failed = confirmations.failed
+    refill: set[str] = set()  # the last page so far is due to be full when read again
     while unsent() > 0:
         size = confirmations.page_size
-        following_any = [p for p in providers if p not in failed]
-        if not size or not following_any:
+        followed = [p for p in providers if p not in failed]
+        if not size or not followed:
             yield Sleep(FOLLOW)
             continue
-        for provider in following_any:
+        for provider in followed:
             if unsent() <= 0:
                 break
             made = confirmations.answered
             _, cursor = confirmations.read(provider)
+            if provider in refill:
+                confirmations.filling.add(provider)
             try:
-                page, following = yield Call(provider, ctx.adapter(provider).list_page(cursor))
+                page, next_cursor = yield Call(provider, ctx.adapter(provider).list_page(cursor))
+                if next_cursor is not None:
+                    confirmations.advance(provider, cursor, page, next_cursor)
+                    refill.discard(provider)
+                    continue
             except GpuCloudError as exc:
                 failed[provider] = exc
                 continue
-            if following is not None:
-                confirmations.advance(provider, cursor, page, following)
-                continue
+            finally:
+                confirmations.filling.discard(provider)
             # The last page so far: read again once it may have filled, when as
             # many more creates as it lacked have been answered (sent is not
             # enough: a create sent is made half a round trip later).
+            refill.discard(provider)
             while 0 < unsent() and confirmations.answered - made < size - len(page):
                 yield Sleep(FOLLOW)
+            if unsent() > 0:
+                refill.add(provider)
+    return None
+
+
+def until_sent(unsent: Callable[[], int]) -> Flow[None]:
+    """Waits until every create of the batch has been sent: FOLLOW at a time
+    while more are left than went out in the last wait, POLL from then on (so
+    the last listing goes within POLL of the last create, without waking
+    every POLL over a batch of minutes)."""
+    left, near = unsent(), False
+    while left > 0:
+        yield Sleep(POLL if near else FOLLOW)
+        now = unsent()
+        near = near or now <= left - now
+        left = now
+
+
+def listing(ctx: ClientContext, providers: list[str], unsent: Callable[[], int],
+            confirmations: Confirmations, running: Callable[[], int] = lambda: 0) -> Op:
+    """The listings of the last pass, fetched while the last creates are
+    answered: {provider: its machines, or the error its listing ended with}.
+    Runs beside the launches from the start, apart from ``following``: it
+    sends its listing once ``unsent`` says every create of the batch has been
+    sent (so it is booked behind them), whatever page ``following`` is
+    reading then (waiting for that read to come back would put a round trip
+    between the last create and the last listing). It goes on from the full
+    pages read so far."""
+    yield from until_sent(unsent)
+    # A page on its way that comes back full moves the start of the pages
+    # after it: read here from before it, it would be a round trip more. It
+    # was sent earlier, so its answer is due sooner than a read sent now.
     waited = 0.0
-    while unsent() > 0 and waited < WAIT_FOR_SENDS:
+    while any(p in confirmations.filling for p in providers) and waited < WAIT_FOR_SENDS:
         yield Sleep(POLL)
         waited += POLL
+    failed = dict(confirmations.failed)
     rest = [p for p in providers if p not in failed]
-    got = yield Gather([Call(p, pages(ctx.adapter(p), p, confirmations,
-                                      until_found=unsent() <= 0))
+    got = yield Gather([Call(p, pages(ctx.adapter(p), p, confirmations, until_found=True))
                         for p in rest])
     out: dict[str, Any] = dict(failed)
     out.update(zip(rest, got))
-    if unsent() > 0:
-        return out
     # A create sent just before the last page was read can reach the provider
     # after it (its thread slower to go out than the listing's): a machine
     # missing here is read back by id, a request each against the rate. When
@@ -339,5 +386,5 @@ def confirm_pass(ctx: ClientContext, confirmations: Confirmations, finish: Finis
     return done
 
 
-__all__ = ["Confirmations", "EVERY", "FEWEST", "confirm_pass", "listed_early", "listing",
-           "pages", "pass_at"]
+__all__ = ["Confirmations", "EVERY", "FEWEST", "confirm_pass", "following", "listed_early",
+           "listing", "pages", "pass_at", "until_sent"]

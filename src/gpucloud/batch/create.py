@@ -284,9 +284,12 @@ def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[P
         return _item(run, index, requests[index].name, made, answered.attempts)
 
     ops: list[Op] = []
-    if listed:  # the last pass's listing: from the start, alongside the launches
+    if listed:  # the pages read as they fill, and the last pass's listing: from the start
+        ops.append(confirm.following(ctx, sorted(listed), lambda: run.unsent,
+                                     run.confirmations))
         ops.append(confirm.listing(ctx, sorted(listed), lambda: run.unsent,
                                    run.confirmations, lambda: run.running))
+    beside = len(ops)  # ops that run beside the launches, never in the place of one
     slot_of: dict[int, int] = {}  # op position -> the slot it launches
     for position, i in enumerate(todo):
         if confirm.pass_at(position):
@@ -298,19 +301,18 @@ def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[P
         ops.append(confirm.listed_early(ctx, run.confirmations, finish, limit,
                                         lambda: run.unsent))
     run.unsent = run.running = len(todo)
-    # The listing runs beside the launches, never in the place of one.
-    bound = limit if not listed else (
-        limit + 1 if isinstance(limit, int) else lambda: limit() + 1)
+    bound = limit + beside if isinstance(limit, int) else lambda: limit() + beside
     results = yield Concurrent(ops, limit=bound)
-    prefetched = results[0] if listed else None
-    if isinstance(prefetched, BaseException):
-        raise prefetched  # a bug: listing() hands a provider's failure back as its value
+    for result in results[:beside]:
+        if isinstance(result, BaseException):
+            raise result  # a bug: they hand a provider's failure back as a value
+    prefetched = results[1] if listed else None
     last = yield from confirm.confirm_pass(ctx, run.confirmations, finish, limit,
                                            prefetched=prefetched)
     items = dict(earlier)
     for position, result in enumerate([*results, last]):
-        if listed and position == 0:
-            continue  # the listing: the last pass's
+        if position < beside:
+            continue  # the listings: the last pass's
         if isinstance(result, BaseException) and not isinstance(result, GpuCloudError):
             raise result  # a bug: never turned into a "failed machine"
         index = slot_of.get(position)
