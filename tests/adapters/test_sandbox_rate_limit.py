@@ -47,7 +47,10 @@ def test_knobs_parse_and_check():
 
 def test_the_adapter_declares_the_clouds_rate(tmp_path, catalog, clock):
     limited = Env(tmp_path / "a.sqlite", catalog, clock, rate_limit=50)
-    assert limited.provider.limits() == {"*": RateLimit(50.0)}
+    # A tenth of the second's worth the cloud's bucket holds, at least one.
+    assert limited.provider.limits() == {"*": RateLimit(50.0, burst=5)}
+    assert Env(tmp_path / "c.sqlite", catalog, clock,
+               rate_limit=2).provider.limits() == {"*": RateLimit(2.0)}
     assert Env(tmp_path / "b.sqlite", catalog, clock).provider.limits() == {}
     # Two sandboxes (two databases) are two accounts: two budgets.
     assert limited.provider.rate_scope() != Env(
