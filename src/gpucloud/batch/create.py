@@ -323,7 +323,7 @@ def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[P
         elif isinstance(result, GpuCloudError):
             run.errors.setdefault(index, result)
             items[index] = _failed(index, requests[index].name, result, [])
-        # else answered: its item came from a pass
+        # else None, answered: its item came from a pass
     distinct = list({id(p): p for p in plans}.values())
     result_ = BatchResult(batch=run.key, items=tuple(items[i] for i in range(len(requests))),
                           plans=tuple(distinct))
@@ -361,8 +361,11 @@ def _slot(run: _Run, index: int, request: CreateRequest, plan: Plan, listed: boo
 
 def _launch_slot(run: _Run, index: int, request: CreateRequest, plan: Plan,
                  listed: bool, on_send: Callable[[str, str], None]) -> Op:
-    """The slot's item; or, ``listed``, its launch ``Answered`` and waiting for a
-    pass to confirm it (batch/confirm.py)."""
+    """The slot's item; or, ``listed``, None: its launch ``Answered``, waiting
+    for a pass to confirm it (batch/confirm.py), which makes the item. Not
+    returned: the batch's results would keep every launch's reply and
+    attempts alive to its end, for the interpreter's collector to walk each
+    time it looks at everything (thousands of objects a second at 500/s)."""
     if run.stopped:  # an all-or-nothing batch has already failed
         return run.settled(BatchItem(index=index, name=request.name, status="not_launched"))
     attempts: list[Attempt] = []
@@ -376,7 +379,7 @@ def _launch_slot(run: _Run, index: int, request: CreateRequest, plan: Plan,
         made = exc
     if isinstance(made, Answered):
         run.confirmations.add(index, made)
-        return made
+        return None
     return _item(run, index, request.name, made, attempts)
 
 
