@@ -237,6 +237,42 @@ def test_a_pass_the_database_refuses_as_one_transaction_records_each_on_its_own(
     journaled_and_billed(result.instances)
 
 
+def test_a_pass_records_in_groups_and_a_group_refused_records_each_on_its_own(monkeypatch):
+    """A pass's machines are recorded a few at a time (the launches still
+    going wait for the home's write lock meanwhile); a group the database
+    refuses leaves the groups before it recorded, and its own machines are
+    each recorded by themselves."""
+    from gpucloud.core import launch as launch_module
+    from gpucloud.errors import StateError
+    from gpucloud.safety.journal import Journal
+
+    monkeypatch.setattr(launch_module, "RECORDED_TOGETHER", 4)
+    grouped = {"calls": 0, "sizes": []}
+    original = Journal.exclusive
+    known = launch_module.ledger_events.launched_all
+
+    def counted(ctx, launches):
+        grouped["sizes"].append(len(launches))
+        return known(ctx, launches)
+
+    def second_refused(self, schema=()):
+        grouped["calls"] += 1
+        if grouped["calls"] == 2:
+            raise StateError("state database is unusable: database is locked (test)",
+                             path=self.path)
+        return original(self, schema)
+
+    monkeypatch.setattr(launch_module.ledger_events, "launched_all", counted)
+    monkeypatch.setattr(Journal, "exclusive", second_refused)
+    n = 12
+    result = Client().create_many(gpu="h100", count=8, n=n, provider="sandbox",
+                                  auto_shutdown="1h")
+    assert result.ok and len(result.instances) == n
+    assert grouped["sizes"] and max(grouped["sizes"]) <= 4
+    assert sum(grouped["sizes"]) >= n  # the refused group's machines each on its own
+    journaled_and_billed(result.instances)
+
+
 def test_a_batch_looks_for_its_ssh_key_once_and_journals_it_for_every_launch(monkeypatch,
                                                                           tmp_path):
     """The default key is found once for the batch, not once per launch (each

@@ -238,9 +238,13 @@ def following(ctx: ClientContext, providers: list[str], unsent: Callable[[], int
                 confirmations.filling.discard(provider)
             # The last page so far: read again once it may have filled, when as
             # many more creates as it lacked have been answered (sent is not
-            # enough: a create sent is made half a round trip later).
+            # enough: a create sent is made half a round trip later), and a
+            # tenth of a page more: counted from before the read was sent,
+            # the answers put it on the very moment the page fills, and read
+            # one machine short it would be read again a round trip later.
             refill.discard(provider)
-            while 0 < unsent() and confirmations.answered - made < size - len(page):
+            due = size - len(page) + size // 10
+            while 0 < unsent() and confirmations.answered - made < due:
                 yield Sleep(FOLLOW)
             if unsent() > 0:
                 refill.add(provider)
@@ -271,6 +275,10 @@ def listing(ctx: ClientContext, providers: list[str], unsent: Callable[[], int],
     between the last create and the last listing). It goes on from the full
     pages read so far."""
     yield from until_sent(unsent)
+    # The last creates' threads may go out a moment after the one that said
+    # so; a listing a step behind them misses none (a machine it misses costs
+    # a round trip after the last answer: read back, or the pages again).
+    yield Sleep(FOLLOW)
     # A page on its way that comes back full moves the start of the pages
     # after it: read here from before it, it would be a round trip more. It
     # was sent earlier, so its answer is due sooner than a read sent now.
@@ -369,7 +377,7 @@ def confirm_pass(ctx: ClientContext, confirmations: Confirmations, finish: Finis
     read = iter((yield Concurrent([read_back(ctx, a) for a in unlisted], limit=limit))
                 if unlisted else [])
     # The machines listed as replied, with this launch's launch id, are recorded
-    # in one transaction; the rest (read by id, or refuted) each on their own.
+    # together; the rest (read by id, or refuted) each on their own.
     agreed = {id(a) for (_, a), m in zip(taken, confirmed)
               if m is not None and m.launch_id in (None, a.launch_id)}
     recorded = record_delivered(ctx, [(a, m) for (_, a), m in zip(taken, confirmed)
@@ -379,7 +387,7 @@ def confirm_pass(ctx: ClientContext, confirmations: Confirmations, finish: Finis
         outcome = machine if machine is not None else next(read)
         try:
             made = yield from conclude(ctx, answered, given(outcome),
-                                       recorded=recorded and id(answered) in agreed)
+                                       recorded=id(answered) in recorded)
         except GpuCloudError as exc:
             made = exc
         done.append((index, finish(index, answered, made)))
