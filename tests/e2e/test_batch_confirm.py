@@ -346,6 +346,37 @@ def test_an_interrupt_before_the_pass_names_each_machine_by_its_replied_id(monke
         f"sandbox/{r.instance_id}" for r in records)
 
 
+def test_an_interrupt_with_launches_not_started_leaves_no_thread_going_on(monkeypatch):
+    """Ctrl-C while launches wait for their turn: they never start, so the
+    creates they would send never go, and the listings beside the launches
+    (waiting for every create to be sent) stop too. A thread left waiting
+    would keep the process from exiting: Python joins a pool's threads at
+    exit."""
+    original = SandboxTransport.handle_request
+    lock = threading.Lock()
+    seen = {"creates": 0}
+
+    def handle(self, request):
+        if request.method == "POST" and request.url.path.rstrip("/") == "/v1/instances":
+            with lock:
+                seen["creates"] += 1
+                third = seen["creates"] == 3
+            if third:
+                raise KeyboardInterrupt
+        return original(self, request)
+
+    monkeypatch.setattr(SandboxTransport, "handle_request", handle)
+    before = set(threading.enumerate())
+    with pytest.raises(KeyboardInterrupt):
+        Client().create_many(gpu="h100", count=8, n=30, provider="sandbox",
+                             auto_shutdown="1h", concurrency=2)
+    assert seen["creates"] < 30  # launches were still waiting for their turn
+    for thread in set(threading.enumerate()) - before:
+        if not thread.daemon:
+            thread.join(5)
+            assert not thread.is_alive(), f"{thread.name} goes on after the interrupt"
+
+
 def test_the_last_listing_is_on_its_way_while_the_last_create_is_answered(monkeypatch):
     """The last pass's listing does not wait for the last creates' answers (a
     round trip): the cloud here holds the answer to the last create until a

@@ -44,8 +44,10 @@ oldest first, as the sandbox and most keyset-paged APIs do, puts every later
 machine on a later page); the last page so far is read again once as many
 creates as it lacked have been answered. The last pass's listing is an
 operation of its own, beside those reads: it reads on from the full pages
-read so far as soon as the last create has been sent, not once the page
-being read then comes back (a round trip later, most of the time at 500/s).
+read so far a step after the last create has been sent, not once the page
+being read then comes back (a round trip later, most of the time at 500/s),
+unless that page is due to come back full (it moves where the pages after
+it start).
 A provider that orders its pages otherwise loses nothing but time: a machine
 not in the pages read is read back by id, as any unlisted machine is. The
 last pass's listing stops at a full page once every launch the batch sent
@@ -88,8 +90,9 @@ def pass_at(position: int) -> bool:
 
 
 # How often the last pass's listing looks whether the batch's last create has
-# been sent, once it is near; and how long at most the confirmation of the
-# full pages (listed_early), started after the last launch, waits for it.
+# been sent, once it is near; how long at most the confirmation of the full
+# pages (listed_early), started after the last launch, waits for it, and the
+# last listing for a page due to come back full.
 POLL = 0.002
 WAIT_FOR_SENDS = 5.0
 # How often the reads of the pages as they fill look whether a page may have
@@ -127,6 +130,10 @@ class Confirmations:
         # many creates as it lacked answered since: it comes back full, and
         # the pages after it start where it ends.
         self.filling: set[str] = set()
+        # Set when the batch is interrupted: launches never started will never
+        # be sent, and the listings beside them stop (a thread still waiting
+        # for them would keep the process from exiting).
+        self.abandoned = False
 
     def sending(self, provider: str, launch_id: str) -> None:
         """A create carrying ``launch_id`` is about to be sent to ``provider``."""
@@ -212,7 +219,7 @@ def following(ctx: ClientContext, providers: list[str], unsent: Callable[[], int
     verdict (``Confirmations.failed``)."""
     failed = confirmations.failed
     refill: set[str] = set()  # the last page so far is due to be full when read again
-    while unsent() > 0:
+    while unsent() > 0 and not confirmations.abandoned:
         size = confirmations.page_size
         followed = [p for p in providers if p not in failed]
         if not size or not followed:
@@ -269,12 +276,15 @@ def listing(ctx: ClientContext, providers: list[str], unsent: Callable[[], int],
     """The listings of the last pass, fetched while the last creates are
     answered: {provider: its machines, or the error its listing ended with}.
     Runs beside the launches from the start, apart from ``following``: it
-    sends its listing once ``unsent`` says every create of the batch has been
-    sent (so it is booked behind them), whatever page ``following`` is
-    reading then (waiting for that read to come back would put a round trip
-    between the last create and the last listing). It goes on from the full
-    pages read so far."""
-    yield from until_sent(unsent)
+    sends its listing a step (FOLLOW) after ``unsent`` says every create of
+    the batch has been sent (so it is booked behind them). Of the pages
+    ``following`` may be reading then, it waits only for one due to come back
+    full (``Confirmations.filling``, WAIT_FOR_SENDS at most); waiting for any
+    other would put up to a round trip between the last create and the last
+    listing. It goes on from the full pages read so far."""
+    yield from until_sent(lambda: 0 if confirmations.abandoned else unsent())
+    if confirmations.abandoned:
+        return {}
     # The last creates' threads may go out a moment after the one that said
     # so; a listing a step behind them misses none (a machine it misses costs
     # a round trip after the last answer: read back, or the pages again).
@@ -297,7 +307,7 @@ def listing(ctx: ClientContext, providers: list[str], unsent: Callable[[], int],
     # missing here is read back by id, a request each against the rate. When
     # several are missing, the pages after the full ones are read once more
     # after every launch of the batch has ended (``running``), one request.
-    while running() > 0:
+    while running() > 0 and not confirmations.abandoned:
         yield Sleep(FOLLOW)
     again = [p for p in rest if not isinstance(out[p], BaseException)
              and confirmations.unlisted(p, out[p]) >= REREAD]

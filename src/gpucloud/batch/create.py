@@ -302,7 +302,11 @@ def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[P
                                         lambda: run.unsent))
     run.unsent = run.running = len(todo)
     bound = limit + beside if isinstance(limit, int) else lambda: limit() + beside
-    results = yield Concurrent(ops, limit=bound)
+    try:
+        results = yield Concurrent(ops, limit=bound)
+    except BaseException:
+        run.confirmations.abandoned = True  # an interrupt: the listings beside stop
+        raise
     for result in results[:beside]:
         if isinstance(result, BaseException):
             raise result  # a bug: they hand a provider's failure back as a value
