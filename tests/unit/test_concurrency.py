@@ -188,3 +188,20 @@ def test_a_session_times_its_round_trips_and_this_threads_work_in_them(monkeypat
     assert limiter.sync_wall is not None and limiter.sync_cpu is not None
     assert 0 < limiter.sync_cpu <= limiter.sync_wall and limiter.sync_wall >= 0.03
     assert (limiter.threads_to_overlap() or 0) >= 2
+
+
+def test_operations_beside_a_bound_at_the_cap_take_no_launch_slot(monkeypatch):
+    """A batch's listings run beside its launches the whole time: with the
+    bound worked out and at the cap, the pool is that much wider, so every
+    launch the bound allows runs at once beside them."""
+    monkeypatch.setattr(concurrency, "in_flight_cap", lambda: 4)
+    runner = ThreadedRunner(ClientContext(["sandbox"], None, None, False), time.sleep)
+    meet = threading.Barrier(6, timeout=5)  # 2 beside + 4 launches, all in flight at once
+
+    def waits():
+        yield from ()
+        return meet.wait()
+
+    results = runner.run(_wrap(Concurrent([waits() for _ in range(6)], limit=lambda: 6,
+                                          beside=2)))
+    assert sorted(results) == [0, 1, 2, 3, 4, 5]

@@ -303,7 +303,7 @@ def _launch_all(ctx: ClientContext, requests: list[CreateRequest], plans: list[P
     run.unsent = run.running = len(todo)
     bound = limit + beside if isinstance(limit, int) else lambda: limit() + beside
     try:
-        results = yield Concurrent(ops, limit=bound)
+        results = yield Concurrent(ops, limit=bound, beside=beside)
     except BaseException:
         run.confirmations.abandoned = True  # an interrupt: the listings beside stop
         raise

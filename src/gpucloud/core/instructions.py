@@ -47,9 +47,12 @@ class Concurrent:
     comes back as its value (as in Gather). Sub-operations share the context,
     so what they record there must be per launch (core/launch.py). ``limit``:
     a number, or a function asked each time one may start (a bound that moves
-    with what is observed, core/concurrency.py)."""
+    with what is observed, core/concurrency.py). ``beside``: how many of the
+    sub-operations run the whole time beside the rest (counted in ``limit``),
+    so that a thread pool sized to a cap on the rest is that much wider."""
     ops: list[Op] = field(default_factory=list)
     limit: int | Callable[[], int] = DEFAULT_CONCURRENCY
+    beside: int = 0
 
     def bound(self) -> int:
         """The most sub-operations in flight now (at least one)."""

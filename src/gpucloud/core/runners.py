@@ -115,7 +115,7 @@ class ThreadedRunner:
         # batch against a slow provider, per launch ended: CPU the launches need).
         ended: queue.SimpleQueue[Future[Any]] = queue.SimpleQueue()
         # A number given is taken as it is; a bound worked out stays under the cap.
-        widest = item.limit if isinstance(item.limit, int) else in_flight_cap()
+        widest = item.limit if isinstance(item.limit, int) else in_flight_cap() + item.beside
         pool = ThreadPoolExecutor(max_workers=max(1, min(widest, len(item.ops))),
                                   thread_name_prefix="gpucloud-launch")
         try:
