@@ -162,6 +162,30 @@ def _ssl(verify: Any) -> ssl.SSLContext:
     return context
 
 
+def _shutting_down() -> type:
+    """websockets' sync connection, whose close also shuts the socket down.
+
+    When the upgrade is refused (a 404 for a pod that is gone) and the server
+    keeps the connection open, websockets closes the socket and joins its
+    reading thread. Over TLS that thread can be blocked in a read that a
+    close does not wake (the socket was readable for a record that held no
+    data), so the join, and the exec, waited for ever (python-websockets
+    issue 1596). A shutdown wakes a blocked read."""
+    import socket
+
+    from websockets.sync.client import ClientConnection
+
+    class Connection(ClientConnection):
+        def close_socket(self) -> None:
+            try:
+                self.socket.shutdown(socket.SHUT_RDWR)
+            except OSError:  # closed already, or never connected
+                pass
+            super().close_socket()
+
+    return Connection
+
+
 def run(provider: Cluster, pod: str, command: str, timeout: float) -> ExecResult:
     from websockets.exceptions import InvalidHandshake, InvalidStatus
     from websockets.sync.client import connect
@@ -183,7 +207,8 @@ def run(provider: Cluster, pod: str, command: str, timeout: float) -> ExecResult
                          additional_headers=headers, compression=None, proxy=proxy,
                          open_timeout=max(0.1, min(MAX_OPEN_TIMEOUT, deadline - time.monotonic())),
                          ping_interval=None, close_timeout=CLOSE_TIMEOUT, max_size=MAX_OUTPUT,
-                         logger=_ws_log, user_agent_header="gpucloud") as connection:
+                         logger=_ws_log, user_agent_header="gpucloud",
+                         create_connection=_shutting_down()) as connection:
                 if connection.subprotocol not in PROTOCOLS:
                     raise APIResponseValidationError(
                         f"{provider.name}: the API server spoke {connection.subprotocol or 'no'} "
