@@ -169,8 +169,8 @@ def _shutting_down() -> type:
     keeps the connection open, websockets closes the socket and joins its
     reading thread. Over TLS that thread can be blocked in a read that a
     close does not wake (the socket was readable for a record that held no
-    data), so the join, and the exec, waited for ever (python-websockets
-    issue 1596). A shutdown wakes a blocked read."""
+    data), so the join, and the exec, waited for ever
+    (python-websockets/websockets#1596). A shutdown wakes a blocked read."""
     import socket
 
     from websockets.sync.client import ClientConnection
