@@ -24,6 +24,7 @@ handshake's headers at DEBUG, and they hold the bearer token.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import ssl
@@ -162,6 +163,7 @@ def _ssl(verify: Any) -> ssl.SSLContext:
     return context
 
 
+@functools.cache  # one class, made on the first exec (websockets loads only then)
 def _shutting_down() -> type:
     """websockets' sync connection, whose close also shuts the socket down.
 
